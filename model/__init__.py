@@ -1,0 +1,1 @@
+"""The model stage: a Llama-style TransformerLM (issue 4; not built yet)."""

@@ -1,0 +1,1 @@
+"""The encode stage: corpora to .bin token shards (issue 3; not built yet)."""

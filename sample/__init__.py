@@ -1,0 +1,1 @@
+"""The sample stage: text from a checkpoint (issue 4; not built yet)."""

@@ -1,0 +1,1 @@
+"""Contracts shared by the stages: corpus reading, errors, atomic files, progress."""

@@ -1,0 +1,187 @@
+"""Stream documents out of text corpora: .txt, .jsonl, .parquet, and gzipped .txt/.jsonl.
+
+Memory stays bounded by the block and piece sizes (or the longest .jsonl line / a
+parquet batch), never by the file, so corpora far larger than RAM can be read.
+"""
+from __future__ import annotations
+
+import codecs
+import glob
+import gzip
+import json
+import os
+import sys
+import threading
+import zlib
+from pathlib import Path
+from typing import Iterator, Sequence
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from shared.errors import InputError
+
+DEFAULT_SEPARATOR = "<|endoftext|>"
+SUFFIXES = (".txt", ".jsonl", ".parquet", ".txt.gz", ".jsonl.gz")
+BLOCK_BYTES = 1 << 20  # .txt read size; a module global so tests can make it tiny
+PARQUET_BATCH_ROWS = 1024
+
+
+class _Replaced(threading.local):
+    count = 0  # per thread, so two threads decoding at once don't mix their counts
+
+
+_replaced = _Replaced()
+
+
+def _replace_and_count(exc):
+    _replaced.count += 1
+    return "\ufffd", exc.end  # exactly what errors="replace" does
+
+
+codecs.register_error("corpus-replace", _replace_and_count)
+
+
+def _kind(path: Path) -> str | None:
+    name = path.name.lower()
+    return next((s for s in SUFFIXES if name.endswith(s)), None)
+
+
+def expand_inputs(inputs: Sequence[str | os.PathLike]) -> list[Path]:
+    """Files, directories (searched recursively) and glob patterns -> readable corpus files.
+
+    Order is kept (each directory and pattern sorted), duplicates dropped.
+    """
+    found: dict[Path, Path] = {}
+    for item in map(os.fspath, inputs):
+        # An existing path is taken literally, so a file named "a[1].txt" is not a pattern.
+        matches = [item] if os.path.exists(item) else sorted(glob.glob(item, recursive=True))
+        if not matches:
+            raise InputError(f"--input {item!r}: no such file or directory")
+        files = []
+        for match in map(Path, matches):
+            if match.is_dir():
+                files += sorted(f for f in match.rglob("*") if f.is_file() and _kind(f))
+            else:
+                files.append(match)
+        if not files:
+            raise InputError(f"{item}: no .txt, .jsonl or .parquet files in it")
+        for f in files:
+            if not _kind(f):
+                raise InputError(f"{f}: unknown file type, expected .txt, .jsonl, .parquet (or .txt.gz/.jsonl.gz)")
+            if not os.access(f, os.R_OK):
+                raise InputError(f"{f}: permission denied")
+            found.setdefault(f.resolve(), f)
+    return list(found.values())
+
+
+def _split(doc: str, piece_chars: int) -> Iterator[tuple[str, bool]]:
+    """A whole document as pieces of at most piece_chars, the last marked as its end."""
+    for i in range(0, len(doc), piece_chars):
+        yield doc[i:i + piece_chars], i + piece_chars >= len(doc)
+
+
+class Corpus:
+    """The documents of some input files, streamed as (text, ends_document) pieces.
+
+    Inputs are expanded and checked up front, so bad paths fail before any work.
+    `total_bytes` and `bytes_read` (on-disk bytes, compressed for .gz) drive progress bars.
+    """
+
+    def __init__(self, inputs, *, separator: str | None = DEFAULT_SEPARATOR, text_field: str = "text"):
+        self.paths = expand_inputs(inputs)
+        self.separator = separator or None  # "" would match everywhere; treat it as no separator
+        self.text_field = text_field
+        self.total_bytes = sum(p.stat().st_size for p in self.paths)
+        self.bytes_read = 0
+        self.invalid_utf8 = 0
+        self._first_invalid = None
+
+    def pieces(self, piece_chars: int = 1 << 20) -> Iterator[tuple[str, bool]]:
+        """Yield every non-empty document as pieces of at most piece_chars characters.
+
+        A document's last piece is non-empty and the only one with ends_document=True;
+        documents never span files and are never merged.
+        """
+        self.bytes_read = self.invalid_utf8 = 0
+        self._first_invalid = None
+        for path in self.paths:
+            start, kind = self.bytes_read, _kind(path)
+            read = self._parquet if kind == ".parquet" else self._jsonl if kind.startswith(".jsonl") else self._txt
+            try:
+                yield from read(path, start, piece_chars)
+            except (OSError, EOFError, zlib.error, pa.ArrowException) as e:
+                raise InputError(f"{path}: cannot read as {kind} ({e})") from e
+            self.bytes_read = start + path.stat().st_size
+        if self.invalid_utf8:
+            print(f"warning: {self.invalid_utf8} invalid UTF-8 sequence(s) replaced with U+FFFD "
+                  f"(first in {self._first_invalid})", file=sys.stderr)
+
+    def _decode(self, path, decoder, data: bytes, final: bool) -> str:
+        before = _replaced.count
+        text = decoder.decode(data, final)
+        if _replaced.count != before:
+            self.invalid_utf8 += _replaced.count - before
+            self._first_invalid = self._first_invalid or path
+        return text
+
+    def _txt(self, path, start, piece_chars):
+        sep = self.separator
+        # Keep len(sep) chars back when cutting mid-document: a separator split across
+        # blocks is never cut, and the document's last piece is never empty.
+        hold = len(sep) if sep else 1
+        decoder = codecs.getincrementaldecoder("utf-8")("corpus-replace")
+        buf = ""
+        with open(path, "rb") as raw:
+            f = gzip.GzipFile(fileobj=raw) if path.name.lower().endswith(".gz") else raw
+            while True:
+                block = f.read(BLOCK_BYTES)
+                self.bytes_read = start + raw.tell()
+                buf += self._decode(path, decoder, block, final=not block)
+                pos = 0
+                while sep and (end := buf.find(sep, pos)) >= 0:
+                    yield from _split(buf[pos:end], piece_chars)
+                    pos = end + len(sep)
+                if not block:
+                    yield from _split(buf[pos:], piece_chars)
+                    return
+                while len(buf) - pos - hold >= piece_chars:
+                    yield buf[pos:pos + piece_chars], False
+                    pos += piece_chars
+                buf = buf[pos:]
+
+    def _jsonl(self, path, start, piece_chars):
+        field = self.text_field
+        decoder = codecs.getincrementaldecoder("utf-8")("corpus-replace")
+        with open(path, "rb") as raw:
+            f = gzip.GzipFile(fileobj=raw) if path.name.lower().endswith(".gz") else raw
+            for lineno, line in enumerate(f, 1):
+                text = self._decode(path, decoder, line, final=True)
+                if not text.strip():
+                    continue
+                try:
+                    obj = json.loads(text)
+                except json.JSONDecodeError as e:
+                    raise InputError(f"{path}:{lineno}: invalid JSON ({e.msg} at column {e.colno})") from None
+                doc = obj.get(field) if isinstance(obj, dict) else None
+                if not isinstance(doc, str):
+                    raise InputError(f"{path}:{lineno}: no string field {field!r} (use --text-field)")
+                self.bytes_read = start + raw.tell()
+                yield from _split(doc, piece_chars)
+
+    def _parquet(self, path, start, piece_chars):
+        field = self.text_field
+        with pq.ParquetFile(path) as pf:
+            schema = pf.schema_arrow
+            if field not in schema.names:
+                raise InputError(f"{path}: no column {field!r} (columns: {', '.join(schema.names)}; use --text-field)")
+            kind = schema.field(field).type
+            if not (pa.types.is_string(kind) or pa.types.is_large_string(kind)):
+                raise InputError(f"{path}: column {field!r} holds {kind}, expected strings")
+            rows, total_rows, size = 0, max(pf.metadata.num_rows, 1), path.stat().st_size
+            for batch in pf.iter_batches(batch_size=PARQUET_BATCH_ROWS, columns=[field]):
+                rows += batch.num_rows
+                self.bytes_read = start + size * rows // total_rows
+                for doc in batch.column(0).to_pylist():
+                    if doc is not None:  # nulls are skipped, like empty documents
+                        yield from _split(doc, piece_chars)

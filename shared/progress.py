@@ -1,0 +1,41 @@
+"""A progress line on stderr: redrawn in place on a terminal, a few plain lines in logs."""
+import sys
+import time
+
+
+class Progress:
+    """Report `done` units of work (optionally out of `total`) with a rate.
+
+    On a terminal the line is redrawn at most 10 times a second; elsewhere (CI logs,
+    files) a line is printed at most every `log_interval` seconds, so a long run
+    leaves a handful of lines rather than thousands.
+    """
+
+    def __init__(self, label, unit, *, total=None, scale=1, quiet=False, log_interval=30.0):
+        self.label, self.unit, self.total, self.scale = label, unit, total, scale
+        self.enabled = not quiet
+        self.tty = sys.stderr.isatty()
+        self.interval = 0.1 if self.tty else log_interval
+        self.start = self.last = time.perf_counter()
+        self.done = 0
+
+    def update(self, done):
+        self.done = done
+        now = time.perf_counter()
+        if self.enabled and now - self.last >= self.interval:
+            self.last = now
+            self._show(now, end="\r" if self.tty else "\n")
+
+    def close(self):
+        if self.enabled:
+            self._show(time.perf_counter(), end="\n")
+
+    def _show(self, now, end):
+        elapsed = max(now - self.start, 1e-9)
+        number = "{:,.1f}" if self.scale != 1 else "{:,.0f}"
+        done = self.done / self.scale
+        text = f"{self.label}: {number.format(done)} {self.unit}"
+        if self.total:
+            text += f" / {number.format(self.total / self.scale)} ({100 * self.done / self.total:.0f}%)"
+        text += f", {number.format(done / elapsed)} {self.unit}/s, {elapsed:.1f} s"
+        print(text.ljust(79) if self.tty else text, end=end, file=sys.stderr, flush=True)

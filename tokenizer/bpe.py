@@ -1,0 +1,308 @@
+"""The byte-level BPE tokenizer: text to ids and back.
+
+Encoding follows GPT-2 and HF `tokenizers`: special tokens split the text first (longest
+match wins); the rest is cut into pre-tokens by the GPT-2 pattern; the UTF-8 bytes of
+each pre-token are merged pair by pair, the pair with the lowest merge rank first.
+
+Speed comes from caches and bulk operations rather than a faster inner loop: chunks of
+text seen before (see `split.chunks`) map straight to their ids through `map`/`chain`,
+which run without Python bytecode per chunk; the chunks not seen before are pre-tokenized
+together, and their new pre-tokens merged together in numpy (`_bpe_many`).
+"""
+import functools
+import hashlib
+import json
+import operator
+import os
+import re
+from itertools import accumulate, chain, compress, islice, repeat
+
+import numpy as np
+
+from shared.errors import InputError
+from shared.workers import process_pool
+
+from . import split
+
+_NO_RANK = np.iinfo(np.int64).max
+_CACHE_LIMIT = 1 << 19  # entries per cache: bounds its memory at roughly 100 MB
+
+
+class _Cache(dict):
+    """A dict of bounded size: when new entries would not fit, the oldest half goes
+    (dicts keep insertion order; frequent keys come back at once)."""
+
+    def remember(self, entries):
+        if len(self) + len(entries) > _CACHE_LIMIT:
+            for old in list(islice(self, len(self) // 2)):
+                del self[old]
+        self.update(entries)
+
+
+class _PairRanks:
+    """The rank of each merge, looked up for a whole array of pairs at once: an open-addressing
+    hash table (linear probing, at most half full) searched with numpy, one probe per round."""
+
+    _EMPTY = -1
+
+    def __init__(self, pairs, vocab_size):
+        self.vocab_size = vocab_size
+        self.bits = max(4, (2 * len(pairs)).bit_length())
+        self.keys = np.full(1 << self.bits, self._EMPTY, np.int64)
+        self.ranks = np.zeros(1 << self.bits, np.int64)
+        mask = (1 << self.bits) - 1
+        for rank, (key, slot) in enumerate(zip(self._keys(pairs).tolist(), self._slots(self._keys(pairs)).tolist())):
+            while self.keys[slot] != self._EMPTY:
+                slot = (slot + 1) & mask
+            self.keys[slot], self.ranks[slot] = key, rank
+
+    def _keys(self, pairs):
+        pairs = np.asarray(pairs, np.int64).reshape(-1, 2)
+        return pairs[:, 0] * self.vocab_size + pairs[:, 1]
+
+    def _slots(self, keys):
+        # Fibonacci hashing: the top bits of key * 2^64/phi.
+        return ((keys.astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15)) >> np.uint64(64 - self.bits)).astype(np.int64)
+
+    def lookup(self, left, right):
+        """The rank of each pair (left[i], right[i]), or _NO_RANK where it is no merge."""
+        keys = left * self.vocab_size + right
+        slots = self._slots(keys)
+        rank = np.full(len(keys), _NO_RANK)
+        todo = np.arange(len(keys))
+        mask = (1 << self.bits) - 1
+        while len(todo):
+            found = self.keys[slots[todo]]
+            hit = found == keys[todo]
+            rank[todo[hit]] = self.ranks[slots[todo[hit]]]
+            todo = todo[~hit & (found != self._EMPTY)]
+            slots[todo] = (slots[todo] + 1) & mask
+        return rank
+
+
+class Tokenizer:
+    """A byte-level BPE vocabulary with its merges and special tokens.
+
+    `vocab[i]` is the bytes of token i (for a special token, its UTF-8 text); `merges` lists
+    the pairs of ids in rank order; every merge must make a token of the vocabulary, and
+    every single byte must be a token.
+    """
+
+    def __init__(self, vocab, merges, special_tokens):
+        self.vocab = list(vocab)
+        self.merges = [tuple(m) for m in merges]
+        self.special_tokens = dict(special_tokens)
+        ids = {b: i for i, b in enumerate(self.vocab) if i not in self.special_tokens.values()}
+        missing = [b for b in range(256) if bytes([b]) not in ids]
+        if missing:
+            raise ValueError(f"not a byte-level vocabulary: no token for byte {missing[0]:#04x}")
+        self._byte_ids = np.array([ids[bytes([b])] for b in range(256)], np.int64)
+        merged = []
+        for rank, (a, b) in enumerate(self.merges):
+            if self.vocab[a] + self.vocab[b] not in ids:
+                raise ValueError(f"merge {rank} ({self.vocab[a]!r}, {self.vocab[b]!r}) makes no token of the vocabulary")
+            merged.append(ids[self.vocab[a] + self.vocab[b]])
+        self._ranks = _PairRanks(self.merges, self.vocab_size)
+        self._merged_ids = np.array(merged, np.int64)  # by rank
+        self._pretoken_ids = _Cache()
+        # A chunk other than the first of its text stands for " " + chunk (see split.chunks).
+        self._chunk_ids = _Cache()
+        self._special_bytes = {s: np.array([i], np.uint32).tobytes() for s, i in self.special_tokens.items()}
+        self._special_res = {}
+
+    @property
+    def vocab_size(self):
+        return len(self.vocab)
+
+    @functools.cached_property
+    def fingerprint(self):
+        """A short hash of what decides the ids: the vocabulary, the merges, the special tokens."""
+        canonical = json.dumps(
+            {"vocab": [t.hex() for t in self.vocab], "merges": self.merges, "special_tokens": sorted(self.special_tokens.items())},
+            separators=(",", ":"),
+        )
+        return hashlib.sha256(canonical.encode()).hexdigest()[:16]
+
+    # -- files -------------------------------------------------------------------------------
+
+    @classmethod
+    def from_file(cls, path):
+        """Load a `tokenizer.json` in the format of HF `tokenizers` (byte-level BPE)."""
+        from .files import read_hf_json
+
+        return cls._checked(path, *read_hf_json(path))
+
+    @classmethod
+    def from_gpt2_files(cls, vocab_path, merges_path, special_tokens=("<|endoftext|>",)):
+        """Load GPT-2's `vocab.json` and `merges.txt`; the named tokens of the vocabulary are special."""
+        from .files import read_gpt2_files
+
+        return cls._checked(merges_path, *read_gpt2_files(vocab_path, merges_path, special_tokens))
+
+    @classmethod
+    def _checked(cls, path, vocab, merges, special_tokens):
+        try:
+            return cls(vocab, merges, special_tokens)
+        except ValueError as e:
+            raise InputError(f"{path}: {e}") from None
+
+    def save(self, path):
+        """Write `tokenizer.json` (HF `tokenizers` format) atomically."""
+        from .files import write_hf_json
+
+        write_hf_json(path, self.vocab, self.merges, self.special_tokens)
+
+    # -- encoding ----------------------------------------------------------------------------
+
+    def encode(self, text, allowed_special="all"):
+        """The ids of `text`. Special tokens in `allowed_special` ("all", or a set of their
+        strings) are encoded as themselves; any others as plain text."""
+        return np.frombuffer(self._encode(text, self._special_re(allowed_special)), np.uint32).tolist()
+
+    def encode_iterable(self, texts, allowed_special="all"):
+        """Yield the ids of the concatenation of `texts` (e.g. a file object), in bounded memory.
+
+        Each piece is cut where the cut cannot change the result: before a whitespace
+        character that precedes a non-whitespace one, and never inside or just before a
+        possible special token; the rest waits for the next piece.
+        """
+        special_re = self._special_re(allowed_special)
+        longest_special = max(map(len, self.special_tokens), default=1) if special_re else 1
+        carry = ""
+        for text in texts:
+            buffer = carry + text
+            cut = split.safe_cut(buffer, len(buffer) - longest_special)
+            if special_re and cut:
+                # A special token straddling the cut ends before the cut or starts after it.
+                for m in special_re.finditer(buffer, max(0, cut - longest_special), cut + longest_special):
+                    if m.start() < cut < m.end():
+                        cut = m.start()
+            yield from np.frombuffer(self._encode(buffer[:cut], special_re), np.uint32).tolist()
+            carry = buffer[cut:]
+        yield from np.frombuffer(self._encode(carry, special_re), np.uint32).tolist()
+
+    def encode_batch(self, texts, allowed_special="all", workers=None):
+        """The ids of each of `texts`, encoded in `workers` processes (default: all cores)."""
+        workers = workers or os.cpu_count()
+        if workers <= 1 or len(texts) < 2:
+            return [self.encode(t, allowed_special) for t in texts]
+        step = max(1, len(texts) // (4 * workers))
+        parts = [texts[i : i + step] for i in range(0, len(texts), step)]
+        with process_pool(workers, _set_worker_tokenizer, (self,)) as pool:
+            packed = chain.from_iterable(pool.map(_encode_part, parts, repeat(allowed_special)))
+            return [np.frombuffer(ids, np.uint32).tolist() for ids in packed]
+
+    def _special_re(self, allowed_special):
+        allowed = self.special_tokens.keys() if allowed_special == "all" else frozenset(allowed_special)
+        key = frozenset(allowed)
+        if key not in self._special_res:
+            # Longest first, so that a special token that starts another one never hides it.
+            alternatives = sorted(allowed, key=len, reverse=True)
+            self._special_res[key] = re.compile("|".join(map(re.escape, alternatives))) if alternatives else None
+        return self._special_res[key]
+
+    def _encode(self, text, special_re):
+        """The ids of `text`, packed as native uint32 bytes.
+
+        Work is shared across the whole text: chunks not seen before are learned together,
+        whatever special tokens separate them, and the ids are joined as bytes.
+        """
+        segments = special_re.split(text) if special_re else [text]
+        specials = [*map(self._special_bytes.__getitem__, special_re.findall(text)), b""] if special_re else [b""]
+        chunked = list(map(split.chunks, segments))
+        heads = [split.PRETOKEN.findall(c[0]) for c in chunked]
+        head_ids = map(b"".join, _groups(self._ids_of_pretokens(list(chain.from_iterable(heads))), map(len, heads)))
+        tails = list(chain.from_iterable(islice(c, 1, None) for c in chunked))
+        tail_ids = list(map(self._chunk_ids.get, tails))
+        if None in tail_ids:
+            learned = self._learn_chunks(set(compress(tails, map(operator.is_, tail_ids, repeat(None)))))
+            tail_ids = list(map(learned.get, tails, tail_ids))
+        parts = []
+        for head, tail, special in zip(head_ids, _groups(tail_ids, [len(c) - 1 for c in chunked]), specials):
+            parts += head, *tail, special
+        return b"".join(parts)
+
+    def _learn_chunks(self, chunks):
+        """The ids of many new chunks, computed at once and remembered."""
+        chunks = list(chunks)
+        pretokens, sizes = split.pretokens_of_chunks(chunks)
+        learned = dict(zip(chunks, map(b"".join, _groups(self._ids_of_pretokens(pretokens), sizes))))
+        self._chunk_ids.remember(learned)
+        return learned
+
+    def _ids_of_pretokens(self, pretokens):
+        """The ids of each pre-token (packed bytes), merging the ones not in the cache."""
+        ids = list(map(self._pretoken_ids.get, pretokens))
+        if None in ids:
+            unseen = list(set(compress(pretokens, map(operator.is_, ids, repeat(None)))))
+            learned = dict(zip(unseen, self._bpe_many(unseen)))
+            self._pretoken_ids.remember(learned)
+            ids = list(map(learned.get, pretokens, ids))
+        return ids
+
+    def _bpe_many(self, pretokens):
+        """Merge the bytes of many pre-tokens at once, in numpy.
+
+        Each round, every pre-token merges all occurrences of its lowest-ranked pair, left
+        to right ("aaaa" with the pair "a a" gives "aa" "aa", as in HF `tokenizers`); the
+        pre-tokens with nothing left to merge drop out.
+        """
+        encoded = [p.encode("utf-8") for p in pretokens]
+        ids = self._byte_ids[np.frombuffer(b"".join(encoded), np.uint8)]
+        owner = np.repeat(np.arange(len(encoded)), [len(e) for e in encoded])  # the pre-token of each position
+        finished_ids, finished_owner = [], []
+        while len(ids):
+            rank = np.full(len(ids), _NO_RANK)  # the rank of the pair starting at each position
+            rank[:-1] = np.where(owner[1:] == owner[:-1], self._ranks.lookup(ids[:-1], ids[1:]), _NO_RANK)
+            starts = np.flatnonzero(np.r_[True, owner[1:] != owner[:-1]])
+            sizes = np.diff(np.r_[starts, len(ids)])
+            lowest = np.repeat(np.minimum.reduceat(rank, starts), sizes)
+            finished = lowest == _NO_RANK
+            finished_ids.append(ids[finished])
+            finished_owner.append(owner[finished])
+            # In a run of overlapping occurrences ("a a a" for "a a"), every other one, from the left.
+            hit = (rank == lowest) & ~finished
+            position = np.arange(len(ids))
+            run_start = np.maximum.accumulate(np.where(hit & ~np.r_[False, hit[:-1]], position, 0))
+            hit &= (position - run_start) % 2 == 0
+            ids = ids.copy()
+            ids[hit] = self._merged_ids[rank[hit]]
+            keep = ~finished & ~np.r_[False, hit[:-1]]
+            ids, owner = ids[keep], owner[keep]
+        ids, owner = np.concatenate(finished_ids), np.concatenate(finished_owner)
+        order = np.argsort(owner, kind="stable")
+        packed = ids[order].astype(np.uint32).tobytes()
+        ends = np.cumsum(np.bincount(owner, minlength=len(encoded))) * 4
+        return list(map(packed.__getitem__, map(slice, [0, *ends[:-1].tolist()], ends.tolist())))
+
+    # -- decoding ----------------------------------------------------------------------------
+
+    def decode_bytes(self, ids):
+        try:
+            return b"".join(map(self.vocab.__getitem__, ids))
+        except (IndexError, TypeError):
+            bad = next(i for i in ids if not (isinstance(i, int) and 0 <= i < len(self.vocab)))
+            raise ValueError(f"token id {bad!r} is not in the vocabulary (0..{len(self.vocab) - 1})") from None
+
+    def decode(self, ids):
+        """The text of `ids`; bytes that are not valid UTF-8 become U+FFFD."""
+        return self.decode_bytes(ids).decode("utf-8", errors="replace")
+
+
+def _groups(items, sizes):
+    """Consecutive slices of the list `items`, of the given sizes."""
+    bounds = [0, *accumulate(sizes)]
+    return map(items.__getitem__, map(slice, bounds, bounds[1:]))
+
+
+_worker_tokenizer = None
+
+
+def _set_worker_tokenizer(tokenizer):
+    global _worker_tokenizer
+    _worker_tokenizer = tokenizer
+
+
+def _encode_part(texts, allowed_special):
+    special_re = _worker_tokenizer._special_re(allowed_special)
+    return [_worker_tokenizer._encode(t, special_re) for t in texts]  # packed bytes: cheap to send back

@@ -1,0 +1,143 @@
+"""`tokenizer`: train a byte-level BPE, encode, decode, inspect. Run `tokenizer --help`."""
+import os
+import sys
+import time
+from itertools import islice
+from pathlib import Path
+
+import click
+
+from shared.corpus import DEFAULT_SEPARATOR, Corpus
+from shared.errors import InputError
+
+DEFAULT_PATH = "tokenizer.json"
+tokenizer_option = click.option(
+    "--tokenizer", "-t", "path", default=DEFAULT_PATH, show_default=True, metavar="PATH", help="A tokenizer.json (HF tokenizers format)."
+)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+def cli():
+    """Byte-level BPE tokenizers in the format of HF `tokenizers` (tokenizer.json)."""
+
+
+@cli.command()
+@click.option("--input", "inputs", multiple=True, metavar="PATH", help="A .txt/.jsonl/.parquet file (.gz for txt/jsonl), a directory or a glob. Repeatable; extra paths may follow it.")
+@click.argument("more_inputs", nargs=-1, metavar="[PATH]...")
+@click.option("--vocab-size", type=int, required=True, help="Tokens in all: 256 bytes + merges + special tokens.")
+@click.option("--special-token", "special_tokens", multiple=True, default=["<|endoftext|>"], show_default=True, help="Repeatable.")
+@click.option("--out", default=DEFAULT_PATH, show_default=True, metavar="PATH", help="Where to write tokenizer.json.")
+@click.option("--workers", type=click.IntRange(min=1), default=os.cpu_count(), show_default="all cores", help="Processes counting pre-tokens.")
+@click.option("--max-bytes", type=click.IntRange(min=1), metavar="B", help="Train on the first B bytes of the corpus (whole documents).")
+@click.option("--separator", default=DEFAULT_SEPARATOR, show_default=True, help="What separates documents in .txt files.")
+@click.option("--text-field", default="text", show_default=True, help="The text field of .jsonl records / column of .parquet files.")
+@click.option("--quiet", "-q", is_flag=True, help="No progress display.")
+def train(inputs, more_inputs, vocab_size, special_tokens, out, workers, max_bytes, separator, text_field, quiet):
+    """Learn a byte-level BPE from text corpora (GPT-2 pre-tokenization)."""
+    from .train import train_bpe
+
+    inputs = inputs + more_inputs
+    if not inputs:
+        raise InputError("--input: give at least one corpus file, directory or glob")
+    start = time.perf_counter()
+    corpus = Corpus(inputs, separator=separator or None, text_field=text_field)
+    tokenizer = train_bpe(corpus, vocab_size, special_tokens, workers=workers, max_bytes=max_bytes, quiet=quiet)
+    _save(tokenizer, out)
+    click.echo(
+        f"wrote {out}: {tokenizer.vocab_size:,} tokens ({len(tokenizer.merges):,} merges, "
+        f"{len(tokenizer.special_tokens)} special), fingerprint {tokenizer.fingerprint}, {time.perf_counter() - start:.1f} s"
+    )
+    if tokenizer.vocab_size < vocab_size:
+        click.echo(f"note: the corpus has too few distinct pairs for {vocab_size:,} tokens", err=True)
+
+
+@cli.command()
+@click.option("--vocab", "vocab_path", required=True, metavar="PATH", help="GPT-2's vocab.json.")
+@click.option("--merges", "merges_path", required=True, metavar="PATH", help="GPT-2's merges.txt.")
+@click.option("--special-token", "special_tokens", multiple=True, default=["<|endoftext|>"], show_default=True, help="Tokens of the vocabulary that are special. Repeatable.")
+@click.option("--out", default=DEFAULT_PATH, show_default=True, metavar="PATH")
+def convert(vocab_path, merges_path, special_tokens, out):
+    """Turn GPT-2-style vocab.json + merges.txt into a tokenizer.json."""
+    from .bpe import Tokenizer
+
+    tokenizer = Tokenizer.from_gpt2_files(vocab_path, merges_path, special_tokens)
+    _save(tokenizer, out)
+    click.echo(f"wrote {out}: {tokenizer.vocab_size:,} tokens, fingerprint {tokenizer.fingerprint}")
+
+
+@cli.command()
+@tokenizer_option
+@click.argument("text", required=False)
+@click.option("--file", "file_path", metavar="PATH", help="Encode this file (streamed) instead of TEXT; '-' for standard input.")
+@click.option("--specials-as-text", is_flag=True, help="Encode special-token strings as plain text.")
+def encode(path, text, file_path, specials_as_text):
+    """Print the ids of TEXT (or of --file, or of standard input), separated by spaces."""
+    tokenizer = _load(path)
+    allowed = () if specials_as_text else "all"
+    if text is not None and file_path is not None:
+        raise InputError("give TEXT or --file, not both")
+    if text is not None:
+        ids = iter(tokenizer.encode(text, allowed))
+    else:
+        stream = sys.stdin if file_path in (None, "-") else _open_text(file_path)
+        ids = tokenizer.encode_iterable(iter(lambda: stream.read(1 << 20), ""), allowed)
+    separator = ""
+    while batch := list(islice(ids, 1 << 16)):
+        sys.stdout.write(separator + " ".join(map(str, batch)))
+        separator = " "
+    sys.stdout.write("\n")
+
+
+@cli.command()
+@tokenizer_option
+@click.argument("ids", nargs=-1)
+def decode(path, ids):
+    """Print the text of token IDS (or of the ids on standard input)."""
+    tokenizer = _load(path)
+    words = ids or sys.stdin.read().split()
+    try:
+        numbers = [int(w) for w in words]
+    except ValueError as e:
+        raise InputError(f"IDS: expected integer token ids ({e})") from None
+    try:
+        sys.stdout.write(tokenizer.decode(numbers) + "\n")
+    except ValueError as e:
+        raise InputError(f"IDS: {e}") from None
+
+
+@cli.command()
+@tokenizer_option
+def info(path):
+    """Vocabulary size, merges, special tokens and fingerprint of a tokenizer.json."""
+    tokenizer = _load(path)
+    specials = ", ".join(f"{s} = {i}" for s, i in tokenizer.special_tokens.items()) or "none"
+    click.echo(f"file: {path}")
+    click.echo(f"vocab size: {tokenizer.vocab_size:,}")
+    click.echo(f"merges: {len(tokenizer.merges):,}")
+    click.echo(f"special tokens: {specials}")
+    click.echo(f"fingerprint: {tokenizer.fingerprint}")
+
+
+def _load(path):
+    from .bpe import Tokenizer
+
+    return Tokenizer.from_file(path)
+
+
+def _save(tokenizer, out):
+    try:
+        Path(out).parent.mkdir(parents=True, exist_ok=True)
+        tokenizer.save(out)
+    except OSError as e:
+        raise InputError(f"--out {out}: cannot write ({e.strerror})") from None
+
+
+def _open_text(path):
+    try:
+        return open(path, encoding="utf-8", errors="replace")
+    except OSError as e:
+        raise InputError(f"--file {path}: cannot read ({e.strerror})") from None
+
+
+def main():
+    cli(prog_name="tokenizer")

@@ -1,0 +1,39 @@
+# The pipeline, stage by stage. `make help` lists the targets; variables chain them.
+#
+# Every target installs what is missing first: a virtual environment in $(VENV) with
+# torch (the CPU build pinned below unless a torch is already importable) and this
+# project with its test extras.
+
+PYTHON     ?= python3
+VENV       ?= .venv
+TORCH      ?= torch==2.13.0
+CORPUS     ?= data/corpus.txt
+VOCAB_SIZE ?= 4096
+OUT        ?= out/tokenizer.json
+WORKERS    ?= $(shell nproc 2>/dev/null || echo 1)
+BENCH_DATA ?= ../bench_data
+
+PY := $(VENV)/bin/python
+
+.PHONY: help install test bench tokenizer
+
+help: ## List the targets and their variables.
+	@grep -E '^[a-z]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
+	@echo "variables: CORPUS=$(CORPUS) VOCAB_SIZE=$(VOCAB_SIZE) OUT=$(OUT) WORKERS=$(WORKERS) BENCH_DATA=$(BENCH_DATA)"
+
+install: $(VENV)/.installed ## Create $(VENV) with torch and this project (editable, with test extras).
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv --system-site-packages $(VENV)
+	$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install -q "$(TORCH)"
+	$(PY) -m pip install -q -e ".[test]"
+	touch $@
+
+test: install ## Run the test suite (CPU only, a few minutes on 2 cores).
+	$(PY) -m pytest
+
+bench: install ## Benchmarks against the reference clients; corpora from ../shared/data/build_bench_corpus.py.
+	$(PY) bench/tokenizer.py $(BENCH_DATA)/corpus_5mb.txt $(BENCH_DATA)/corpus_36mb.txt --workers $(WORKERS)
+
+tokenizer: install ## Train a byte-level BPE on CORPUS with VOCAB_SIZE tokens, written to OUT.
+	$(PY) -m tokenizer train --input $(CORPUS) --vocab-size $(VOCAB_SIZE) --out $(OUT) --workers $(WORKERS)

@@ -1,0 +1,51 @@
+import random
+from pathlib import Path
+
+import pytest
+
+# Reference material beside the checkout (never part of the repo): tests using it skip without it.
+SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+
+WORDS = (
+    "the a little cat dog bird sat ran flew over under on in big small red blue happy sad "
+    "and but then said asked she he they it was were is are had has saw found looked tree "
+    "house river garden ball book friend mother father day night sun moon star very quite "
+    "don't can't it's I'll we've they're 1 2 3 10 42 1999 3.14 café naïve über 東京 Ελλάδα"
+).split()
+
+
+def english_like(n_words, seed=0):
+    """Deterministic sentences over a small vocabulary, with punctuation, newlines, numbers,
+    contractions, runs of spaces and a little non-ASCII."""
+    rng = random.Random(seed)
+    out = []
+    for i in range(n_words):
+        out.append(rng.choice(WORDS))
+        r = rng.random()
+        out.append(". " if r < 0.08 else ", " if r < 0.14 else ".\n" if r < 0.17 else "  " if r < 0.19 else " ")
+    return "".join(out)
+
+
+@pytest.fixture(scope="session")
+def small_text():
+    return english_like(20_000)
+
+
+@pytest.fixture(scope="session")
+def small_tokenizer(small_text, tmp_path_factory):
+    """A 450-token tokenizer trained on `small_text`, saved to and loaded from tokenizer.json."""
+    from shared.corpus import Corpus
+    from tokenizer import Tokenizer, train_bpe
+
+    corpus_path = tmp_path_factory.mktemp("corpus") / "corpus.txt"
+    corpus_path.write_text("<|endoftext|>".join(small_text[i : i + 5000] for i in range(0, len(small_text), 5000)))
+    path = corpus_path.parent / "tokenizer.json"
+    train_bpe(Corpus([corpus_path]), 450, quiet=True).save(path)
+    return Tokenizer.from_file(path), path
+
+
+def shared_file(name):
+    path = SHARED_DATA / name
+    if not path.exists():
+        pytest.skip(f"{path} is absent (reference data beside the checkout)")
+    return path

@@ -1,0 +1,144 @@
+"""BPE training: exact merges by hand and against a from-scratch reference, determinism, bad input."""
+import re
+from collections import Counter
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from shared.corpus import Corpus
+from shared.errors import InputError
+from tokenizer import split, train_bpe
+from tokenizer.train import _descending, learn_merges
+
+from .conftest import english_like
+
+
+def reference_merges(pretoken_counts, n_merges):
+    """Recount every pair from scratch before each merge; the most frequent wins, ties going
+    to the greatest (bytes, bytes)."""
+    words = {tuple(bytes([b]) for b in p.encode()): n for p, n in pretoken_counts.items()}
+    merges = []
+    for _ in range(n_merges):
+        pairs = Counter()
+        for word, n in words.items():
+            for pair in zip(word, word[1:]):
+                pairs[pair] += n
+        if not pairs:
+            break
+        best = max(pairs, key=lambda pair: (pairs[pair], pair))
+        merges.append(best)
+        merged = {}
+        for word, n in words.items():
+            out, i = [], 0
+            while i < len(word):
+                if word[i : i + 2] == best:
+                    out.append(best[0] + best[1])
+                    i += 2
+                else:
+                    out.append(word[i])
+                    i += 1
+            merged[tuple(out)] = merged.get(tuple(out), 0) + n
+        words = merged
+    return merges
+
+
+def train_text(tmp_path, text, vocab_size, **kwargs):
+    path = tmp_path / "corpus.txt"
+    path.write_text(text, encoding="utf-8")
+    return train_bpe(Corpus([path]), vocab_size, quiet=True, **kwargs)
+
+
+def named_merges(tokenizer):
+    return [(tokenizer.vocab[a], tokenizer.vocab[b]) for a, b in tokenizer.merges]
+
+
+def test_hand_checked_merges_with_ties(tmp_path):
+    # Pre-tokens: "ab" x1, " ab" x2, " cd" x3. Pair counts: (a,b) 3, (c,d) 3, (" ",c) 3, (" ",a) 2.
+    # Merge 1: a three-way tie at 3, won by the greatest pair (c,d).
+    # Merge 2: (a,b) 3 ties with (" ",cd) 3; (a,b) is greater.  3: (" ",cd) 3.  4: (" ",ab) 2.
+    tokenizer = train_text(tmp_path, "ab ab ab cd cd cd", 256 + 4 + 1)
+    assert named_merges(tokenizer) == [(b"c", b"d"), (b"a", b"b"), (b" ", b"cd"), (b" ", b"ab")]
+    assert tokenizer.special_tokens == {"<|endoftext|>": 260}
+    assert tokenizer.encode("ab cd<|endoftext|>") == [257, 258, 260]
+
+
+def test_a_longer_string_beats_its_prefix_in_a_tie(tmp_path):
+    # Documents abc x2, ab x2, bc x3. Merge 1: (b,c) 5 beats (a,b) 4. Then (a,bc) and (a,b)
+    # both count 2, and (b"a", b"bc") > (b"a", b"b"): a string sorts after its prefix.
+    tokenizer = train_text(tmp_path, "<|endoftext|>".join(["abc", "abc", "ab", "ab", "bc", "bc", "bc"]), 256 + 2 + 1)
+    assert named_merges(tokenizer) == [(b"b", b"c"), (b"a", b"bc")]
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.sampled_from(["a", "b", "ab", "ba", "c", "é", " a", " b", " aa", "aaa", " "]), max_size=40), st.integers(1, 30))
+def test_incremental_merges_equal_from_scratch_recount(words, n_merges):
+    counts = Counter(split.PRETOKEN.findall("".join(words)))
+    vocab, merges = learn_merges(counts, n_merges, quiet=True)
+    assert [(vocab[a], vocab[b]) for a, b in merges] == reference_merges(counts, n_merges)
+
+
+def test_real_text_merges_equal_from_scratch_recount():
+    counts = Counter(split.PRETOKEN.findall(english_like(3000, seed=3)))
+    vocab, merges = learn_merges(counts, 120, quiet=True)
+    assert [(vocab[a], vocab[b]) for a, b in merges] == reference_merges(counts, 120)
+
+
+@given(st.binary(max_size=4), st.binary(max_size=4), st.binary(max_size=4), st.binary(max_size=4))
+def test_descending_key_reverses_the_byte_order_of_pairs(a, b, c, d):
+    assert ((_descending(a), _descending(b)) < (_descending(c), _descending(d))) == ((a, b) > (c, d))
+
+
+def test_special_tokens_are_never_counted(tmp_path):
+    tokenizer = train_text(tmp_path, "xy<|endoftext|>xy<|endoftext|>xy<|sep|>xy", 256 + 5 + 2, special_tokens=["<|endoftext|>", "<|sep|>"])
+    assert not any(set(pair) & {b"<", b"|", b">"} for pair in named_merges(tokenizer))
+    assert named_merges(tokenizer) == [(b"x", b"y")]  # nothing else to merge: the vocabulary stays small
+    assert tokenizer.vocab_size == 256 + 1 + 2
+
+
+def test_one_and_two_workers_give_identical_files(tmp_path, monkeypatch):
+    monkeypatch.setattr("tokenizer.train.BATCH_CHARS", 10_000)  # many batches, spread over workers
+    docs = [english_like(400, seed=s) for s in range(60)]
+    path = tmp_path / "corpus.txt"
+    path.write_text("<|endoftext|>".join(docs))
+    for workers in (1, 2):
+        train_bpe(Corpus([path]), 700, workers=workers, quiet=True).save(tmp_path / f"w{workers}.json")
+    assert (tmp_path / "w1.json").read_bytes() == (tmp_path / "w2.json").read_bytes()
+
+
+def test_documents_cut_into_pieces_train_the_same(tmp_path, monkeypatch):
+    text = english_like(5000, seed=5)
+    whole = train_text(tmp_path, text, 500)
+    original = Corpus.pieces
+    monkeypatch.setattr(Corpus, "pieces", lambda self: original(self, piece_chars=97))
+    assert train_text(tmp_path, text, 500).merges == whole.merges
+
+
+def test_max_bytes_takes_whole_leading_documents(tmp_path):
+    docs = [english_like(300, seed=1), "zq " * 400]
+    path = tmp_path / "corpus.txt"
+    path.write_text("<|endoftext|>".join(docs))
+    first_only = train_bpe(Corpus([path]), 300, max_bytes=10, quiet=True)
+    everything = train_bpe(Corpus([path]), 300, quiet=True)
+    assert (b"z", b"q") in named_merges(everything)
+    assert not any(b"z" in a + b for a, b in named_merges(first_only))
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"vocab_size": 256}, "--vocab-size 256: must be at least 256 + 1"),
+        ({"vocab_size": 300, "special_tokens": ["<a>", "<a>"]}, "'<a>' is given twice"),
+        ({"vocab_size": 300, "special_tokens": [""]}, "cannot be empty"),
+    ],
+)
+def test_bad_settings(tmp_path, kwargs, message):
+    (tmp_path / "c.txt").write_text("some text")
+    with pytest.raises(InputError, match=re.escape(message)):
+        train_bpe(Corpus([tmp_path / "c.txt"]), **kwargs)
+
+
+def test_empty_corpus(tmp_path):
+    (tmp_path / "c.txt").write_text("<|endoftext|><|endoftext|>")
+    with pytest.raises(InputError, match="no text to train on"):
+        train_bpe(Corpus([tmp_path / "c.txt"]), 300)

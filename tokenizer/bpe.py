@@ -278,11 +278,11 @@ class Tokenizer:
     # -- decoding ----------------------------------------------------------------------------
 
     def decode_bytes(self, ids):
-        try:
-            return b"".join(map(self.vocab.__getitem__, ids))
-        except (IndexError, TypeError):
-            bad = next(i for i in ids if not (isinstance(i, int) and 0 <= i < len(self.vocab)))
-            raise ValueError(f"token id {bad!r} is not in the vocabulary (0..{len(self.vocab) - 1})") from None
+        ids = list(ids)
+        if ids and not (0 <= min(ids) and max(ids) < len(self.vocab)):
+            bad = next(i for i in ids if not 0 <= i < len(self.vocab))
+            raise ValueError(f"token id {bad} is not in the vocabulary (0..{len(self.vocab) - 1})")
+        return b"".join(map(self.vocab.__getitem__, ids))
 
     def decode(self, ids):
         """The text of `ids`; bytes that are not valid UTF-8 become U+FFFD."""

@@ -134,7 +134,7 @@ def _save(tokenizer, out):
 
 def _open_text(path):
     try:
-        return open(path, encoding="utf-8", errors="replace")
+        return open(path, encoding="utf-8", errors="replace", newline="")  # keep "\r\n" as the bytes say
     except OSError as e:
         raise InputError(f"--file {path}: cannot read ({e.strerror})") from None
 

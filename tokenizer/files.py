@@ -43,8 +43,10 @@ def _load_json(path):
         raise InputError(f"{path}: not a readable JSON file ({e})") from None
 
 
-def _assemble(path, token_ids, merge_texts, special_tokens):
+def _assemble(path, token_ids, merge_texts, special_tokens, merges_path=None):
     """Check and convert {token text: id} and merges ("a", "b") into the Tokenizer's arguments."""
+    if not all(type(i) is int for i in token_ids.values()):
+        raise InputError(f"{path}: token ids must be integers")
     ids = sorted(token_ids.values())
     if ids != list(range(len(ids))):
         raise InputError(f"{path}: token ids are not 0..{len(ids) - 1} without gaps or repeats")
@@ -54,9 +56,7 @@ def _assemble(path, token_ids, merge_texts, special_tokens):
     try:
         merges = [(token_ids[a], token_ids[b]) for a, b in merge_texts]
     except KeyError as e:
-        raise InputError(f"{path}: a merge names {e.args[0]!r}, which is not in the vocabulary") from None
-    except ValueError:
-        raise InputError(f"{path}: a merge is not a pair of tokens") from None
+        raise InputError(f"{merges_path or path}: a merge names {e.args[0]!r}, which is not in the vocabulary") from None
     return vocab, merges, special_tokens
 
 
@@ -69,6 +69,13 @@ def _split_merge(merge, path):
 
 def read_hf_json(path):
     data = _load_json(path)
+    try:
+        return _parse_hf_json(path, data)
+    except (KeyError, TypeError, AttributeError, ValueError) as e:  # a field of the wrong shape
+        raise InputError(f"{path}: malformed tokenizer.json ({type(e).__name__}: {e})") from None
+
+
+def _parse_hf_json(path, data):
     model = data.get("model") if isinstance(data, dict) else None
     if not isinstance(model, dict) or model.get("type") != "BPE" or not isinstance(model.get("vocab"), dict):
         raise InputError(f"{path}: expected a tokenizer.json with a BPE model (HF tokenizers format)")
@@ -95,7 +102,7 @@ def read_gpt2_files(vocab_path, merges_path, special_tokens):
         raise InputError(f"{merges_path}: cannot read ({e.strerror})") from None
     merges = [_split_merge(line, merges_path) for line in lines]
     specials = {t: token_ids[t] for t in special_tokens if t in token_ids}
-    return _assemble(vocab_path, token_ids, merges, specials)
+    return _assemble(vocab_path, token_ids, merges, specials, merges_path)
 
 
 def write_hf_json(path, vocab, merges, special_tokens):

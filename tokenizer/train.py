@@ -11,6 +11,8 @@ import heapq
 import re
 from collections import Counter, defaultdict, deque
 
+import numpy as np
+
 from shared.corpus import Corpus
 from shared.errors import InputError
 from shared.progress import Progress
@@ -111,41 +113,38 @@ def _descending(token):
 
 
 def learn_merges(pretoken_counts, n_merges, *, quiet=False):
-    """The vocabulary (bytes of each token) and the merges, learned from {pre-token: count}."""
-    words = [list(p.encode("utf-8")) for p in pretoken_counts]
+    """The vocabulary (bytes of each token) and the merges, learned from {pre-token: count}.
+
+    Each word is held as a str whose characters are token ids (chr(id)): finding and
+    replacing a pair are then str methods that run in C, and a pair is a 2-character str.
+    """
+    encoded = [p.encode("utf-8") for p in pretoken_counts]
+    words = [e.decode("latin-1") for e in encoded]  # byte b -> chr(b)
     freqs = list(pretoken_counts.values())
     vocab = [bytes([b]) for b in range(256)]
     keys = [_descending(t) for t in vocab]
-    pair_counts = defaultdict(int)
-    # pair -> the words that contain it, or once did, maybe more than once: checked on use.
-    # Lists rather than sets: a quarter of the memory, and cheaper to extend.
-    containing = defaultdict(list)
-    for index, (word, freq) in enumerate(zip(words, freqs)):
-        for pair in zip(word, word[1:]):
-            pair_counts[pair] += freq
-            containing[pair].append(index)
-    heap = [(-count, keys[a], keys[b], a, b) for (a, b), count in pair_counts.items()]
+    pair_counts, containing = _byte_pairs(encoded, freqs)
+    heap = [(-count, keys[ord(pair[0])], keys[ord(pair[1])], pair) for pair, count in pair_counts.items()]
     heapq.heapify(heap)
 
     merges = []
     progress = Progress("merging", "merges", total=n_merges, quiet=quiet)
     while len(merges) < n_merges and heap:
-        negative_count, _, _, a, b = heapq.heappop(heap)
-        count = pair_counts.get((a, b), 0)
+        negative_count, key_a, key_b, pair = heapq.heappop(heap)
+        count = pair_counts.get(pair, 0)
         if count != -negative_count:
-            # A stale entry: the pair's count fell since. Increases push a fresh entry,
-            # decreases are fixed here, when the stale one surfaces.
+            # A stale entry: the pair's count fell since (counts only fall: a pair's count
+            # is final when it appears), so it goes back with its current count.
             if 0 < count < -negative_count:
-                heapq.heappush(heap, (-count, keys[a], keys[b], a, b))
+                heapq.heappush(heap, (-count, key_a, key_b, pair))
             continue
-        new = len(vocab)
+        a, b = map(ord, pair)
         vocab.append(vocab[a] + vocab[b])
-        keys.append(_descending(vocab[new]))
+        keys.append(_descending(vocab[-1]))
         merges.append((a, b))
-        grown = _merge_pair(a, b, new, words, freqs, pair_counts, containing)
-        del pair_counts[(a, b)]
-        for pair in grown:
-            heapq.heappush(heap, (-pair_counts[pair], keys[pair[0]], keys[pair[1]], *pair))
+        for new_pair, count in _merge_pair(pair, chr(len(vocab) - 1), words, freqs, pair_counts, containing).items():
+            heapq.heappush(heap, (-count, keys[ord(new_pair[0])], keys[ord(new_pair[1])], new_pair))
+        del pair_counts[pair]
         if len(merges) % 100 == 0:
             progress.update(len(merges))
     progress.update(len(merges))
@@ -153,47 +152,59 @@ def learn_merges(pretoken_counts, n_merges, *, quiet=False):
     return vocab, merges
 
 
-def _merge_pair(a, b, new, words, freqs, pair_counts, containing):
-    """Replace the pair (a, b) by `new` in every word that holds it, adjusting the counts of the
-    neighbouring pairs. Returns the pairs whose counts grew."""
-    grown = set()
-    for index in containing.pop((a, b)):
+def _byte_pairs(encoded, freqs):
+    """{pair: count} and {pair: [indices of the words holding it]} for the byte pairs of the
+    words, computed in numpy (a pair of bytes has one of 65536 keys)."""
+    data = np.frombuffer(b"".join(encoded), np.uint8).astype(np.int64)
+    owner = np.repeat(np.arange(len(encoded)), [len(e) for e in encoded])
+    inside = owner[1:] == owner[:-1]
+    pair_keys, pair_owner = (data[:-1] * 256 + data[1:])[inside], owner[:-1][inside]
+    totals = np.bincount(pair_keys, weights=np.asarray(freqs, np.float64)[pair_owner], minlength=65536)
+    order = np.argsort(pair_keys, kind="stable")
+    pair_keys, pair_owner = pair_keys[order], pair_owner[order]
+    starts = np.flatnonzero(np.diff(pair_keys, prepend=-1))
+    ends = np.r_[starts[1:], len(pair_keys)]
+    pair_counts, containing = defaultdict(int), defaultdict(list)
+    owners = pair_owner.tolist()
+    for key, start, end in zip(pair_keys[starts].tolist(), starts.tolist(), ends.tolist()):
+        pair = chr(key >> 8) + chr(key & 255)
+        pair_counts[pair] = int(totals[key])
+        containing[pair] = owners[start:end]
+    return pair_counts, containing
+
+
+def _merge_pair(pair, new, words, freqs, pair_counts, containing):
+    """Replace `pair` by the token `new` in every word that holds it, adjusting the counts of
+    the neighbouring pairs. Returns the pairs that appeared: those with `new` in them."""
+    appeared = defaultdict(int)
+    appeared_in = defaultdict(list)
+    for index in containing.pop(pair):
         word = words[index]
-        n = len(word)
-        occurrences, i = [], -1
-        try:
-            while True:
-                i = word.index(a, i + 1)  # a C-level scan; words hold the pair once, typically
-                if i + 1 < n and word[i + 1] == b:
-                    occurrences.append(i)
-                    i += 1
-        except ValueError:
-            pass
-        if not occurrences:
+        i = word.find(pair)
+        if i < 0:
             continue  # the word lost the pair to an earlier merge
         freq = freqs[index]
-        merged, previous_end = [], 0
-        for i in occurrences:
-            if i > 0 and i != previous_end:  # a pair shared with the previous occurrence is counted there
-                pair_counts[(word[i - 1], a)] -= freq
-            if i + 2 < n:
-                pair_counts[(b, word[i + 2])] -= freq
-            merged += word[previous_end:i]
-            merged.append(new)
+        # The pairs around each occurrence disappear; str.replace below takes the same
+        # occurrences: left to right, without overlap.
+        previous_end, last = 0, len(word) - 2
+        while i >= 0:
+            if 0 < i != previous_end:  # a pair shared with the previous occurrence is counted there
+                pair_counts[word[i - 1 : i + 1]] -= freq
+            if i < last:
+                pair_counts[word[i + 1 : i + 3]] -= freq
             previous_end = i + 2
-        merged += word[previous_end:]
-        words[index] = merged
-        last = len(merged) - 1
-        for k, i in enumerate(occurrences):
-            j = i - k  # where the k-th new token landed: each merge before it took one place
+            i = word.find(pair, previous_end)
+        word = words[index] = word.replace(pair, new)
+        # The pairs around each new token appear; (new, new) is counted as the second one's left pair.
+        j, last = word.find(new), len(word) - 1
+        while j >= 0:
             if j > 0:
-                pair = (merged[j - 1], new)
-                pair_counts[pair] += freq
-                containing[pair].append(index)
-                grown.add(pair)
-            if j < last and merged[j + 1] != new:  # (new, new) is counted as the next one's left pair
-                pair = (new, merged[j + 1])
-                pair_counts[pair] += freq
-                containing[pair].append(index)
-                grown.add(pair)
-    return grown
+                appeared[left := word[j - 1 : j + 1]] += freq
+                appeared_in[left].append(index)
+            if j < last and word[j + 1] != new:
+                appeared[right := word[j : j + 2]] += freq
+                appeared_in[right].append(index)
+            j = word.find(new, j + 1)
+    pair_counts.update(appeared)
+    containing.update(appeared_in)
+    return appeared

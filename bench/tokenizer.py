@@ -4,7 +4,7 @@
 
 Every measurement runs in a fresh child process (this script, hidden sub-command `_one`) that
 times only the call under test and prints JSON. While a training child runs, the parent samples
-the summed RSS of its process tree (the child and its workers) every ~20 ms. Encoding speed is
+the summed PSS of its process tree (the child and its workers) every ~20 ms. Encoding speed is
 MB/s of UTF-8 input; the ids of all three tokenizers are checked identical. Medians over --repeat.
 """
 import argparse
@@ -174,8 +174,9 @@ def child_main(argv):
 # -- parent: children, memory sampling, report ---------------------------------------------------
 
 
-def tree_rss_mb(root):
-    """The summed VmRSS of process `root` and all its descendants."""
+def tree_pss_mb(root):
+    """The summed PSS of process `root` and all its descendants: each page shared between them
+    (forked workers share their parent's) counts once, split between its sharers."""
     children = defaultdict(list)
     for stat in Path("/proc").glob("[0-9]*/stat"):
         try:
@@ -188,10 +189,10 @@ def tree_rss_mb(root):
         pid = todo.pop()
         todo += children[pid]
         try:
-            status = Path(f"/proc/{pid}/status").read_text()
+            rollup = Path(f"/proc/{pid}/smaps_rollup").read_text()
         except OSError:
             continue
-        total_kb += next((int(line.split()[1]) for line in status.splitlines() if line.startswith("VmRSS:")), 0)
+        total_kb += next((int(line.split()[1]) for line in rollup.splitlines() if line.startswith("Pss:")), 0)
     return total_kb / 1024
 
 
@@ -203,7 +204,7 @@ def run_child(args, workers):
         child = subprocess.Popen(cmd, stdout=out, env=env)
         peak = 0.0
         while child.poll() is None:
-            peak = max(peak, tree_rss_mb(child.pid))
+            peak = max(peak, tree_pss_mb(child.pid))
             time.sleep(0.02)
         if child.returncode:
             sys.exit(f"error: child {' '.join(cmd)} failed with exit status {child.returncode}")
@@ -235,7 +236,7 @@ def print_report(path, train, encode, speed, workers):
     ours_best = max(speed["ours"], speed["ours_batch"])
     rows = [
         ("train: wall time, s (ref: HF)", train["ours"]["seconds"], train["hf"]["seconds"]),
-        ("train: peak RSS of process tree, MB (ref: HF)", train["ours"]["peak_tree_mb"], train["hf"]["peak_tree_mb"]),
+        ("train: peak memory (PSS) of process tree, MB (ref: HF)", train["ours"]["peak_tree_mb"], train["hf"]["peak_tree_mb"]),
         ("train: ru_maxrss of child, MB (ref: HF)", train["ours"]["ru_maxrss_mb"], train["hf"]["ru_maxrss_mb"]),
         ("encode 1 process, MB/s (ref: tiktoken 1 thread)", speed["ours"], speed["tiktoken"]),
         (f"encode batch, {w} workers, MB/s (ref: tiktoken batch, {w} threads)", speed["ours_batch"],

@@ -16,9 +16,6 @@ import zlib
 from pathlib import Path
 from typing import Iterator, Sequence
 
-import pyarrow as pa
-import pyarrow.parquet as pq
-
 from shared.errors import InputError
 
 DEFAULT_SEPARATOR = "<|endoftext|>"
@@ -110,7 +107,7 @@ class Corpus:
             read = self._parquet if kind == ".parquet" else self._jsonl if kind.startswith(".jsonl") else self._txt
             try:
                 yield from read(path, start, piece_chars)
-            except (OSError, EOFError, zlib.error, pa.ArrowException) as e:
+            except (OSError, EOFError, zlib.error) as e:
                 raise InputError(f"{path}: cannot read as {kind} ({e})") from e
             self.bytes_read = start + path.stat().st_size
         if self.invalid_utf8:
@@ -170,18 +167,24 @@ class Corpus:
                 yield from _split(doc, piece_chars)
 
     def _parquet(self, path, start, piece_chars):
+        import pyarrow as pa  # here, not above: it costs 35 MB of memory and 50 ms to import
+        import pyarrow.parquet as pq
+
         field = self.text_field
-        with pq.ParquetFile(path) as pf:
-            schema = pf.schema_arrow
-            if field not in schema.names:
-                raise InputError(f"{path}: no column {field!r} (columns: {', '.join(schema.names)}; use --text-field)")
-            kind = schema.field(field).type
-            if not (pa.types.is_string(kind) or pa.types.is_large_string(kind)):
-                raise InputError(f"{path}: column {field!r} holds {kind}, expected strings")
-            rows, total_rows, size = 0, max(pf.metadata.num_rows, 1), path.stat().st_size
-            for batch in pf.iter_batches(batch_size=PARQUET_BATCH_ROWS, columns=[field]):
-                rows += batch.num_rows
-                self.bytes_read = start + size * rows // total_rows
-                for doc in batch.column(0).to_pylist():
-                    if doc is not None:  # nulls are skipped, like empty documents
-                        yield from _split(doc, piece_chars)
+        try:
+            with pq.ParquetFile(path) as pf:
+                schema = pf.schema_arrow
+                if field not in schema.names:
+                    raise InputError(f"{path}: no column {field!r} (columns: {', '.join(schema.names)}; use --text-field)")
+                kind = schema.field(field).type
+                if not (pa.types.is_string(kind) or pa.types.is_large_string(kind)):
+                    raise InputError(f"{path}: column {field!r} holds {kind}, expected strings")
+                rows, total_rows, size = 0, max(pf.metadata.num_rows, 1), path.stat().st_size
+                for batch in pf.iter_batches(batch_size=PARQUET_BATCH_ROWS, columns=[field]):
+                    rows += batch.num_rows
+                    self.bytes_read = start + size * rows // total_rows
+                    for doc in batch.column(0).to_pylist():
+                        if doc is not None:  # nulls are skipped, like empty documents
+                            yield from _split(doc, piece_chars)
+        except pa.ArrowException as e:
+            raise InputError(f"{path}: cannot read as .parquet ({e})") from e

@@ -157,7 +157,7 @@ class Tokenizer:
     def encode(self, text, allowed_special="all"):
         """The ids of `text`. Special tokens in `allowed_special` ("all", or a set of their
         strings) are encoded as themselves; any others as plain text."""
-        return np.frombuffer(self._encode(text, self._special_re(allowed_special)), np.uint32).tolist()
+        return np.frombuffer(self._encode([text], self._special_re(allowed_special))[0], np.uint32).tolist()
 
     def encode_iterable(self, texts, allowed_special="all"):
         """Yield the ids of the concatenation of `texts` (e.g. a file object), in bounded memory.
@@ -177,20 +177,22 @@ class Tokenizer:
                 for m in special_re.finditer(buffer, max(0, cut - longest_special), cut + longest_special):
                     if m.start() < cut < m.end():
                         cut = m.start()
-            yield from np.frombuffer(self._encode(buffer[:cut], special_re), np.uint32).tolist()
+            yield from np.frombuffer(self._encode([buffer[:cut]], special_re)[0], np.uint32).tolist()
             carry = buffer[cut:]
-        yield from np.frombuffer(self._encode(carry, special_re), np.uint32).tolist()
+        yield from np.frombuffer(self._encode([carry], special_re)[0], np.uint32).tolist()
 
     def encode_batch(self, texts, allowed_special="all", workers=None):
-        """The ids of each of `texts`, encoded in `workers` processes (default: all cores)."""
+        """The ids of each of `texts`, encoded together in `workers` processes (default: all cores)."""
         workers = workers or os.cpu_count()
+        special_re = self._special_re(allowed_special)
         if workers <= 1 or len(texts) < 2:
-            return [self.encode(t, allowed_special) for t in texts]
-        step = max(1, len(texts) // (4 * workers))
-        parts = [texts[i : i + step] for i in range(0, len(texts), step)]
-        with process_pool(workers, _set_worker_tokenizer, (self,)) as pool:
-            packed = chain.from_iterable(pool.map(_encode_part, parts, repeat(allowed_special)))
-            return [np.frombuffer(ids, np.uint32).tolist() for ids in packed]
+            packed = self._encode(texts, special_re)
+        else:
+            step = -(-len(texts) // workers)
+            parts = [texts[i : i + step] for i in range(0, len(texts), step)]
+            with process_pool(workers, _set_worker_tokenizer, (self,)) as pool:
+                packed = chain.from_iterable(pool.map(_encode_part, parts, repeat(special_re)))
+        return [np.frombuffer(ids, np.uint32).tolist() for ids in packed]
 
     def _special_re(self, allowed_special):
         allowed = self.special_tokens.keys() if allowed_special == "all" else frozenset(allowed_special)
@@ -201,15 +203,19 @@ class Tokenizer:
             self._special_res[key] = re.compile("|".join(map(re.escape, alternatives))) if alternatives else None
         return self._special_res[key]
 
-    def _encode(self, text, special_re):
-        """The ids of `text`, packed as native uint32 bytes.
+    def _encode(self, texts, special_re):
+        """The ids of each of `texts`, packed as native uint32 bytes.
 
-        Work is shared across the whole text: chunks not seen before are learned together,
-        whatever special tokens separate them, and the ids are joined as bytes.
+        The work is shared by all the texts: the chunks not seen before are learned
+        together, whatever texts and special tokens separate them, and the ids are
+        joined as bytes.
         """
-        segments = special_re.split(text) if special_re else [text]
-        specials = [*map(self._special_bytes.__getitem__, special_re.findall(text)), b""] if special_re else [b""]
-        chunked = list(map(split.chunks, segments))
+        if special_re:
+            segments = [special_re.split(t) for t in texts]
+            specials = [[*map(self._special_bytes.__getitem__, special_re.findall(t)), b""] for t in texts]
+        else:
+            segments, specials = [[t] for t in texts], [[b""]] * len(texts)
+        chunked = list(map(split.chunks, chain.from_iterable(segments)))
         heads = [split.PRETOKEN.findall(c[0]) for c in chunked]
         head_ids = map(b"".join, _groups(self._ids_of_pretokens(list(chain.from_iterable(heads))), map(len, heads)))
         tails = list(chain.from_iterable(islice(c, 1, None) for c in chunked))
@@ -217,10 +223,14 @@ class Tokenizer:
         if None in tail_ids:
             learned = self._learn_chunks(set(compress(tails, map(operator.is_, tail_ids, repeat(None)))))
             tail_ids = list(map(learned.get, tails, tail_ids))
-        parts = []
-        for head, tail, special in zip(head_ids, _groups(tail_ids, [len(c) - 1 for c in chunked]), specials):
-            parts += head, *tail, special
-        return b"".join(parts)
+        pieces = zip(head_ids, _groups(tail_ids, [len(c) - 1 for c in chunked]), chain.from_iterable(specials))
+        encoded = []
+        for count in map(len, segments):
+            parts = []
+            for head, tail, special in islice(pieces, count):
+                parts += head, *tail, special
+            encoded.append(b"".join(parts))
+        return encoded
 
     def _learn_chunks(self, chunks):
         """The ids of many new chunks, computed at once and remembered."""
@@ -303,6 +313,5 @@ def _set_worker_tokenizer(tokenizer):
     _worker_tokenizer = tokenizer
 
 
-def _encode_part(texts, allowed_special):
-    special_re = _worker_tokenizer._special_re(allowed_special)
-    return [_worker_tokenizer._encode(t, special_re) for t in texts]  # packed bytes: cheap to send back
+def _encode_part(texts, special_re):
+    return _worker_tokenizer._encode(texts, special_re)  # packed bytes: cheap to send back

@@ -9,6 +9,7 @@ pair comes from a heap, so a merge costs what it changes rather than a pass over
 """
 import heapq
 import re
+from array import array
 from collections import Counter, defaultdict, deque
 
 import numpy as np
@@ -21,7 +22,7 @@ from shared.workers import process_pool
 from . import split
 from .bpe import Tokenizer
 
-BATCH_CHARS = 1 << 21  # text per counting task: large enough to amortize the hand-off
+BATCH_CHARS = 1 << 20  # text per counting task: large enough to amortize the hand-off
 
 
 def train_bpe(corpus, vocab_size, special_tokens=("<|endoftext|>",), *, workers=1, max_bytes=None, quiet=False):
@@ -59,7 +60,7 @@ def count_pretokens(corpus: Corpus, special_tokens, *, workers=1, max_bytes=None
             pending = deque()
             for batch in batches:
                 pending.append(pool.submit(_count_batch, batch, special_re))
-                if len(pending) >= 2 * workers:  # bounded read-ahead: memory stays flat
+                if len(pending) > workers:  # bounded read-ahead: memory stays flat
                     counts.update(pending.popleft().result())
             for future in pending:
                 counts.update(future.result())
@@ -123,7 +124,9 @@ def learn_merges(pretoken_counts, n_merges, *, quiet=False):
     freqs = list(pretoken_counts.values())
     vocab = [bytes([b]) for b in range(256)]
     keys = [_descending(t) for t in vocab]
+    # pair -> the words that contain it, or once did, maybe listed twice: checked on use.
     pair_counts, containing = _byte_pairs(encoded, freqs)
+    del encoded
     heap = [(-count, keys[ord(pair[0])], keys[ord(pair[1])], pair) for pair, count in pair_counts.items()]
     heapq.heapify(heap)
 
@@ -155,29 +158,34 @@ def learn_merges(pretoken_counts, n_merges, *, quiet=False):
 def _byte_pairs(encoded, freqs):
     """{pair: count} and {pair: [indices of the words holding it]} for the byte pairs of the
     words, computed in numpy (a pair of bytes has one of 65536 keys)."""
-    data = np.frombuffer(b"".join(encoded), np.uint8).astype(np.int64)
-    owner = np.repeat(np.arange(len(encoded)), [len(e) for e in encoded])
+    data = np.frombuffer(b"".join(encoded), np.uint8).astype(np.int32)
+    owner = np.repeat(np.arange(len(encoded), dtype=np.int32), [len(e) for e in encoded])
     inside = owner[1:] == owner[:-1]
     pair_keys, pair_owner = (data[:-1] * 256 + data[1:])[inside], owner[:-1][inside]
+    del data, owner, inside
     totals = np.bincount(pair_keys, weights=np.asarray(freqs, np.float64)[pair_owner], minlength=65536)
     order = np.argsort(pair_keys, kind="stable")
     pair_keys, pair_owner = pair_keys[order], pair_owner[order]
     starts = np.flatnonzero(np.diff(pair_keys, prepend=-1))
     ends = np.r_[starts[1:], len(pair_keys)]
-    pair_counts, containing = defaultdict(int), defaultdict(list)
-    owners = pair_owner.tolist()
+    pair_counts, containing = defaultdict(int), defaultdict(_word_list)
     for key, start, end in zip(pair_keys[starts].tolist(), starts.tolist(), ends.tolist()):
         pair = chr(key >> 8) + chr(key & 255)
         pair_counts[pair] = int(totals[key])
-        containing[pair] = owners[start:end]
+        containing[pair] = array("i", pair_owner[start:end].tobytes())
     return pair_counts, containing
+
+
+def _word_list():
+    """Word indices as 4-byte machine ints: an eighth of the memory of a list of Python ints."""
+    return array("i")
 
 
 def _merge_pair(pair, new, words, freqs, pair_counts, containing):
     """Replace `pair` by the token `new` in every word that holds it, adjusting the counts of
     the neighbouring pairs. Returns the pairs that appeared: those with `new` in them."""
     appeared = defaultdict(int)
-    appeared_in = defaultdict(list)
+    appeared_in = defaultdict(_word_list)
     for index in containing.pop(pair):
         word = words[index]
         i = word.find(pair)

@@ -11,7 +11,7 @@ CORPUS     ?= data/corpus.txt
 VOCAB_SIZE ?= 4096
 OUT        ?= out/tokenizer.json
 WORKERS    ?= $(shell nproc 2>/dev/null || echo 1)
-BENCH_DATA ?= ../bench_data
+BENCH_DATA ?= data/bench
 
 PY := $(VENV)/bin/python
 
@@ -21,7 +21,7 @@ help: ## List the targets and their variables.
 	@grep -E '^[a-z]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
 	@echo "variables: CORPUS=$(CORPUS) VOCAB_SIZE=$(VOCAB_SIZE) OUT=$(OUT) WORKERS=$(WORKERS) BENCH_DATA=$(BENCH_DATA)"
 
-install: $(VENV)/.installed ## Create $(VENV) with torch and this project (editable, with test extras).
+install: $(VENV)/.installed ## Create .venv with torch and this project (editable, with test extras).
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv --system-site-packages $(VENV)
@@ -33,7 +33,7 @@ test: install ## Run the test suite (CPU only, a few minutes on 2 cores).
 	$(PY) -m pytest
 
 bench: install ## Benchmarks against the reference clients; corpora from ../shared/data/build_bench_corpus.py.
-	$(PY) bench/tokenizer.py $(BENCH_DATA)/corpus_5mb.txt $(BENCH_DATA)/corpus_36mb.txt --workers $(WORKERS)
+	$(PY) bench/tokenizer.py $(BENCH_DATA)/corpus_5mb.txt $(BENCH_DATA)/corpus_36mb.txt --workers 2
 
 tokenizer: install ## Train a byte-level BPE on CORPUS with VOCAB_SIZE tokens, written to OUT.
 	$(PY) -m tokenizer train --input $(CORPUS) --vocab-size $(VOCAB_SIZE) --out $(OUT) --workers $(WORKERS)

@@ -74,6 +74,6 @@ def pretokens_of_chunks(chunks):
     pre-tokens and how many belong to each chunk.
     """
     pretokens = PRETOKEN.findall(" " + " ".join(chunks))
-    pretoken_starts = np.cumsum([0, *map(len, pretokens)])
-    chunk_starts = np.cumsum([0, *(len(c) + 1 for c in chunks)])
-    return pretokens, np.diff(np.searchsorted(pretoken_starts, chunk_starts)).tolist()
+    pretoken_ends = np.cumsum(np.fromiter(map(len, pretokens), np.int64, len(pretokens)))
+    chunk_ends = np.cumsum(np.fromiter(map(len, chunks), np.int64, len(chunks)) + 1)
+    return pretokens, np.diff(np.searchsorted(pretoken_ends, chunk_ends, side="right"), prepend=0).tolist()

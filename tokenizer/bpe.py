@@ -5,9 +5,9 @@ match wins); the rest is cut into pre-tokens by the GPT-2 pattern; the UTF-8 byt
 each pre-token are merged pair by pair, the pair with the lowest merge rank first.
 
 Speed comes from caches and bulk operations rather than a faster inner loop: chunks of
-text seen before (see `split.chunks`) map straight to their ids through `map`/`chain`,
-which run without Python bytecode per chunk; the chunks not seen before are pre-tokenized
-together, and their new pre-tokens merged together in numpy (`_bpe_many`).
+text seen before (see `split.chunks`) map straight to their ids, packed as bytes, through
+`map` and `bytes.join`, which run no Python bytecode per chunk; the chunks not seen before
+are pre-tokenized together, and their new pre-tokens merged together in numpy (`_bpe_many`).
 """
 import functools
 import hashlib
@@ -48,13 +48,14 @@ class _PairRanks:
     def __init__(self, pairs, vocab_size):
         self.vocab_size = vocab_size
         self.bits = max(4, (2 * len(pairs)).bit_length())
-        self.keys = np.full(1 << self.bits, self._EMPTY, np.int64)
-        self.ranks = np.zeros(1 << self.bits, np.int64)
         mask = (1 << self.bits) - 1
-        for rank, (key, slot) in enumerate(zip(self._keys(pairs).tolist(), self._slots(self._keys(pairs)).tolist())):
-            while self.keys[slot] != self._EMPTY:
+        keys, ranks = [self._EMPTY] * (mask + 1), [0] * (mask + 1)
+        pair_keys = self._keys(pairs)
+        for rank, (key, slot) in enumerate(zip(pair_keys.tolist(), self._slots(pair_keys).tolist())):
+            while keys[slot] != self._EMPTY:
                 slot = (slot + 1) & mask
-            self.keys[slot], self.ranks[slot] = key, rank
+            keys[slot], ranks[slot] = key, rank
+        self.keys, self.ranks = np.array(keys, np.int64), np.array(ranks, np.int64)
 
     def _keys(self, pairs):
         pairs = np.asarray(pairs, np.int64).reshape(-1, 2)
@@ -275,7 +276,6 @@ class Tokenizer:
             position = np.arange(len(ids))
             run_start = np.maximum.accumulate(np.where(hit & ~np.r_[False, hit[:-1]], position, 0))
             hit &= (position - run_start) % 2 == 0
-            ids = ids.copy()
             ids[hit] = self._merged_ids[rank[hit]]
             keep = ~finished & ~np.r_[False, hit[:-1]]
             ids, owner = ids[keep], owner[keep]

@@ -1,12 +1,13 @@
 """Encoding and decoding: exact against HF `tokenizers` and tiktoken, and by properties."""
 import json
+import random
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tokenizer import Tokenizer, split
-from tokenizer.bpe import _groups
+from tokenizer.bpe import _LONG, _groups
 from tokenizer.files import BYTE_TO_CHAR
 
 from .conftest import SHARED_DATA, english_like, shared_file
@@ -79,6 +80,18 @@ def test_round_trip_any_unicode(small_tokenizer, text):
 def test_tricky_text_matches_textbook_bpe(small_tokenizer, text):
     tokenizer, _ = small_tokenizer
     assert tokenizer.encode(text, allowed_special=()) == reference_encode(tokenizer, text)
+
+
+def test_long_pretokens_match_textbook_bpe(small_tokenizer):
+    """Pre-tokens longer than _LONG characters take the heap path; it must agree with the rounds."""
+    tokenizer, path = small_tokenizer
+    rng = random.Random(0)
+    texts = [" " + "".join(rng.choice("thesaoinrdlcu") for _ in range(n)) for n in (_LONG + 1, 3000)]
+    texts += [" " * 700 + "x", "ab" * 400, "a" * 1001]
+    for text in texts:
+        assert len(split.PRETOKEN.findall(text)[0]) > _LONG
+        assert tokenizer.encode(text) == reference_encode(tokenizer, text)
+        assert tokenizer.encode("tea " + text + " tea") == reference_encode(tokenizer, "tea " + text + " tea")
 
 
 def test_same_ids_as_hf_tokenizers(small_tokenizer, small_text):

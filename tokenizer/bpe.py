@@ -11,6 +11,7 @@ are pre-tokenized together, and their new pre-tokens merged together in numpy (`
 """
 import functools
 import hashlib
+import heapq
 import json
 import operator
 import os
@@ -26,6 +27,7 @@ from . import split
 
 _NO_RANK = np.iinfo(np.int64).max
 _CACHE_LIMIT = 1 << 19  # entries per cache: bounds its memory at roughly 100 MB
+_LONG = 256  # characters: longer pre-tokens are merged by _bpe_long
 
 
 class _Cache(dict):
@@ -258,6 +260,11 @@ class Tokenizer:
         to right ("aaaa" with the pair "a a" gives "aa" "aa", as in HF `tokenizers`); the
         pre-tokens with nothing left to merge drop out.
         """
+        if not pretokens:
+            return []
+        if any(len(p) > _LONG for p in pretokens):
+            short = iter(self._bpe_many([p for p in pretokens if len(p) <= _LONG]))
+            return [self._bpe_long(p) if len(p) > _LONG else next(short) for p in pretokens]
         encoded = [p.encode("utf-8") for p in pretokens]
         ids = self._byte_ids[np.frombuffer(b"".join(encoded), np.uint8)]
         owner = np.repeat(np.arange(len(encoded)), [len(e) for e in encoded])  # the pre-token of each position
@@ -284,6 +291,33 @@ class Tokenizer:
         packed = ids[order].astype(np.uint32).tobytes()
         ends = np.cumsum(np.bincount(owner, minlength=len(encoded))) * 4
         return list(map(packed.__getitem__, map(slice, [0, *ends[:-1].tolist()], ends.tolist())))
+
+    def _bpe_long(self, pretoken):
+        """Merge one long pre-token a pair at a time, from a heap of (rank, position), as HF
+        `tokenizers` does: n log n, where numpy rounds (one per merge step) would be near n^2."""
+        ranks = self._rank_of_pair
+        ids = self._byte_ids[np.frombuffer(pretoken.encode("utf-8"), np.uint8)].tolist()
+        n = len(ids)
+        before, after = list(range(-1, n - 1)), list(range(1, n + 1))  # the live neighbours; -1 or n: none
+        heap = [(rank, i) for i, pair in enumerate(zip(ids, ids[1:])) if (rank := ranks.get(pair)) is not None]
+        heapq.heapify(heap)
+        while heap:
+            rank, i = heapq.heappop(heap)
+            j = after[i]
+            if ids[i] is None or j == n or ranks.get((ids[i], ids[j])) != rank:
+                continue  # a neighbour merged since this entry was pushed
+            ids[i], ids[j] = int(self._merged_ids[rank]), None
+            after[i] = after[j]
+            if after[j] < n:
+                before[after[j]] = i
+            for k in (before[i], i):  # the two pairs the new token is part of
+                if k >= 0 and after[k] < n and (new_rank := ranks.get((ids[k], ids[after[k]]))) is not None:
+                    heapq.heappush(heap, (new_rank, k))
+        return np.array([t for t in ids if t is not None], np.uint32).tobytes()
+
+    @functools.cached_property
+    def _rank_of_pair(self):
+        return {pair: rank for rank, pair in enumerate(self.merges)}
 
     # -- decoding ----------------------------------------------------------------------------
 

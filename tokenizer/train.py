@@ -11,6 +11,7 @@ import heapq
 import re
 from array import array
 from collections import Counter, defaultdict, deque
+from itertools import chain, islice
 
 import numpy as np
 
@@ -95,7 +96,7 @@ def _count_batch(texts, special_re):
     segments = [s for text in texts for s in (special_re.split(text) if special_re else [text])]
     chunked = [split.chunks(s) for s in segments]
     counts = Counter(pretoken for c in chunked for pretoken in split.PRETOKEN.findall(c[0]))
-    chunk_counts = Counter(chunk for c in chunked for chunk in c[1:])
+    chunk_counts = Counter(chain.from_iterable(islice(c, 1, None) for c in chunked))
     pretokens, sizes = split.pretokens_of_chunks(list(chunk_counts))
     weights = [n for n, size in zip(chunk_counts.values(), sizes) for _ in range(size)]
     for pretoken, weight in zip(pretokens, weights):

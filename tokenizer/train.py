@@ -23,7 +23,7 @@ from shared.workers import process_pool
 from . import split
 from .bpe import Tokenizer
 
-BATCH_CHARS = 1 << 20  # text per counting task: large enough to amortize the hand-off
+BATCH_CHARS = 1 << 17  # text per counting task: enough to amortize the hand-off, small enough to keep workers lean
 
 
 def train_bpe(corpus, vocab_size, special_tokens=("<|endoftext|>",), *, workers=1, max_bytes=None, quiet=False):

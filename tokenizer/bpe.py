@@ -160,7 +160,7 @@ class Tokenizer:
     def encode(self, text, allowed_special="all"):
         """The ids of `text`. Special tokens in `allowed_special` ("all", or a set of their
         strings) are encoded as themselves; any others as plain text."""
-        return np.frombuffer(self._encode([text], self._special_re(allowed_special))[0], np.uint32).tolist()
+        return self._encode_one(text, self._special_re(allowed_special))
 
     def encode_iterable(self, texts, allowed_special="all"):
         """Yield the ids of the concatenation of `texts` (e.g. a file object), in bounded memory.
@@ -180,9 +180,9 @@ class Tokenizer:
                 for m in special_re.finditer(buffer, max(0, cut - longest_special), cut + longest_special):
                     if m.start() < cut < m.end():
                         cut = m.start()
-            yield from np.frombuffer(self._encode([buffer[:cut]], special_re)[0], np.uint32).tolist()
+            yield from self._encode_one(buffer[:cut], special_re)
             carry = buffer[cut:]
-        yield from np.frombuffer(self._encode([carry], special_re)[0], np.uint32).tolist()
+        yield from self._encode_one(carry, special_re)
 
     def encode_batch(self, texts, allowed_special="all", workers=None):
         """The ids of each of `texts`, encoded together in `workers` processes (default: all cores)."""
@@ -205,6 +205,9 @@ class Tokenizer:
             alternatives = sorted(allowed, key=len, reverse=True)
             self._special_res[key] = re.compile("|".join(map(re.escape, alternatives))) if alternatives else None
         return self._special_res[key]
+
+    def _encode_one(self, text, special_re):
+        return np.frombuffer(self._encode([text], special_re)[0], np.uint32).tolist()
 
     def _encode(self, texts, special_re):
         """The ids of each of `texts`, packed as native uint32 bytes.
@@ -248,10 +251,16 @@ class Tokenizer:
         ids = list(map(self._pretoken_ids.get, pretokens))
         if None in ids:
             unseen = list(set(compress(pretokens, map(operator.is_, ids, repeat(None)))))
-            learned = dict(zip(unseen, self._bpe_many(unseen)))
+            learned = dict(zip(unseen, self._merge_pretokens(unseen)))
             self._pretoken_ids.remember(learned)
             ids = list(map(learned.get, pretokens, ids))
         return ids
+
+    def _merge_pretokens(self, pretokens):
+        """The ids of each pre-token, packed: most merged together in numpy rounds, the long ones
+        (whose rounds would be as many as their merges) one merge at a time."""
+        short = iter(self._bpe_many([p for p in pretokens if len(p) <= _LONG]))
+        return [self._bpe_long(p) if len(p) > _LONG else next(short) for p in pretokens]
 
     def _bpe_many(self, pretokens):
         """Merge the bytes of many pre-tokens at once, in numpy.
@@ -262,9 +271,6 @@ class Tokenizer:
         """
         if not pretokens:
             return []
-        if any(len(p) > _LONG for p in pretokens):
-            short = iter(self._bpe_many([p for p in pretokens if len(p) <= _LONG]))
-            return [self._bpe_long(p) if len(p) > _LONG else next(short) for p in pretokens]
         encoded = [p.encode("utf-8") for p in pretokens]
         ids = self._byte_ids[np.frombuffer(b"".join(encoded), np.uint8)]
         owner = np.repeat(np.arange(len(encoded)), [len(e) for e in encoded])  # the pre-token of each position

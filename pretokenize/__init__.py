@@ -1,1 +1,4 @@
-"""The encode stage: corpora to .bin token shards (issue 3; not built yet)."""
+"""The encode stage: corpora to llm.c-format `.bin` token shards (see shared/shards.py)."""
+from .encode import Split, encode_corpus
+
+__all__ = ["Split", "encode_corpus"]

@@ -4,6 +4,41 @@ import os
 from pathlib import Path
 
 
+class AtomicFile:
+    """A temporary file beside `path` that `commit()` fsyncs and renames over `path`.
+
+    For files written over a long time, several at once (token shards); `atomic_write`
+    is the same thing as a `with` block. The temporary name starts with a dot and ends
+    in `.tmp-PID`, so nothing that lists a directory's shards mistakes it for one.
+    """
+
+    def __init__(self, path, mode="wb", **open_kwargs):
+        self.path = Path(path)
+        self.tmp = self.path.with_name(f".{self.path.name}.tmp-{os.getpid()}")
+        self.file = open(self.tmp, mode, **open_kwargs)
+
+    def close(self):
+        """Flush the temporary file to disk; `commit()` will rename it."""
+        if not self.file.closed:
+            try:
+                self.file.flush()
+                os.fsync(self.file.fileno())
+            finally:
+                self.file.close()
+
+    def commit(self):
+        try:
+            self.close()
+            os.replace(self.tmp, self.path)
+        except BaseException:
+            self.discard()
+            raise
+
+    def discard(self):
+        self.file.close()
+        self.tmp.unlink(missing_ok=True)
+
+
 @contextlib.contextmanager
 def atomic_write(path, mode="w", **open_kwargs):
     """Open a temporary file beside `path`; on success it is fsynced and renamed over `path`.
@@ -11,14 +46,10 @@ def atomic_write(path, mode="w", **open_kwargs):
     On any exception (KeyboardInterrupt included) the temporary file is removed and
     `path` is left untouched.
     """
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    atomic = AtomicFile(path, mode, **open_kwargs)
     try:
-        with open(tmp, mode, **open_kwargs) as f:
-            yield f
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
+        yield atomic.file
     except BaseException:
-        tmp.unlink(missing_ok=True)
+        atomic.discard()
         raise
+    atomic.commit()

@@ -4,7 +4,8 @@ import time
 
 
 class Progress:
-    """Report `done` units of work (optionally out of `total`) with a rate.
+    """Report `done` units of work (optionally out of `total`, then with an ETA) with a rate
+    and an optional note (other counts).
 
     On a terminal the line is redrawn at most 10 times a second; elsewhere (CI logs,
     files) a line is printed at most every `log_interval` seconds, so a long run
@@ -18,9 +19,10 @@ class Progress:
         self.interval = 0.1 if self.tty else log_interval
         self.start = self.last = time.perf_counter()
         self.done = 0
+        self.note = ""
 
-    def update(self, done):
-        self.done = done
+    def update(self, done, note=""):
+        self.done, self.note = done, note
         now = time.perf_counter()
         if self.enabled and now - self.last >= self.interval:
             self.last = now
@@ -37,5 +39,9 @@ class Progress:
         text = f"{self.label}: {number.format(done)} {self.unit}"
         if self.total:
             text += f" / {number.format(self.total / self.scale)} ({100 * self.done / self.total:.0f}%)"
+        if self.note:
+            text += f", {self.note}"
         text += f", {number.format(done / elapsed)} {self.unit}/s, {elapsed:.1f} s"
+        if self.total and 0 < self.done < self.total:
+            text += f", ETA {elapsed * (self.total - self.done) / self.done:.0f} s"
         print(text.ljust(79) if self.tty else text, end=end, file=sys.stderr, flush=True)

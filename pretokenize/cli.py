@@ -1,0 +1,160 @@
+"""`pretokenize`: encode corpora into token shards, inspect and verify them. Run `pretokenize --help`."""
+import os
+import time
+from pathlib import Path
+
+import click
+
+from shared.corpus import DEFAULT_SEPARATOR, Corpus
+from shared.errors import InputError
+from shared.shards import MANIFEST, MAX_TOKENS, SHARD_NAME, ShardError, open_shard, read_header, read_manifest, shard_paths, verify_shard
+
+from .encode import DEFAULT_EOT, DEFAULT_SHARD_TOKENS, Split, encode_corpus
+
+SHOWN_TOKENS = 32  # tokens decoded by `inspect`
+
+
+class _EncodeByDefault(click.Group):
+    """`pretokenize --tokenizer ...` means `pretokenize encode --tokenizer ...`."""
+
+    def parse_args(self, ctx, args):
+        if args and args[0] not in self.commands and args[0] not in ctx.help_option_names:
+            args = ["encode", *args]
+        return super().parse_args(ctx, args)
+
+
+@click.group(cls=_EncodeByDefault, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+def cli():
+    """Encode text corpora into llm.c-format token shards (`encode`, the default command),
+    then `inspect` or `verify` them."""
+
+
+@cli.command()
+@click.option("--tokenizer", "-t", "tokenizer_path", default="tokenizer.json", show_default=True, metavar="PATH", help="A tokenizer.json.")
+@click.option("--input", "inputs", multiple=True, metavar="PATH", help="A .txt/.jsonl/.parquet file (.gz for txt/jsonl), a directory or a glob. Repeatable; extra paths may follow it.")
+@click.argument("more_inputs", nargs=-1, metavar="[PATH]...")
+@click.option("--out-dir", required=True, metavar="DIR", help="Where the shards go; they are named after it: DIR/NAME_train_000001.bin ...")
+@click.option("--val-fraction", type=click.FloatRange(0, 1, min_open=True, max_open=True), help="Hold out this fraction of the documents, evenly spaced.  [default: 0.01]")
+@click.option("--val-tokens", type=click.IntRange(min=1), metavar="N", help="Hold out the leading documents, until N tokens (instead of --val-fraction).")
+@click.option("--shard-tokens", type=click.IntRange(1, MAX_TOKENS), default=DEFAULT_SHARD_TOKENS, show_default=True, metavar="N", help="Tokens per shard at most.")
+@click.option("--workers", type=click.IntRange(min=1), default=os.cpu_count(), show_default="all cores", help="Encoding processes.")
+@click.option("--text-field", default="text", show_default=True, help="The text field of .jsonl records / column of .parquet files.")
+@click.option("--separator", default=DEFAULT_SEPARATOR, show_default=True, help="What separates documents in .txt files.")
+@click.option("--eot-token", default=DEFAULT_EOT, show_default=True, help="The special token written after every document.")
+@click.option("--no-eot", is_flag=True, help="Write no token between documents.")
+@click.option("--overwrite", is_flag=True, help="Replace shards of another tokenizer in --out-dir.")
+@click.option("--quiet", "-q", is_flag=True, help="No progress display.")
+def encode(tokenizer_path, inputs, more_inputs, out_dir, val_fraction, val_tokens, shard_tokens, workers, text_field,
+           separator, eot_token, no_eot, overwrite, quiet):
+    """Encode documents into train/validation token shards, in parallel, in bounded memory."""
+    from tokenizer import Tokenizer
+
+    inputs = inputs + more_inputs
+    if not inputs:
+        raise InputError("--input: give at least one corpus file, directory or glob")
+    if val_fraction is not None and val_tokens is not None:
+        raise InputError("--val-fraction and --val-tokens: give one or the other")
+    split = Split(val_tokens=val_tokens) if val_tokens is not None else Split(val_fraction=val_fraction or 0.01)
+    if not Path(tokenizer_path).is_file():
+        raise InputError(f"--tokenizer {tokenizer_path}: no such file (train one with `tokenizer train`)")
+    tokenizer = Tokenizer.from_file(tokenizer_path)
+    corpus = Corpus(inputs, separator=separator or None, text_field=text_field)
+    start = time.perf_counter()
+    manifest = encode_corpus(corpus, tokenizer, out_dir, split=split, shard_tokens=shard_tokens, workers=workers,
+                             eot_token=None if no_eot else eot_token, tokenizer_source=tokenizer_path,
+                             overwrite=overwrite, quiet=quiet)
+    seconds = time.perf_counter() - start
+    totals = manifest["totals"]
+    click.echo(f"wrote {out_dir}: {len(manifest['shards'])} shard(s), {manifest['dtype']}, {corpus.total_bytes / 1e6:,.1f} MB "
+               f"in {seconds:.1f} s ({corpus.total_bytes / 1e6 / seconds:,.1f} MB/s)")
+    for name in ("train", "val"):
+        click.echo(f"  {name}: {totals[name]['documents']:,} documents, {totals[name]['tokens']:,} tokens")
+
+
+@cli.command()
+@click.argument("path", type=click.Path(exists=True, path_type=Path))
+@click.option("--tokenizer", "-t", "tokenizer_path", metavar="PATH", help="Decode with this tokenizer.json  [default: the one in the shards' directory]")
+def inspect(path, tokenizer_path):
+    """Header fields and counts of a shard, or of every shard of a directory, and its first tokens decoded."""
+    if path.is_dir():
+        manifest = read_manifest(path)
+        if manifest:
+            tok = manifest["tokenizer"]
+            click.echo(f"{path / MANIFEST}: {manifest['name']}, {manifest['dtype']}, tokenizer {tok['fingerprint']} "
+                       f"(vocab {tok['vocab_size']:,}), eot {manifest['eot_token']!r} = {manifest['eot_id']}")
+            click.echo(f"split: {manifest['split']['text']}")
+            for name, t in manifest["totals"].items():
+                click.echo(f"{name}: {t['documents']:,} documents, {t['tokens']:,} tokens")
+        paths = shard_paths(path, "val") + shard_paths(path, "train")
+        paths.sort(key=lambda p: p.name[-10:])
+        if not paths:
+            raise InputError(f"{path}: no shards (*_train_NNNNNN.bin, *_val_NNNNNN.bin)")
+    else:
+        paths = [path]
+    for shard in paths:
+        header = read_header(shard)
+        line = f"{shard.name}: {header.dtype.name} (magic {header.magic}, version {header.version}), {header.num_tokens:,} tokens"
+        if header.extended:
+            line += (f", {header.num_docs:,} documents, vocab {header.vocab_size:,}, eot {header.eot_id}, "
+                     f"crc32 {header.checksum:08x}, tokenizer {header.fingerprint}")
+        else:
+            line += " (plain llm.c header: no vocabulary, checksum or fingerprint)"
+        click.echo(line)
+    _show_first_tokens(paths[0], tokenizer_path)
+
+
+def _show_first_tokens(path, tokenizer_path):
+    from tokenizer import Tokenizer
+
+    shard = open_shard(path)
+    ids = shard.tokens[:SHOWN_TOKENS].tolist()
+    click.echo(f"first {len(ids)} tokens of {path.name}: {' '.join(map(str, ids))}")
+    tokenizer_path = tokenizer_path or path.parent / "tokenizer.json"
+    if not Path(tokenizer_path).is_file():
+        click.echo("(no tokenizer.json beside the shards: pass --tokenizer to decode)")
+        return
+    tokenizer = Tokenizer.from_file(tokenizer_path)
+    if shard.header.extended and shard.header.fingerprint != tokenizer.fingerprint:
+        click.echo(f"(not decoded: {tokenizer_path} is tokenizer {tokenizer.fingerprint}, the shard's is {shard.header.fingerprint})")
+        return
+    click.echo(f"decoded: {tokenizer.decode(ids)!r}")
+
+
+@cli.command()
+@click.argument("path", type=click.Path(exists=True, path_type=Path))
+def verify(path):
+    """Read every token of a shard directory (or one shard): header, size, checksum, ids below the
+    vocabulary size, and agreement with manifest.json. Exits 1 on any problem."""
+    manifest = read_manifest(path) if path.is_dir() else None
+    if path.is_dir():
+        listed = {s["file"]: s for s in manifest["shards"]} if manifest else {}
+        paths = sorted({*shard_paths(path, "val"), *shard_paths(path, "train")}, key=lambda p: p.name[-10:])
+        unlisted = [p for p in path.glob("*.bin") if SHARD_NAME.search(p.name) and manifest and p.name not in listed]
+        if not paths:
+            raise InputError(f"{path}: no shards to verify")
+    else:
+        listed, paths, unlisted = {}, [path], []
+    vocab_size = manifest["tokenizer"]["vocab_size"] if manifest else None
+    problems = [f"{p}: not listed in {MANIFEST}" for p in unlisted]
+    for shard_path in paths:
+        try:
+            header = verify_shard(shard_path, vocab_size).header
+        except ShardError as e:
+            problems.append(e.message)
+            continue
+        entry = listed.get(shard_path.name)
+        if entry and (entry["tokens"], entry["documents"], entry["crc32"]) != (header.num_tokens, header.num_docs, f"{header.checksum:08x}"):
+            problems.append(f"{shard_path}: header ({header.num_tokens:,} tokens, {header.num_docs:,} documents, crc32 "
+                            f"{header.checksum:08x}) disagrees with {MANIFEST} ({entry['tokens']:,}, {entry['documents']:,}, {entry['crc32']})")
+            continue
+        checked = "checksum and ids" if header.extended else "size only (plain llm.c shard)"
+        click.echo(f"ok {shard_path.name}: {header.num_tokens:,} tokens, {checked}")
+    for problem in problems:
+        click.echo(f"FAILED {problem}", err=True)
+    if problems:
+        raise click.ClickException(f"{len(problems)} problem(s) in {path}")
+    click.echo(f"{path}: {len(paths)} shard(s) verified")
+
+
+def main():
+    cli(prog_name="pretokenize")

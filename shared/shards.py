@@ -1,0 +1,234 @@
+"""Token shards: llm.c's `.bin` files, with our own facts in header slots its readers ignore.
+
+A shard is a header of 256 little-endian int32 (1024 bytes), then the tokens:
+
+    slot  field
+    0     magic: 20240520 for uint16 tokens, 20240801 for uint32 tokens
+    1     version: 1 for uint16, 7 for uint32
+    2     number of tokens
+    3     EXTENSION_MARKER, "gptk" in ASCII (absent from plain llm.c shards: all slots 3+ are 0)
+    4     extension version (1)
+    5     vocabulary size
+    6     end-of-text id, or -1 for none
+    7     number of documents ending in the shard
+    8     CRC-32 of the token bytes (as an unsigned 32-bit pattern)
+    9-10  tokenizer fingerprint (16 hex digits as 8 bytes)
+    11+   0
+
+llm.c and modded-nanogpt read slots 0-2 and check the file size, so they read our shards;
+we read theirs (no extension: no vocabulary check, no checksum). A directory of shards is
+`NAME_val_000000.bin`, `NAME_train_000001.bin`, ... plus `manifest.json`, which lists them.
+"""
+from __future__ import annotations
+
+import json
+import re
+import zlib
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from shared.errors import InputError
+from shared.files import AtomicFile
+
+HEADER_INTS = 256
+HEADER_BYTES = HEADER_INTS * 4
+FORMATS = {20240520: (1, np.dtype("<u2")), 20240801: (7, np.dtype("<u4"))}  # magic: (version, dtype)
+MAGIC = {dtype: magic for magic, (_, dtype) in FORMATS.items()}
+EXTENSION_MARKER = int.from_bytes(b"gptk", "little")
+EXTENSION_VERSION = 1
+MAX_TOKENS = 2**31 - 1  # the count is an int32
+MANIFEST = "manifest.json"
+SHARD_NAME = re.compile(r"_(train|val)_(\d{6})\.bin$")
+VERIFY_STEP = 1 << 24  # tokens checked at a time: bounds the memory of verify_shard
+
+
+class ShardError(InputError):
+    """A shard that is not what its header or manifest says."""
+
+
+def dtype_for(vocab_size: int) -> np.dtype:
+    """uint16 whenever the ids fit, as llm.c does; uint32 otherwise."""
+    return np.dtype("<u2") if vocab_size <= 1 << 16 else np.dtype("<u4")
+
+
+@dataclass(frozen=True)
+class ShardHeader:
+    dtype: np.dtype
+    num_tokens: int
+    # Our extension; all None in a plain llm.c shard.
+    vocab_size: int | None = None
+    eot_id: int | None = None
+    num_docs: int | None = None
+    checksum: int | None = None
+    fingerprint: str | None = None
+
+    @property
+    def extended(self) -> bool:
+        return self.vocab_size is not None
+
+    @property
+    def magic(self) -> int:
+        return MAGIC[self.dtype]
+
+    @property
+    def version(self) -> int:
+        return FORMATS[self.magic][0]
+
+    def to_bytes(self) -> bytes:
+        ints = np.zeros(HEADER_INTS, "<i4")
+        ints[:3] = self.magic, self.version, self.num_tokens
+        if self.extended:
+            ints[3:8] = EXTENSION_MARKER, EXTENSION_VERSION, self.vocab_size, -1 if self.eot_id is None else self.eot_id, self.num_docs
+            ints[8:9].view("<u4")[0] = self.checksum
+            ints[9:11] = np.frombuffer(bytes.fromhex(self.fingerprint), "<i4")
+        return ints.tobytes()
+
+    @classmethod
+    def from_bytes(cls, raw: bytes, path) -> ShardHeader:
+        if len(raw) < HEADER_BYTES:
+            raise ShardError(f"{path}: {len(raw)} bytes, too short for the {HEADER_BYTES}-byte shard header")
+        ints = np.frombuffer(raw[:HEADER_BYTES], "<i4")
+        magic, version, num_tokens = map(int, ints[:3])
+        if magic not in FORMATS:
+            raise ShardError(f"{path}: not a token shard (magic {magic}, expected 20240520 or 20240801)")
+        if version != FORMATS[magic][0]:
+            raise ShardError(f"{path}: magic {magic} with version {version}, expected version {FORMATS[magic][0]}")
+        if num_tokens < 0:
+            raise ShardError(f"{path}: negative token count {num_tokens} in the header")
+        dtype = FORMATS[magic][1]
+        if ints[3] != EXTENSION_MARKER:
+            return cls(dtype, num_tokens)
+        if ints[4] != EXTENSION_VERSION:
+            raise ShardError(f"{path}: header extension version {ints[4]}, this reader knows version {EXTENSION_VERSION}")
+        eot_id = int(ints[6])
+        return cls(
+            dtype,
+            num_tokens,
+            vocab_size=int(ints[5]),
+            eot_id=None if eot_id < 0 else eot_id,
+            num_docs=int(ints[7]),
+            checksum=int(ints[8:9].view("<u4")[0]),
+            fingerprint=ints[9:11].tobytes().hex(),
+        )
+
+
+@dataclass(frozen=True)
+class Shard:
+    path: Path
+    header: ShardHeader
+    tokens: np.ndarray  # a read-only numpy.memmap of the tokens (zero-copy)
+
+
+def read_header(path) -> ShardHeader:
+    """The header of a shard, checked against the file's size."""
+    path = Path(path)
+    try:
+        with open(path, "rb") as f:
+            header = ShardHeader.from_bytes(f.read(HEADER_BYTES), path)
+        size = path.stat().st_size
+    except OSError as e:
+        raise ShardError(f"{path}: cannot read ({e.strerror})") from None
+    expected = HEADER_BYTES + header.num_tokens * header.dtype.itemsize
+    if size < expected:
+        raise ShardError(
+            f"{path}: truncated: {expected - size:,} bytes missing (the header says {header.num_tokens:,} "
+            f"{header.dtype.name} tokens, {expected:,} bytes with the header; the file has {size:,})"
+        )
+    if size > expected:
+        raise ShardError(f"{path}: {size - expected:,} bytes more than the header's {header.num_tokens:,} tokens account for")
+    return header
+
+
+def open_shard(path, vocab_size: int | None = None) -> Shard:
+    """Map a shard's tokens after checking its header, its size and (if both are known) its vocabulary size."""
+    path = Path(path)
+    header = read_header(path)
+    if vocab_size is not None and header.extended and header.vocab_size != vocab_size:
+        raise ShardError(f"{path}: written for a vocabulary of {header.vocab_size:,} tokens, expected {vocab_size:,}")
+    if header.num_tokens == 0:
+        tokens = np.empty(0, header.dtype)  # mmap refuses a zero-length map
+    else:
+        tokens = np.memmap(path, header.dtype, "r", offset=HEADER_BYTES, shape=(header.num_tokens,))
+    return Shard(path, header, tokens)
+
+
+def verify_shard(path, vocab_size: int | None = None) -> Shard:
+    """`open_shard`, then read every token: the checksum must match and every id be below the
+    vocabulary size (the header's, or `vocab_size` for a plain llm.c shard)."""
+    shard = open_shard(path, vocab_size)
+    header, tokens = shard.header, shard.tokens
+    limit = header.vocab_size or vocab_size
+    crc = 0
+    for start in range(0, len(tokens), VERIFY_STEP):
+        block = np.ascontiguousarray(tokens[start : start + VERIFY_STEP])
+        crc = zlib.crc32(block, crc)
+        if limit is not None and int(block.max()) >= limit:
+            at = start + int(np.argmax(block >= limit))
+            raise ShardError(f"{path}: token {at:,} is id {int(tokens[at]):,}, not below the vocabulary size {limit:,}")
+    if header.extended and crc != header.checksum:
+        raise ShardError(f"{path}: corrupted: the tokens' CRC-32 is {crc:08x}, the header says {header.checksum:08x}")
+    return shard
+
+
+class ShardWriter:
+    """One shard written as its tokens arrive, to a temporary file: `close()` fills in the
+    header, `commit()` renames the file into place, `discard()` leaves nothing behind.
+    Committing is separate so that a run can put all its shards in place at once, at the end."""
+
+    def __init__(self, path, dtype, *, vocab_size, eot_id, fingerprint):
+        self.path = Path(path)
+        self.dtype = np.dtype(dtype)
+        self._facts = dict(vocab_size=vocab_size, eot_id=eot_id, fingerprint=fingerprint)
+        self.num_tokens = self.num_docs = self._crc = 0
+        self._file = AtomicFile(self.path)
+        self._file.file.write(bytes(HEADER_BYTES))  # a placeholder until the counts are known
+
+    def write(self, tokens, docs_ended=0):
+        """Append tokens (an array or bytes of this shard's dtype) in which `docs_ended` documents end."""
+        data = memoryview(tokens).cast("B")
+        self._file.file.write(data)
+        self._crc = zlib.crc32(data, self._crc)
+        self.num_tokens += len(data) // self.dtype.itemsize
+        self.num_docs += docs_ended
+
+    def close(self) -> ShardHeader:
+        header = ShardHeader(self.dtype, self.num_tokens, num_docs=self.num_docs, checksum=self._crc, **self._facts)
+        self._file.file.seek(0)
+        self._file.file.write(header.to_bytes())
+        self._file.close()
+        return header
+
+    def commit(self):
+        self._file.commit()
+
+    def discard(self):
+        self._file.discard()
+
+
+def read_manifest(directory):
+    """The manifest of a shard directory, or None if it has none."""
+    path = Path(directory) / MANIFEST
+    try:
+        return json.loads(path.read_text())
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as e:
+        raise ShardError(f"{path}: not a readable manifest ({e})") from None
+
+
+def shard_paths(directory, split: str) -> list[Path]:
+    """The shards of one split ("train" or "val") of a directory, in order.
+
+    Taken from manifest.json when there is one; a directory of plain llm.c shards (no
+    manifest) is listed by name. Our shards without a manifest are an unfinished run.
+    """
+    directory = Path(directory)
+    manifest = read_manifest(directory)
+    if manifest is not None:
+        return [directory / s["file"] for s in manifest["shards"] if s["split"] == split]
+    paths = sorted(p for p in directory.glob("*.bin") if (m := SHARD_NAME.search(p.name)) and m[1] == split)
+    if any(read_header(p).extended for p in paths):
+        raise ShardError(f"{directory}: shards but no {MANIFEST}: an unfinished pretokenize run? Run it again")
+    return paths

@@ -11,8 +11,10 @@ only when the whole corpus is done: an interrupted run leaves the directory as i
 """
 from __future__ import annotations
 
+import functools
 import json
 import time
+from bisect import bisect_right
 from collections import deque
 from dataclasses import dataclass
 from fractions import Fraction
@@ -47,15 +49,20 @@ class Split:
         if self.val_tokens is not None:
             return {"rule": "leading", "val_tokens": self.val_tokens,
                     "text": f"the first documents in input order, until validation holds at least {self.val_tokens} tokens"}
-        f = Fraction(str(self.val_fraction))
+        f = "{}/{}".format(*self._fraction)
         return {"rule": "fraction", "val_fraction": self.val_fraction,
                 "text": f"document i (0-based, in input order) is validation iff floor((i+1)*{f}) > floor(i*{f})"}
 
     def is_val(self, doc_index, val_tokens_so_far):
         if self.val_tokens is not None:
             return val_tokens_so_far < self.val_tokens
+        num, den = self._fraction
+        return (doc_index + 1) * num // den > doc_index * num // den
+
+    @functools.cached_property
+    def _fraction(self):
         f = Fraction(str(self.val_fraction))  # exact, so the rule is the same on every machine
-        return (doc_index + 1) * f.numerator // f.denominator > doc_index * f.numerator // f.denominator
+        return f.numerator, f.denominator
 
 
 def encode_corpus(corpus, tokenizer, out_dir, *, split=Split(val_fraction=0.01), shard_tokens=DEFAULT_SHARD_TOKENS,
@@ -72,6 +79,7 @@ def encode_corpus(corpus, tokenizer, out_dir, *, split=Split(val_fraction=0.01),
     shards = _Shards(out_dir, tokenizer, eot_id, shard_tokens)
     start = time.perf_counter()
     try:
+        shards.begin()
         counts = _encode_into(shards, corpus, tokenizer, split, eot_id, workers, quiet)
         manifest = _manifest(shards, corpus, tokenizer, tokenizer_source, eot_token, eot_id, split, counts)
         manifest["seconds"] = round(time.perf_counter() - start, 3)
@@ -120,18 +128,24 @@ class _Shards:
         self.facts = dict(vocab_size=tokenizer.vocab_size, eot_id=eot_id, fingerprint=tokenizer.fingerprint)
         self.open_writers, self.finished = {}, []  # finished: (split, writer, header)
         self.count = 0
-        out_dir.mkdir(parents=True, exist_ok=True)
-        for stale in out_dir.glob(".*.bin.tmp-*"):  # left by a killed run
+        self.created_dir = not out_dir.exists()
+
+    def begin(self):
+        self.out_dir.mkdir(parents=True, exist_ok=True)
+        for stale in self.out_dir.glob(".*.bin.tmp-*"):  # left by a killed run
             stale.unlink()
         for split in ("val", "train"):  # so validation is shard 0, as in llm.c
             self._open(split)
 
-    def write(self, split, tokens, docs_ended):
-        """Append one document's tokens (or a part of it) to the split, starting new shards as they fill."""
-        while len(tokens):
+    def write(self, split, tokens, doc_ends):
+        """Append tokens to the split, starting new shards as they fill; `doc_ends` are the
+        offsets (sorted) in `tokens` just after each document that ends there."""
+        done = 0
+        while done < len(tokens):
             writer = self.open_writers.get(split) or self._open(split)
-            part, tokens = tokens[: self.shard_tokens - writer.num_tokens], tokens[self.shard_tokens - writer.num_tokens :]
-            writer.write(part, 0 if len(tokens) else docs_ended)  # a document ends in the shard of its last token
+            stop = min(len(tokens), done + self.shard_tokens - writer.num_tokens)
+            writer.write(tokens[done:stop], bisect_right(doc_ends, stop) - bisect_right(doc_ends, done))
+            done = stop
             if writer.num_tokens == self.shard_tokens:
                 self._finish(split)
 
@@ -166,6 +180,8 @@ class _Shards:
     def discard(self):
         for writer in [*self.open_writers.values(), *(w for _, w, _ in self.finished)]:
             writer.discard()
+        if self.created_dir and self.out_dir.is_dir() and not any(self.out_dir.iterdir()):
+            self.out_dir.rmdir()
 
 
 def _encode_into(shards, corpus, tokenizer, split, eot_id, workers, quiet):
@@ -173,13 +189,21 @@ def _encode_into(shards, corpus, tokenizer, split, eot_id, workers, quiet):
     counts = {"train": [0, 0], "val": [0, 0]}  # documents, tokens
     doc_index, doc_split = 0, None
     for ends, tokens, lengths in _encoded_jobs(corpus, tokenizer, eot_id, shards.dtype, workers):
-        for end, start, stop in zip(ends, [0, *accumulate(lengths)], accumulate(lengths)):
+        # Consecutive texts of the same split are written together: one write per run of documents.
+        run_split, run_start, run_ends, position = None, 0, [], 0
+        for end, length in zip(ends, lengths):
             doc_split = doc_split or ("val" if split.is_val(doc_index, counts["val"][1]) else "train")
-            shards.write(doc_split, tokens[start:stop], int(end))
-            counts[doc_split][1] += stop - start
+            if doc_split != run_split:
+                if run_split:
+                    shards.write(run_split, tokens[run_start:position], run_ends)
+                run_split, run_start, run_ends = doc_split, position, []
+            position += length
+            counts[doc_split][1] += length
             if end:
+                run_ends.append(position - run_start)
                 counts[doc_split][0] += 1
                 doc_index, doc_split = doc_index + 1, None
+        shards.write(run_split, tokens[run_start:position], run_ends)
         total_tokens = counts["train"][1] + counts["val"][1]
         progress.update(corpus.bytes_read, f"{doc_index:,} docs, {total_tokens:,} tokens")
     progress.close()

@@ -254,3 +254,14 @@ def test_input_error_in_a_command_is_one_line_with_status_2():
     assert res.stderr == "Error: data.txt: cannot read\n"
     with pytest.raises(InputError):
         command.main(["data.txt"], standalone_mode=False)
+
+
+def test_progress_note_and_eta(capsys, clock):
+    p = Progress("encoding", "MB", total=4_000_000, scale=1e6, log_interval=1)
+    clock.now += 2
+    p.update(1_000_000, "10 docs, 300 tokens")
+    line = capsys.readouterr().err.strip()
+    assert line == "encoding: 1.0 MB / 4.0 (25%), 10 docs, 300 tokens, 0.5 MB/s, 2.0 s, ETA 6 s"
+    p.update(4_000_000)
+    p.close()
+    assert "ETA" not in capsys.readouterr().err  # nothing left to wait for

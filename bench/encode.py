@@ -1,0 +1,386 @@
+"""Benchmark `pretokenize` (corpus -> token shards) end to end against the same job done with tiktoken.
+
+    python bench/encode.py CORPUS [CORPUS ...] [--workers 1 2] [--vocab-size 4096] [--repeat 3] [--rss-corpus BIG]
+
+A tokenizer is trained once on the first corpus (`tokenizer train`, not timed). Then, for each
+corpus and worker count, two jobs run in fresh processes, alternately, --repeat times each:
+
+  ours      the real CLI: python -m pretokenize -t TOK --input CORPUS --out-dir D --workers N -q
+  tiktoken  this script's hidden sub-command `_tiktoken`: the same job with a tiktoken.Encoding built
+            from our tokenizer's vocabulary (GPT-2 pattern): documents streamed in blocks, encoded in
+            batches by encode_ordinary_batch(num_threads=N) (N = 1: a loop of encode_ordinary, which
+            saves the thread pool's cost per document), each followed by the end-of-text id,
+            routed by the same Split rule and written by the same ShardWriter (same names, same
+            shard size, validation first as shard 0)
+
+Times are wall times around the whole child process (interpreter start, imports, loading the
+tokenizer, reading, encoding, writing and fsyncing the shards); medians are reported. The fixed
+cost of starting each child (interpreter and imports only) is measured the same way and printed.
+Every shard file of the reference must be byte-identical to ours (header included: counts, CRC,
+fingerprint), or the script says MISMATCH, where, and exits 1.
+
+Memory: one more run of each at the largest worker count on the largest corpus and on a corpus
+about 4 times bigger (--rss-corpus, or the largest corpus written 4 times into the temp dir),
+sampling the summed PSS of the child's process tree every ~20 ms (forked workers' shared pages
+count once), plus ru_maxrss of the child's largest process. Bounded memory shows as a big/small
+ratio near 1.
+"""
+import argparse
+import hashlib
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from importlib.metadata import version
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path[0] = str(ROOT)  # not bench/: so that `tokenizer` is our package
+
+EOT = "<|endoftext|>"
+BUILD_HINT = "apt-get install -y bible-kjv bible-kjv-text dict-gcide && python3 ../shared/data/build_bench_corpus.py DIR"
+BATCH_CHARS = 1 << 20  # characters per tiktoken thread and batch (ours: 1 MiB-character jobs, 2 in flight per worker)
+BIG_COPIES = 4
+WHO = ("ours", "tiktoken")
+
+
+# -- child: the reference job with tiktoken ------------------------------------------------------
+
+
+def iter_docs(path, block_chars=1 << 20):
+    """The non-empty documents of a file, split at EOT, read a block at a time (as shared/corpus.py)."""
+    with open(path, encoding="utf-8", errors="replace", newline="") as f:
+        rest = ""
+        while block := f.read(block_chars):
+            *docs, rest = (rest + block).split(EOT)
+            yield from filter(None, docs)
+        if rest:
+            yield rest
+
+
+def batches(docs, chars):
+    """Lists of whole documents of about `chars` characters."""
+    batch, size = [], 0
+    for doc in docs:
+        batch.append(doc)
+        size += len(doc)
+        if size >= chars:
+            yield batch
+            batch, size = [], 0
+    if batch:
+        yield batch
+
+
+class Shards:
+    """Train and validation shards as pretokenize names them: DIR/NAME_val_000000.bin first, then
+    NAME_train_000001.bin, a new one (next number) whenever one holds `shard_tokens` tokens."""
+
+    def __init__(self, out_dir, shard_tokens, **facts):
+        from shared.shards import ShardWriter
+
+        out_dir.mkdir(parents=True, exist_ok=True)
+        self.new = lambda path: ShardWriter(path, **facts)
+        self.out_dir, self.name, self.shard_tokens = out_dir, out_dir.resolve().name, shard_tokens
+        self.open, self.full, self.count = {}, [], 0
+        for split in ("val", "train"):
+            self._open(split)
+
+    def _open(self, split):
+        self.open[split] = self.new(self.out_dir / f"{self.name}_{split}_{self.count:06d}.bin")
+        self.count += 1
+        return self.open[split]
+
+    def write_doc(self, split, tokens):
+        """One whole document; it ends in the shard of its last token."""
+        while len(tokens):
+            writer = self.open.get(split) or self._open(split)
+            room = self.shard_tokens - writer.num_tokens
+            part, tokens = tokens[:room], tokens[room:]
+            writer.write(part, 0 if len(tokens) else 1)
+            if writer.num_tokens == self.shard_tokens:
+                self.full.append(self.open.pop(split))
+
+    def commit(self):
+        for writer in [*self.full, *self.open.values()]:
+            writer.close()
+            writer.commit()
+
+
+def tiktoken_job(corpus, tokenizer_json, out_dir, threads):
+    import numpy as np
+    import tiktoken
+
+    from pretokenize.encode import DEFAULT_SHARD_TOKENS, Split
+    from shared.shards import dtype_for
+    from tokenizer import Tokenizer
+    from tokenizer.split import GPT2_PATTERN
+
+    ours = Tokenizer.from_file(tokenizer_json)  # read the same file; gives the vocabulary and the fingerprint
+    specials = set(ours.special_tokens.values())
+    ranks = {token: i for i, token in enumerate(ours.vocab) if i not in specials}
+    enc = tiktoken.Encoding("ours", pat_str=GPT2_PATTERN, mergeable_ranks=ranks, special_tokens=ours.special_tokens)
+    eot, dtype, split = ours.special_tokens[EOT], dtype_for(ours.vocab_size), Split(val_fraction=0.01)
+    shards = Shards(Path(out_dir), DEFAULT_SHARD_TOKENS, dtype=dtype, vocab_size=ours.vocab_size, eot_id=eot,
+                    fingerprint=ours.fingerprint)
+    if threads == 1:  # the batch call's thread pool costs ~2 us per document: the best single-threaded way
+        encode = lambda batch: map(enc.encode_ordinary, batch)
+    else:
+        encode = lambda batch: enc.encode_ordinary_batch(batch, num_threads=threads)
+    doc_index, val_tokens = 0, 0
+    for batch in batches(iter_docs(corpus), BATCH_CHARS * threads):
+        for ids in encode(batch):
+            ids.append(eot)
+            is_val = split.is_val(doc_index, val_tokens)
+            shards.write_doc("val" if is_val else "train", np.array(ids, dtype))
+            val_tokens += len(ids) if is_val else 0
+            doc_index += 1
+    shards.commit()
+
+
+def child_main(argv):
+    parser = argparse.ArgumentParser(prog="bench/encode.py _tiktoken")
+    parser.add_argument("corpus")
+    parser.add_argument("tokenizer_json")
+    parser.add_argument("out_dir")
+    parser.add_argument("threads", type=int)
+    a = parser.parse_args(argv)
+    tiktoken_job(a.corpus, a.tokenizer_json, a.out_dir, a.threads)
+
+
+# -- parent: children, memory sampling, comparison, report --------------------------------------
+
+
+def command(who, tokenizer_json, corpus, out_dir, workers):
+    if who == "ours":
+        return [sys.executable, "-m", "pretokenize", "-t", tokenizer_json, "--input", corpus, "--out-dir", out_dir,
+                "--workers", workers, "-q"]
+    return [sys.executable, __file__, "_tiktoken", corpus, tokenizer_json, out_dir, workers]
+
+
+STARTUP = {  # the children's interpreter start and imports, without the job
+    "ours": [sys.executable, "-c", "import pretokenize.cli, tokenizer"],  # what `-m pretokenize` imports first
+    "tiktoken": [sys.executable, "-c", f"import sys; sys.path[0] = {str(ROOT)!r}; "
+                 "import argparse, numpy, tiktoken, pretokenize.encode, shared.shards, tokenizer"],
+}
+
+
+def tree_pss_mb(root):
+    """The summed PSS of process `root` and all its descendants: each page shared between them
+    (forked workers share their parent's) counts once, split between its sharers."""
+    children = defaultdict(list)
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            data = stat.read_text()
+        except OSError:
+            continue  # the process just ended
+        children[int(data[data.rfind(")") + 2:].split()[1])].append(int(stat.parent.name))
+    total_kb, todo = 0, [root]
+    while todo:
+        pid = todo.pop()
+        todo += children[pid]
+        try:
+            rollup = Path(f"/proc/{pid}/smaps_rollup").read_text()
+        except OSError:
+            continue
+        total_kb += next((int(line.split()[1]) for line in rollup.splitlines() if line.startswith("Pss:")), 0)
+    return total_kb / 1024
+
+
+def run(cmd, sample_memory=False):
+    """Run a command to its end: wall seconds, peak PSS of its process tree (MB, if sampled),
+    and ru_maxrss (MB) of its largest process (the child or a worker it waited for)."""
+    cmd = list(map(str, cmd))
+    with tempfile.TemporaryFile() as err:
+        start = time.perf_counter()
+        child = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=err)
+        peak = 0.0
+        while True:
+            pid, status, usage = os.wait4(child.pid, os.WNOHANG if sample_memory else 0)
+            if pid:
+                break
+            peak = max(peak, tree_pss_mb(child.pid))
+            time.sleep(0.02)
+        seconds = time.perf_counter() - start
+        child.returncode = os.waitstatus_to_exitcode(status)
+        if child.returncode:
+            err.seek(0)
+            sys.exit(f"error: {' '.join(cmd)} failed (exit status {child.returncode}):\n{err.read().decode()}")
+    return seconds, peak, usage.ru_maxrss / 1024
+
+
+def shard_files(out_dir):
+    return sorted(p.name for p in Path(out_dir).glob("*.bin"))
+
+
+def sha256(path):
+    with open(path, "rb") as f:
+        return hashlib.file_digest(f, "sha256").hexdigest()
+
+
+def compare(ours_dir, ref_dir):
+    """None if the two directories hold byte-identical shards, else where they first differ."""
+    ours, ref = shard_files(ours_dir), shard_files(ref_dir)
+    if ours != ref:
+        return f"different shard files: ours {ours}, tiktoken {ref}"
+    for name in ours:
+        if sha256(ours_dir / name) != sha256(ref_dir / name):
+            return first_difference(ours_dir / name, ref_dir / name)
+    return None
+
+
+def first_difference(ours_path, ref_path):
+    """The first differing token of two shards: its position, the document (counted by end-of-text
+    ids) it falls in, and the ids around it; or the header fields if only the headers differ."""
+    import numpy as np
+
+    from shared.shards import open_shard
+
+    a, b = open_shard(ours_path), open_shard(ref_path)
+    n = min(len(a.tokens), len(b.tokens))
+    diff = np.flatnonzero(a.tokens[:n] != b.tokens[:n])
+    if not len(diff) and len(a.tokens) == len(b.tokens):
+        return f"{ours_path.name}: same tokens, different headers: ours {a.header}, tiktoken {b.header}"
+    pos = int(diff[0]) if len(diff) else n
+    doc = int(np.count_nonzero(b.tokens[:pos] == b.header.eot_id))
+    around = slice(max(0, pos - 3), pos + 8)
+    return (f"{ours_path.name}: first difference at token {pos:,} (document {doc:,} of this shard, counted by "
+            f"end-of-text ids; {len(a.tokens):,} vs {len(b.tokens):,} tokens): ours "
+            f"{a.tokens[around].tolist()} vs tiktoken {b.tokens[around].tolist()} (from token {around.start:,})")
+
+
+def train_tokenizer(corpus, vocab_size, path):
+    cmd = [sys.executable, "-m", "tokenizer", "train", "--input", corpus, "--vocab-size", vocab_size, "--out", path,
+           "--workers", os.cpu_count(), "-q"]
+    seconds = run(cmd)[0]
+    print(f"tokenizer: trained on {corpus.name} in {seconds:.1f} s (not measured), vocab size {vocab_size}",
+          file=sys.stderr)
+
+
+def jobs(tokenizer_json, corpus, out, workers, sample_memory=False):
+    """Run ours and the reference once each: {who: (seconds, peak PSS MB, ru_maxrss MB)} and the
+    comparison of their shards (None if identical)."""
+    dirs = {who: out / who / corpus.stem for who in WHO}  # the same basename: shards are named after it
+    results = {}
+    for who in WHO:
+        shutil.rmtree(dirs[who], ignore_errors=True)
+        results[who] = run(command(who, tokenizer_json, corpus, dirs[who], workers), sample_memory)
+    return results, compare(dirs["ours"], dirs["tiktoken"])
+
+
+def speed_table(tokenizer_json, corpora, tmp, a):
+    rows, mismatches = [], []
+    for corpus in corpora:
+        mb = corpus.stat().st_size / 1e6
+        for workers in a.workers:
+            seconds, identical = defaultdict(list), True
+            for r in range(a.repeat):
+                results, difference = jobs(tokenizer_json, corpus, tmp, workers)
+                for who in WHO:
+                    seconds[who].append(results[who][0])
+                print(f"  {corpus.name}, {workers} worker(s), run {r + 1}/{a.repeat}: ours {results['ours'][0]:.2f} s, "
+                      f"tiktoken {results['tiktoken'][0]:.2f} s, {'identical' if not difference else 'MISMATCH'}",
+                      file=sys.stderr)
+                if difference:
+                    identical = False
+                    mismatches.append(f"MISMATCH {corpus.name}, {workers} worker(s): {difference}")
+                    print(mismatches[-1], file=sys.stderr)
+            ours, ref = statistics.median(seconds["ours"]), statistics.median(seconds["tiktoken"])
+            rows.append(f"| {corpus.name} | {mb:.1f} | {workers} | {ours:.2f} | {mb / ours:.1f} | {ref:.2f} | "
+                        f"{mb / ref:.1f} | {ref / ours:.2f} | {'yes' if identical else 'NO'} |")
+    print("\n| corpus | MB | workers | ours s | ours MB/s | tiktoken s | tiktoken MB/s | ratio | identical |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---|")
+    print("\n".join(rows))
+    print("\nratio = ours throughput / tiktoken throughput (>1: ours faster). Workers: processes for ours, "
+          "threads for tiktoken.")
+    return mismatches
+
+
+def startup_line(repeat):
+    median = {who: statistics.median(run(STARTUP[who])[0] for _ in range(repeat)) for who in WHO}
+    print(f"\nfixed cost in every time above (interpreter start + imports, median): ours {median['ours']:.2f} s, "
+          f"tiktoken {median['tiktoken']:.2f} s")
+
+
+def build_big(corpus, path):
+    """`corpus` written BIG_COPIES times, an end-of-text between copies (its documents repeat)."""
+    with open(path, "wb") as out:
+        for i in range(BIG_COPIES):
+            if i:
+                out.write(EOT.encode())
+            with open(corpus, "rb") as f:
+                shutil.copyfileobj(f, out, 1 << 24)
+    return path
+
+
+def memory_table(tokenizer_json, small, big, built, tmp, workers):
+    print(f"\n### peak memory, {workers} workers (processes for ours, threads for tiktoken)\n")
+    if built:
+        print(f"{big.name}: {small.name} {BIG_COPIES} times over (documents repeat; fine for a memory test)\n")
+    mismatches, peaks = [], {}
+    for corpus in (small, big):
+        print(f"  memory: {corpus.name} ({corpus.stat().st_size / 1e6:.0f} MB)", file=sys.stderr)
+        peaks[corpus], difference = jobs(tokenizer_json, corpus, tmp, workers, sample_memory=True)
+        if difference:
+            mismatches.append(f"MISMATCH {corpus.name}, {workers} worker(s): {difference}")
+            print(mismatches[-1], file=sys.stderr)
+        shutil.rmtree(tmp / "ours" / corpus.stem), shutil.rmtree(tmp / "tiktoken" / corpus.stem)
+    mb = {corpus: f"{corpus.name} ({corpus.stat().st_size / 1e6:.0f} MB)" for corpus in (small, big)}
+    print(f"| measure | {mb[small]} | {mb[big]} | big/small |\n|---|---:|---:|---:|")
+    for who in WHO:
+        for i, what in ((1, "peak PSS of process tree, MB"), (2, "ru_maxrss of largest process, MB")):
+            s, b = peaks[small][who][i], peaks[big][who][i]
+            print(f"| {who}: {what} | {s:.0f} | {b:.0f} | {b / s:.2f} |")
+    print(f"\nidentical shards in these runs too: {'yes' if not mismatches else 'NO'}")
+    return mismatches
+
+
+def machine():
+    with open("/proc/cpuinfo") as f:
+        model = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), "unknown")
+    return (f"machine: {os.cpu_count()} CPUs ({model}), Python {platform.python_version()}, "
+            f"tiktoken {version('tiktoken')}, numpy {version('numpy')}")
+
+
+def main():
+    if sys.argv[1:2] == ["_tiktoken"]:
+        return child_main(sys.argv[2:])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("corpora", nargs="+", type=Path, metavar="CORPUS")
+    parser.add_argument("--workers", type=int, nargs="+", default=[1, 2], help="processes (ours) / threads (tiktoken)")
+    parser.add_argument("--vocab-size", type=int, default=4096)
+    parser.add_argument("--repeat", type=int, default=3, help="runs per measurement; medians are reported")
+    parser.add_argument("--rss-corpus", type=Path, metavar="BIG",
+                        help=f"the big corpus of the memory check [default: the largest CORPUS x {BIG_COPIES}, in a temp dir]")
+    a = parser.parse_args()
+    missing = [str(p) for p in [*a.corpora, *filter(None, [a.rss_corpus])] if not p.is_file()]
+    if missing:
+        print(f"error: no such corpus: {', '.join(missing)}\nbuild the bench corpora (1/5/36 MB) with:\n  {BUILD_HINT}",
+              file=sys.stderr)
+        sys.exit(2)
+    corpora = [p.resolve() for p in a.corpora]
+    sys.stdout.reconfigure(line_buffering=True)  # keep stdout in step with the progress lines on stderr
+    print(machine())
+    print(f"vocab size {a.vocab_size} (trained on {corpora[0].name}), special token {EOT}, "
+          f"workers {' '.join(map(str, a.workers))}, repeat {a.repeat} (medians)")
+    with tempfile.TemporaryDirectory(prefix="bench-encode-") as tmp:
+        tmp = Path(tmp)
+        tokenizer_json = tmp / "tokenizer.json"
+        train_tokenizer(corpora[0], a.vocab_size, tokenizer_json)
+        mismatches = speed_table(tokenizer_json, corpora, tmp, a)
+        startup_line(a.repeat)
+        small = max(corpora, key=lambda p: p.stat().st_size)
+        big = a.rss_corpus.resolve() if a.rss_corpus else build_big(small, tmp / f"{small.stem}_x{BIG_COPIES}.txt")
+        mismatches += memory_table(tokenizer_json, small, big, not a.rss_corpus, tmp, max(a.workers))
+    if mismatches:
+        print("\n" + "\n".join(mismatches))
+        sys.exit("MISMATCH: the shards of ours and of the tiktoken reference differ (see above)")
+    print("\nall shards identical: ours == tiktoken reference, byte for byte")
+
+
+if __name__ == "__main__":
+    main()

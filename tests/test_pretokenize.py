@@ -1,0 +1,462 @@
+"""The pretokenize stage: corpora -> shards through `encode_corpus` and the CLI, then `inspect` and `verify`."""
+import functools
+import json
+import os
+import random
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from click.testing import CliRunner
+
+import pretokenize.encode as encode
+import shared.corpus
+from pretokenize.cli import cli
+from pretokenize.encode import Split, encode_corpus
+from shared.corpus import Corpus
+from shared.shards import open_shard, read_header, read_manifest, shard_paths
+from tests.conftest import english_like
+from tokenizer import Tokenizer, train_bpe
+
+EOT = "<|endoftext|>"
+
+
+# -- helpers ---------------------------------------------------------------------------------
+
+
+def docs_of(n, seed=0):
+    """n documents of one to a few hundred words."""
+    rng = random.Random(seed)
+    return [english_like(rng.randint(1, 300), seed * 1000 + i) for i in range(n)]
+
+
+def write_txt(path, docs):
+    path.write_text(EOT.join(docs), encoding="utf-8")
+    return path
+
+
+def write_jsonl(path, docs, field="text"):
+    path.write_text("".join(json.dumps({field: d}) + "\n" for d in docs), encoding="utf-8")
+    return path
+
+
+def write_parquet(path, docs, column="text"):
+    pq.write_table(pa.table({column: docs}), path)
+    return path
+
+
+def run(*args):
+    return CliRunner().invoke(cli, [str(a) for a in args])
+
+
+def encode_cli(tok_path, inputs, out_dir, *extra):
+    """`pretokenize --tokenizer T --input ... --out-dir D` (encode is the default command), a quarter
+    of the documents for validation unless `extra` says otherwise."""
+    split = [] if {"--val-fraction", "--val-tokens"} & set(extra) else ["--val-fraction", "0.25"]
+    args = ["--tokenizer", tok_path, "--out-dir", out_dir, "--workers", 1, "--quiet", *split, *extra]
+    for path in inputs:
+        args += ["--input", path]
+    return run(*args)
+
+
+def ok(res):
+    assert res.exit_code == 0, (res.output, res.exception)
+    assert "Traceback" not in res.output
+    return res
+
+
+def files(directory):
+    """{name: bytes} of every file in a directory, hidden ones included."""
+    return {p.name: p.read_bytes() for p in directory.iterdir()} if directory.is_dir() else {}
+
+
+def tokens_of(out_dir, split):
+    return np.concatenate([open_shard(p).tokens for p in shard_paths(out_dir, split)] or [np.empty(0, np.uint16)])
+
+
+def split_docs(tokens, eot):
+    """A token stream cut after each end-of-text id: the documents, each with its eot."""
+    ends = np.flatnonzero(tokens == eot) + 1
+    assert len(ends) and ends[-1] == len(tokens), "the stream must end with an eot"
+    return [t.tolist() for t in np.split(tokens, ends)[:-1]]
+
+
+def in_input_order(out_dir, split, eot, n_docs):
+    """The documents of a shard directory in input order, rebuilt with the documented split rule."""
+    val, train = iter(split_docs(tokens_of(out_dir, "val"), eot)), iter(split_docs(tokens_of(out_dir, "train"), eot))
+    docs, val_tokens = [], 0
+    for i in range(n_docs):
+        is_val = split.is_val(i, val_tokens)
+        docs.append(next(val) if is_val else next(train))
+        val_tokens += len(docs[-1]) if is_val else 0
+    assert next(val, None) is None and next(train, None) is None
+    return docs
+
+
+def expected(tok, docs):
+    eot = tok.special_tokens[EOT]
+    return [tok.encode(d, allowed_special=()) + [eot] for d in docs]
+
+
+@pytest.fixture
+def tok(small_tokenizer):
+    return small_tokenizer[0]
+
+
+@pytest.fixture
+def tok_path(small_tokenizer):
+    return small_tokenizer[1]
+
+
+@pytest.fixture(scope="session")
+def other_tok_path(small_text, tmp_path_factory):
+    """A different tokenizer (another vocabulary size): another fingerprint."""
+    path = tmp_path_factory.mktemp("other") / "corpus.txt"
+    path.write_text(small_text[:20000])
+    train_bpe(Corpus([path]), 300, quiet=True).save(path.parent / "other.json")
+    return path.parent / "other.json"
+
+
+# -- round trips -----------------------------------------------------------------------------
+
+
+def test_txt_round_trip_in_document_order(tmp_path, tok, tok_path):
+    docs = docs_of(24)
+    out = tmp_path / "data"
+    res = ok(encode_cli(tok_path, [write_txt(tmp_path / "c.txt", docs)], out, "--val-fraction", "0.25"))
+    assert "wrote" in res.stdout and "train: 18 documents" in res.stdout and "val: 6 documents" in res.stdout
+    got = in_input_order(out, Split(val_fraction=0.25), tok.special_tokens[EOT], len(docs))
+    assert got == expected(tok, docs)
+    assert "".join(map(tok.decode, got)) == "".join(d + EOT for d in docs)
+    assert Tokenizer.from_file(out / "tokenizer.json").fingerprint == tok.fingerprint
+
+
+def test_literal_eot_inside_a_jsonl_document_is_plain_text(tmp_path, tok, tok_path):
+    docs = ["first document", "text with <|endoftext|> inside it", "<|endoftext|>", "last one\n"]
+    out = tmp_path / "data"
+    ok(encode_cli(tok_path, [write_jsonl(tmp_path / "c.jsonl", docs)], out, "--val-tokens", 1))
+    eot = tok.special_tokens[EOT]
+    assert in_input_order(out, Split(val_tokens=1), eot, len(docs)) == expected(tok, docs)
+    assert (tokens_of(out, "train") == eot).sum() == 3  # one per document, none from the text
+
+
+@pytest.mark.parametrize("kind", ["txt", "jsonl"])
+def test_long_document_encodes_as_a_whole(tmp_path, monkeypatch, tok, kind):
+    """A document far longer than a read block, a corpus piece and a job: cut only where its tokens cannot change."""
+    monkeypatch.setattr(shared.corpus, "BLOCK_BYTES", 4096)
+    monkeypatch.setattr(Corpus, "pieces", functools.partialmethod(Corpus.pieces, piece_chars=997))
+    monkeypatch.setattr(encode, "JOB_CHARS", 3000)
+    long_doc = english_like(8000, 5) + " " * 2500 + "x" * 4000 + "\n\n \t  " + english_like(2000, 6) + "   \n"
+    docs = ["a short one", long_doc, "another short one", long_doc[::-1]]
+    path = (write_txt if kind == "txt" else write_jsonl)(tmp_path / f"c.{kind}", docs)
+    encode_corpus(Corpus([path]), tok, tmp_path / "data", split=Split(val_tokens=1), quiet=True)
+    assert in_input_order(tmp_path / "data", Split(val_tokens=1), tok.special_tokens[EOT], len(docs)) == expected(tok, docs)
+
+
+def test_txt_jsonl_and_parquet_give_identical_shards(tmp_path, tok_path):
+    docs = docs_of(20, seed=3)
+    inputs = [write_txt(tmp_path / "c.txt", docs), write_jsonl(tmp_path / "c.jsonl", docs, "body"),
+              write_parquet(tmp_path / "c.parquet", docs, "body")]
+    shards = []
+    for i, path in enumerate(inputs):
+        out = tmp_path / str(i) / "data"
+        ok(encode_cli(tok_path, [path], out, "--text-field", "body", "--shard-tokens", 300))
+        shards.append({k: v for k, v in files(out).items() if k.endswith(".bin")})
+    assert len(shards[0]) > 2 and shards[0] == shards[1] == shards[2]
+
+
+def test_one_and_two_workers_write_identical_shards(tmp_path, monkeypatch, tok):
+    monkeypatch.setattr(encode, "JOB_CHARS", 400)  # workers are forked: they see it too
+    path = write_txt(tmp_path / "c.txt", docs_of(40, seed=1))
+    manifests = [encode_corpus(Corpus([path]), tok, tmp_path / str(w) / "data", split=Split(0.2), shard_tokens=500,
+                               workers=w, quiet=True) for w in (1, 2)]
+    one, two = files(tmp_path / "1" / "data"), files(tmp_path / "2" / "data")
+    assert len(one) > 4 and one.keys() == two.keys()
+    assert all(one[k] == two[k] for k in one if k.endswith(".bin"))
+    assert manifests[0]["shards"] == manifests[1]["shards"] and manifests[0]["totals"] == manifests[1]["totals"]
+
+
+# -- shards, split, eot ----------------------------------------------------------------------
+
+
+def test_small_shards_names_counts_and_manifest(tmp_path, tok, tok_path):
+    docs, shard_tokens = docs_of(30, seed=2), 64
+    out = tmp_path / "data"
+    ok(encode_cli(tok_path, [write_txt(tmp_path / "c.txt", docs)], out, "--val-fraction", "0.25", "--shard-tokens", shard_tokens))
+    manifest, eot = read_manifest(out), tok.special_tokens[EOT]
+    entries = manifest["shards"]
+    assert [e["file"] for e in entries] == [f"data_{e['split']}_{i:06d}.bin" for i, e in enumerate(entries)]
+    assert entries[0]["file"] == "data_val_000000.bin" and entries[1]["file"] == "data_train_000001.bin"
+    assert sorted(p.name for p in out.glob("*.bin")) == sorted(e["file"] for e in entries)
+    assert (manifest["name"], manifest["dtype"], manifest["shard_tokens"], manifest["eot_id"]) == ("data", "uint16", 64, eot)
+    for split in ("train", "val"):
+        paths = shard_paths(out, split)
+        headers = [read_header(p) for p in paths]
+        assert len(paths) >= 2
+        assert [h.num_tokens for h in headers[:-1]] == [shard_tokens] * (len(paths) - 1)
+        assert 0 < headers[-1].num_tokens <= shard_tokens
+        for p, h in zip(paths, headers):
+            assert (h.vocab_size, h.eot_id, h.fingerprint) == (450, eot, tok.fingerprint)
+            assert h.num_docs == int((open_shard(p).tokens == eot).sum())  # documents ending in this shard
+        totals = manifest["totals"][split]
+        assert totals == {"documents": sum(h.num_docs for h in headers), "tokens": sum(h.num_tokens for h in headers)}
+    assert sum(t["documents"] for t in manifest["totals"].values()) == len(docs)
+    for e in entries:
+        h = read_header(out / e["file"])
+        assert (e["tokens"], e["documents"], e["crc32"]) == (h.num_tokens, h.num_docs, f"{h.checksum:08x}")
+    assert in_input_order(out, Split(val_fraction=0.25), eot, len(docs)) == expected(tok, docs)
+
+
+def test_fraction_rule_spaces_validation_documents_evenly():
+    assert [i for i in range(12) if Split(val_fraction=0.25).is_val(i, 0)] == [3, 7, 11]
+    assert [i for i in range(10) if Split(val_fraction=0.3).is_val(i, 0)] == [3, 6, 9]  # exact: no float drift
+    assert [i for i in range(300) if Split(val_fraction=0.01).is_val(i, 0)] == [99, 199, 299]
+    assert Split(val_fraction=0.25).describe()["rule"] == "fraction"
+
+
+@pytest.mark.parametrize("extra, n_val", [(0, 2), (1, 3)])  # exactly two documents' tokens, or one token more
+def test_val_tokens_takes_the_leading_documents(tmp_path, tok, tok_path, extra, n_val):
+    docs = docs_of(10, seed=4)
+    want = expected(tok, docs)
+    n = len(want[0]) + len(want[1]) + extra
+    out = tmp_path / "data"
+    ok(encode_cli(tok_path, [write_txt(tmp_path / "c.txt", docs)], out, "--val-tokens", n))
+    assert tokens_of(out, "val").tolist() == sum(want[:n_val], [])
+    assert tokens_of(out, "train").tolist() == sum(want[n_val:], [])
+    split = read_manifest(out)["split"]
+    assert (split["rule"], split["val_tokens"]) == ("leading", n)
+
+
+def test_manifest_records_the_fraction_rule(tmp_path, tok_path):
+    out = tmp_path / "data"
+    ok(encode_cli(tok_path, [write_txt(tmp_path / "c.txt", docs_of(8))], out, "--val-fraction", "0.25"))
+    split = read_manifest(out)["split"]
+    assert (split["rule"], split["val_fraction"]) == ("fraction", 0.25) and "floor((i+1)*1/4)" in split["text"]
+
+
+def test_no_eot(tmp_path, tok, tok_path):
+    docs = docs_of(6, seed=5)
+    out = tmp_path / "data"
+    ok(encode_cli(tok_path, [write_txt(tmp_path / "c.txt", docs)], out, "--no-eot", "--val-tokens", 1))
+    assert tokens_of(out, "val").tolist() == tok.encode(docs[0])
+    assert tokens_of(out, "train").tolist() == sum((tok.encode(d) for d in docs[1:]), [])
+    path = shard_paths(out, "train")[0]
+    assert np.frombuffer(path.read_bytes()[:1024], "<i4")[6] == -1
+    assert read_header(path).eot_id is None and read_header(path).num_docs == 5
+    assert read_manifest(out)["eot_id"] is None and read_manifest(out)["eot_token"] is None
+
+
+def test_tokenizer_without_eot_needs_no_eot(tmp_path, tok):
+    path = tmp_path / "noeot.json"
+    Tokenizer(tok.vocab[:-1], tok.merges, {}).save(path)
+    corpus = write_txt(tmp_path / "c.txt", docs_of(4))
+    res = encode_cli(path, [corpus], tmp_path / "data")
+    assert res.exit_code == 2 and len(res.stderr.splitlines()) == 1
+    assert res.stderr.startswith("Error: ") and "--no-eot" in res.stderr and "Traceback" not in res.output
+    assert not (tmp_path / "data").exists()
+    ok(encode_cli(path, [corpus], tmp_path / "data", "--no-eot"))
+
+
+def test_custom_eot_token(tmp_path, tok):
+    path = tmp_path / "doc.json"
+    Tokenizer(tok.vocab + [b"<|doc|>"], tok.merges, {**tok.special_tokens, "<|doc|>": 450}).save(path)
+    out = tmp_path / "data"
+    ok(encode_cli(path, [write_txt(tmp_path / "c.txt", docs_of(4))], out, "--eot-token", "<|doc|>", "--val-tokens", 1))
+    assert read_header(shard_paths(out, "val")[0]).eot_id == 450 and tokens_of(out, "val")[-1] == 450
+    assert 449 not in tokens_of(out, "train")
+
+
+def test_progress_line_counts_docs_and_tokens(tmp_path, tok, capsys):
+    docs = docs_of(8)
+    manifest = encode_corpus(Corpus([write_txt(tmp_path / "c.txt", docs)]), tok, tmp_path / "data", split=Split(0.25))
+    tokens = sum(t["tokens"] for t in manifest["totals"].values())
+    assert f"8 docs, {tokens:,} tokens" in capsys.readouterr().err
+
+
+# -- bad input -------------------------------------------------------------------------------
+
+
+def assert_input_error(res, *needles):
+    """Exit status 2, one `Error:` line naming what was wrong, no traceback."""
+    assert res.exit_code == 2, (res.output, res.exception)
+    assert "Traceback" not in res.output and res.stdout == ""
+    lines = res.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("Error: "), res.stderr
+    for needle in needles:
+        assert str(needle) in lines[0]
+
+
+def bad_case(case, tmp_path, tok_path):
+    """(tokenizer, inputs, out dir, what the message says) for one kind of bad input."""
+    out, txt = tmp_path / "data", write_txt(tmp_path / "c.txt", docs_of(5))
+    if case == "missing tokenizer":
+        return tmp_path / "none.json", [txt], out, ["--tokenizer", "none.json", "no such file"]
+    if case == "empty corpus":
+        (tmp_path / "empty.txt").write_text("")
+        return tok_path, [tmp_path / "empty.txt"], out, ["empty.txt", "no documents"]
+    if case == "csv":
+        (tmp_path / "c.csv").write_text("text\nhello\n")
+        return tok_path, [tmp_path / "c.csv"], out, ["c.csv", "unknown file type"]
+    if case == "parquet without the column":
+        return tok_path, [write_parquet(tmp_path / "c.parquet", docs_of(5), "body")], out, ["no column 'text'", "body"]
+    if case == "bad jsonl line after many shards":
+        path = write_jsonl(tmp_path / "c.jsonl", docs_of(40))
+        with open(path, "a") as f:
+            f.write("{oops\n")
+        return tok_path, [path], out, ["c.jsonl:41", "invalid JSON"]
+    if case == "one document":
+        return tok_path, [write_txt(tmp_path / "one.txt", ["a single document"])], out, ["1 document(s)", "val split empty"]
+    if case == "out dir is a file":
+        out.write_text("precious")
+        return tok_path, [txt], out, ["exists and is not a directory"]
+    if case == "out dir inside a file":
+        (tmp_path / "afile").write_text("precious")
+        return tok_path, [txt], tmp_path / "afile" / "data", ["--out-dir", "afile"]
+    if case == "unwritable parent":
+        if os.geteuid() == 0:
+            pytest.skip("root ignores permissions")
+        (tmp_path / "ro").mkdir(mode=0o500)
+        return tok_path, [txt], tmp_path / "ro" / "data", ["--out-dir", "cannot write"]
+    raise AssertionError(case)
+
+
+@pytest.mark.parametrize("case", [
+    "missing tokenizer", "empty corpus", "csv", "parquet without the column", "bad jsonl line after many shards",
+    "one document", "out dir is a file",
+    "out dir inside a file", "unwritable parent",
+])
+def test_bad_input_is_one_error_line_and_leaves_nothing(tmp_path, tok_path, case):
+    tokenizer, inputs, out, needles = bad_case(case, tmp_path, tok_path)
+    before = {p.name for p in tmp_path.iterdir()}
+    res = encode_cli(tokenizer, inputs, out, "--shard-tokens", 100)
+    if out.is_dir():
+        assert list(out.iterdir()) == []  # no shards, manifest, tokenizer.json or temporary files
+        before.add(out.name)
+    assert {p.name for p in tmp_path.iterdir()} == before
+    assert_input_error(res, *needles)
+
+
+def test_out_dir_of_another_tokenizer_is_refused_unless_overwrite(tmp_path, tok, tok_path, other_tok_path):
+    corpus, out = write_txt(tmp_path / "c.txt", docs_of(20)), tmp_path / "data"
+    ok(encode_cli(other_tok_path, [corpus], out, "--shard-tokens", 100))
+    old = files(out)
+    assert len([n for n in old if n.endswith(".bin")]) > 10
+    res = encode_cli(tok_path, [corpus], out)
+    assert_input_error(res, "holds shards of another tokenizer", tok.fingerprint, "--overwrite")
+    assert files(out) == old
+    ok(encode_cli(tok_path, [corpus], out, "--overwrite"))
+    names = sorted(p.name for p in out.glob("*.bin"))
+    assert names == ["data_train_000001.bin", "data_val_000000.bin"]
+    assert all(read_header(out / n).fingerprint == tok.fingerprint for n in names)
+    assert read_manifest(out)["tokenizer"]["fingerprint"] == tok.fingerprint
+    assert not [n for n in os.listdir(out) if ".tmp-" in n]
+
+
+def test_out_dir_of_the_same_tokenizer_is_replaced(tmp_path, tok, tok_path):
+    out = tmp_path / "data"
+    ok(encode_cli(tok_path, [write_txt(tmp_path / "a.txt", docs_of(20))], out, "--shard-tokens", 100))
+    (out / ".data_train_000001.bin.tmp-999999").write_bytes(b"left by a killed run")
+    ok(encode_cli(tok_path, [write_txt(tmp_path / "b.txt", ["one", "two"])], out, "--val-tokens", 1))
+    assert sorted(os.listdir(out)) == ["data_train_000001.bin", "data_val_000000.bin", "manifest.json", "tokenizer.json"]
+    assert tokens_of(out, "train").tolist() == tok.encode("two") + [tok.special_tokens[EOT]]
+
+
+@pytest.mark.parametrize("error", [RuntimeError, KeyboardInterrupt])
+def test_interrupted_run_leaves_the_earlier_run_untouched(tmp_path, monkeypatch, tok, error):
+    corpus, out = write_txt(tmp_path / "c.txt", docs_of(40)), tmp_path / "data"
+    encode_corpus(Corpus([corpus]), tok, out, split=Split(0.25), shard_tokens=400, quiet=True)
+    before = files(out)
+    real, calls = encode._encode_job, []
+
+    def encode_job_then_fail(job):
+        calls.append(job)
+        if len(calls) > 1:
+            raise error("interrupted")
+        return real(job)
+
+    monkeypatch.setattr(encode, "JOB_CHARS", 3000)
+    monkeypatch.setattr(encode, "_encode_job", encode_job_then_fail)
+    with pytest.raises(error):  # the first job fills several (uncommitted) shards of 50 tokens
+        encode_corpus(Corpus([corpus]), tok, out, split=Split(0.25), shard_tokens=50, quiet=True)
+    assert len(calls) == 2
+    assert files(out) == before
+
+
+# -- inspect and verify ----------------------------------------------------------------------
+
+
+@pytest.fixture
+def built(tmp_path, tok_path):
+    out = tmp_path / "data"
+    ok(encode_cli(tok_path, [write_txt(tmp_path / "c.txt", docs_of(30, seed=6))], out, "--val-fraction", "0.25", "--shard-tokens", 500))
+    return out
+
+
+def test_inspect_directory(built, tok):
+    res = ok(run("inspect", built))
+    manifest = read_manifest(built)
+    for e in manifest["shards"]:
+        assert f"{e['file']}: uint16 (magic 20240520, version 1), {e['tokens']:,} tokens, {e['documents']:,} documents" in res.stdout
+    assert res.stdout.count(f"tokenizer {tok.fingerprint}") == len(manifest["shards"]) + 1
+    for name, t in manifest["totals"].items():
+        assert f"{name}: {t['documents']:,} documents, {t['tokens']:,} tokens" in res.stdout
+    first = open_shard(built / "data_val_000000.bin").tokens[:32].tolist()
+    assert f"first 32 tokens of data_val_000000.bin: {' '.join(map(str, first))}" in res.stdout
+    assert f"decoded: {tok.decode(first)!r}" in res.stdout
+
+
+def test_inspect_plain_llmc_file(tmp_path, tok, tok_path):
+    ids = tok.encode("hello world, said the cat")
+    header = np.zeros(256, "<i4")
+    header[:3] = 20240520, 1, len(ids)
+    path = tmp_path / "fineweb_val_000000.bin"
+    path.write_bytes(header.tobytes() + np.array(ids, "<u2").tobytes())
+    res = ok(run("inspect", path, "--tokenizer", tok_path))
+    assert f"magic 20240520, version 1), {len(ids)} tokens (plain llm.c header" in res.stdout
+    assert "decoded: 'hello world, said the cat'" in res.stdout
+    assert "pass --tokenizer to decode" in ok(run("inspect", path)).stdout
+
+
+def test_verify_good_directory(built):
+    res = ok(run("verify", built))
+    assert res.stdout.count("ok ") == len(read_manifest(built)["shards"]) and "verified" in res.stdout
+
+
+def damage(built, how):
+    """Spoil one train shard (or its manifest entry); returns the shard's path and what verify should say."""
+    path = built / "data_train_000001.bin"
+    raw = bytearray(path.read_bytes())
+    if how == "flipped byte":
+        raw[1024 + 10] ^= 0x01  # token 5: an even id becomes odd or back, still below the vocabulary size
+        path.write_bytes(bytes(raw))
+        return path, "corrupted"
+    if how == "truncated":
+        path.write_bytes(bytes(raw[:-4]))
+        return path, "truncated: 4 bytes missing"
+    if how == "manifest disagrees":
+        manifest = read_manifest(built)
+        manifest["shards"][1]["documents"] += 1
+        (built / "manifest.json").write_text(json.dumps(manifest))
+        return path, "disagrees with manifest.json"
+    if how == "unlisted shard":
+        path = built / "data_train_000099.bin"
+        path.write_bytes(bytes(raw))
+        return path, "not listed in manifest.json"
+    raise AssertionError(how)
+
+
+@pytest.mark.parametrize("how", ["flipped byte", "truncated", "manifest disagrees", "unlisted shard"])
+def test_verify_names_the_bad_shard(built, how):
+    path, says = damage(built, how)
+    res = run("verify", built)
+    assert res.exit_code == 1 and "Traceback" not in res.output
+    failed = [line for line in res.stderr.splitlines() if line.startswith("FAILED")]
+    assert len(failed) == 1 and str(path) in failed[0] and says in failed[0], res.stderr
+    assert res.stderr.splitlines()[-1].startswith("Error: 1 problem(s)")
+
+
+def test_verify_single_file(built):
+    ok(run("verify", built / "data_val_000000.bin"))
+    damage(built, "flipped byte")
+    assert run("verify", built / "data_train_000001.bin").exit_code == 1

@@ -1,0 +1,90 @@
+"""`model`: inspect a model config, make a random checkpoint, export to Hugging Face. Run `model --help`."""
+from pathlib import Path
+
+import click
+
+from shared.errors import InputError
+
+from .config import load_config, preset_names
+
+config_option = click.option(
+    "--config", "config_name", required=True, metavar="PRESET|FILE",
+    help=f"A preset ({', '.join(preset_names())}) or a JSON file of model settings.",
+)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+def cli():
+    """A Llama-style TransformerLM: presets, costs, checkpoints, export."""
+
+
+@cli.command()
+@config_option
+@click.option("--batch-size", type=click.IntRange(min=1), default=8, show_default=True, help="Sequences per step, for the memory estimate.")
+def info(config_name, batch_size):
+    """Parameters, training FLOPs per token and training memory of a model config."""
+    from .info import model_cost, training_memory
+
+    config = load_config(config_name)
+    cost = model_cost(config)
+    click.echo(f"config: {config_name}")
+    for key, value in config.to_dict().items():
+        click.echo(f"  {key}: {value}")
+    click.echo(f"parameters: {cost.params:,} ({cost.params / 1e6:.1f}M); without the token embedding: "
+               f"{cost.non_embedding_params:,} ({cost.non_embedding_params / 1e6:.1f}M)")
+    click.echo(f"training FLOPs per token: {cost.flops_per_token:,} ({cost.flops_per_token / 1e6:.1f} MFLOP) = "
+               f"6 x {cost.matmul_params:,} matmul weights + {cost.attention_flops_per_token:,} attention")
+    tokens = batch_size * config.context_length
+    click.echo(f"training memory at batch {batch_size} x {config.context_length} = {tokens:,} tokens (estimate):")
+    for label, activation_bytes in (("float32", 4), ("bf16 autocast", 2)):
+        memory = training_memory(config, batch_size, activation_bytes)
+        parts = ", ".join(f"{k} {v / 2**30:.2f}" for k, v in memory.items())
+        click.echo(f"  {label}: {sum(memory.values()) / 2**30:.2f} GiB ({parts})")
+
+
+@cli.command()
+@config_option
+@click.option("--tokenizer", "-t", "tokenizer_path", required=True, metavar="PATH", help="The tokenizer.json the model is for; sets vocab_size.")
+@click.option("--out", required=True, metavar="DIR", help="The checkpoint directory to write.")
+@click.option("--seed", type=int, default=0, show_default=True)
+def init(config_name, tokenizer_path, out, seed):
+    """Write a randomly initialized checkpoint (model.safetensors, config.json, tokenizer.json)."""
+    import torch
+
+    from tokenizer import Tokenizer
+
+    from .checkpoint import save_model
+    from .model import TransformerLM
+
+    config = load_config(config_name)
+    if not Path(tokenizer_path).is_file():
+        raise InputError(f"--tokenizer {tokenizer_path}: no such file")
+    tokenizer = Tokenizer.from_file(tokenizer_path)
+    if config.vocab_size != tokenizer.vocab_size:
+        click.echo(f"note: vocab_size {config.vocab_size:,} -> {tokenizer.vocab_size:,}, the tokenizer's", err=True)
+        config.vocab_size = tokenizer.vocab_size
+    torch.manual_seed(seed)
+    model = TransformerLM(config)
+    try:
+        save_model(model, tokenizer, out)
+    except OSError as e:
+        raise InputError(f"--out {out}: cannot write ({e.strerror})") from None
+    click.echo(f"wrote {out}: {model.num_params():,} parameters, tokenizer {tokenizer.fingerprint}")
+
+
+@cli.command("export-hf")
+@click.argument("checkpoint", metavar="CHECKPOINT")
+@click.argument("out_dir", metavar="OUT_DIR")
+def export_hf(checkpoint, out_dir):
+    """Write a Hugging Face model directory (LlamaForCausalLM, or Qwen3ForCausalLM with QK-norm)."""
+    from .hf import export_hf
+
+    try:
+        export_hf(checkpoint, out_dir)
+    except OSError as e:
+        raise InputError(f"OUT_DIR {out_dir}: cannot write ({e.strerror})") from None
+    click.echo(f"wrote {out_dir}: load with transformers.AutoModelForCausalLM.from_pretrained({str(out_dir)!r})")
+
+
+def main():
+    cli(prog_name="model")

@@ -1,0 +1,86 @@
+"""The model's shape as a dataclass that round-trips to JSON, and the presets shipped with it."""
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from shared.errors import InputError
+
+PRESETS_DIR = Path(__file__).parent / "presets"
+
+
+@dataclass
+class ModelConfig:
+    vocab_size: int
+    context_length: int = 256
+    d_model: int = 512
+    n_layers: int = 4
+    n_heads: int = 16
+    n_kv_heads: int | None = None  # grouped-query attention; None: as many as n_heads
+    d_ff: int = 1344  # hidden size of the SwiGLU feed-forward
+    rope_theta: float = 10000.0
+    norm_eps: float = 1e-5
+    tie_embeddings: bool = False  # the LM head reuses the token embedding
+    qk_norm: bool = False  # RMSNorm on each head's queries and keys, before RoPE
+    init_std: float = 0.02
+
+    def __post_init__(self):
+        if self.n_kv_heads is None:
+            self.n_kv_heads = self.n_heads
+        sizes = ("vocab_size", "context_length", "d_model", "n_layers", "n_heads", "n_kv_heads", "d_ff")
+        for name in sizes:
+            if not isinstance(getattr(self, name), int) or getattr(self, name) < 1:
+                raise ValueError(f"{name} must be a whole number, at least 1 (got {getattr(self, name)!r})")
+        problems = [
+            (self.d_model % self.n_heads != 0, f"d_model {self.d_model} is not a multiple of n_heads {self.n_heads}"),
+            (self.n_heads % self.n_kv_heads != 0, f"n_heads {self.n_heads} is not a multiple of n_kv_heads {self.n_kv_heads}"),
+            ((self.d_model // self.n_heads) % 2 != 0, f"head size {self.d_model // max(self.n_heads, 1)} must be even for RoPE"),
+        ]
+        for bad, message in problems:
+            if bad:
+                raise ValueError(message)
+
+    @property
+    def head_dim(self) -> int:
+        return self.d_model // self.n_heads
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict, source="config") -> ModelConfig:
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise InputError(f"{source}: unknown model config key {unknown[0]!r} (known: {', '.join(sorted(known))})")
+        try:
+            return cls(**data)
+        except (TypeError, ValueError) as e:
+            raise InputError(f"{source}: {e}") from None
+
+
+def preset_names() -> list[str]:
+    return sorted(p.stem for p in PRESETS_DIR.glob("*.json"))
+
+
+def load_config(name_or_path) -> ModelConfig:
+    """A preset by name (see `preset_names()`) or a JSON file: a model config, or a file with
+    one under the key "model" (as checkpoints and training configs have)."""
+    path = Path(name_or_path)
+    if not path.suffix and not path.exists():
+        path = PRESETS_DIR / f"{name_or_path}.json"
+        if not path.exists():
+            raise InputError(f"--config {name_or_path}: no such preset (presets: {', '.join(preset_names())}) or file")
+    try:
+        data = json.loads(path.read_text())
+    except OSError as e:
+        raise InputError(f"--config {path}: cannot read ({e.strerror})") from None
+    except ValueError as e:
+        raise InputError(f"--config {path}: not valid JSON ({e})") from None
+    if isinstance(data, dict) and isinstance(data.get("model"), dict):
+        data = data["model"]
+    if not isinstance(data, dict):
+        raise InputError(f"--config {path}: expected a JSON object of model settings")
+    return ModelConfig.from_dict(data, source=str(path))

@@ -1,0 +1,101 @@
+"""Export a checkpoint to the Hugging Face layout: `LlamaForCausalLM` (or `Qwen3ForCausalLM`
+when the model uses QK-norm, which Llama lacks), loadable by `transformers`, vLLM, llama.cpp's
+converter and the Hub, with the tokenizer for `AutoTokenizer`.
+
+Our RoPE already uses Llama's "rotate half" layout, so the weights are only renamed.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+from shared.files import atomic_write
+
+from .checkpoint import load_model, model_tensors
+
+_LAYER_NAMES = {
+    "attention_norm": "input_layernorm",
+    "attention.wq": "self_attn.q_proj",
+    "attention.wk": "self_attn.k_proj",
+    "attention.wv": "self_attn.v_proj",
+    "attention.wo": "self_attn.o_proj",
+    "attention.q_norm": "self_attn.q_norm",
+    "attention.k_norm": "self_attn.k_norm",
+    "ffn_norm": "post_attention_layernorm",
+    "ffn.w1": "mlp.gate_proj",
+    "ffn.w3": "mlp.up_proj",
+    "ffn.w2": "mlp.down_proj",
+}
+
+
+def hf_name(name: str) -> str:
+    """Our parameter name -> the Hugging Face Llama/Qwen3 one."""
+    if name == "embedding.weight":
+        return "model.embed_tokens.weight"
+    if name == "norm.weight":
+        return "model.norm.weight"
+    if name == "lm_head.weight":
+        return name
+    _, layer, rest = name.split(".", 2)
+    module, param = rest.rsplit(".", 1)
+    return f"model.layers.{layer}.{_LAYER_NAMES[module]}.{param}"
+
+
+def hf_config(config, eot_id):
+    arch, kind = ("Qwen3ForCausalLM", "qwen3") if config.qk_norm else ("LlamaForCausalLM", "llama")
+    return {
+        "architectures": [arch],
+        "model_type": kind,
+        "vocab_size": config.vocab_size,
+        "hidden_size": config.d_model,
+        "intermediate_size": config.d_ff,
+        "num_hidden_layers": config.n_layers,
+        "num_attention_heads": config.n_heads,
+        "num_key_value_heads": config.n_kv_heads,
+        "head_dim": config.head_dim,
+        "max_position_embeddings": config.context_length,
+        "rms_norm_eps": config.norm_eps,
+        "rope_theta": config.rope_theta,
+        "rope_parameters": {"rope_type": "default", "rope_theta": config.rope_theta},
+        "hidden_act": "silu",
+        "attention_bias": False,
+        "mlp_bias": False,
+        "tie_word_embeddings": config.tie_embeddings,
+        "initializer_range": config.init_std,
+        "bos_token_id": eot_id,
+        "eos_token_id": eot_id,
+        "torch_dtype": "float32",
+    }
+
+
+def export_hf(checkpoint, out_dir, eot_token="<|endoftext|>"):
+    """Write config.json, model.safetensors, generation_config.json and the tokenizer files."""
+    from safetensors.torch import save_file
+
+    model, tokenizer = load_model(checkpoint)
+    eot_id = tokenizer.special_tokens.get(eot_token)
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    tensors = {hf_name(k): v.contiguous() for k, v in model_tensors(model).items()}
+    tmp = out_dir / f".model.safetensors.tmp-{os.getpid()}"
+    try:
+        save_file(tensors, tmp, metadata={"format": "pt"})
+        os.replace(tmp, out_dir / "model.safetensors")
+    finally:
+        tmp.unlink(missing_ok=True)
+    files = {
+        "config.json": hf_config(model.config, eot_id),
+        "generation_config.json": {"bos_token_id": eot_id, "eos_token_id": eot_id},
+        "tokenizer_config.json": {
+            "tokenizer_class": "PreTrainedTokenizerFast",
+            "model_max_length": model.config.context_length,
+            **({"bos_token": eot_token, "eos_token": eot_token} if eot_id is not None else {}),
+        },
+    }
+    for name, content in files.items():
+        with atomic_write(out_dir / name) as f:
+            f.write(json.dumps(content, indent=2) + "\n")
+    shutil.copyfile(Path(checkpoint) / "tokenizer.json", out_dir / "tokenizer.json")
+    return out_dir

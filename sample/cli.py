@@ -1,0 +1,97 @@
+"""`sample`: text from a checkpoint. Run `sample --help`."""
+import random
+import sys
+
+import click
+
+from shared.errors import InputError
+
+DEFAULT_EOT = "<|endoftext|>"
+
+
+@click.command(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.option("--checkpoint", required=True, metavar="DIR", help="A checkpoint directory (model.safetensors, config.json, tokenizer.json).")
+@click.option("--prompt", metavar="TEXT", help="The text to continue.  [default: standard input, or --prompt-file]")
+@click.option("--prompt-file", type=click.File("r", encoding="utf-8"), metavar="FILE", help="Read the prompt from FILE ('-': standard input).")
+@click.option("--max-new-tokens", type=click.IntRange(min=1), default=256, show_default=True)
+@click.option("--temperature", type=float, default=0.8, show_default=True, help="0: greedy.")
+@click.option("--top-p", type=float, default=0.9, show_default=True, help="Nucleus sampling: keep the most likely tokens up to this probability mass.")
+@click.option("--top-k", type=int, help="Keep only the K most likely tokens.")
+@click.option("--num-samples", type=click.IntRange(min=1), default=1, show_default=True, help="Continuations of the prompt, generated as one batch.")
+@click.option("--seed", type=int, help="Random seed; the same seed gives the same text.  [default: random, printed]")
+@click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto", show_default=True)
+@click.option("--stop", "stops", multiple=True, metavar="STR", help="Stop a sample when it produces STR (repeatable). The end-of-text token always stops it.")
+def cli(checkpoint, prompt, prompt_file, max_new_tokens, temperature, top_p, top_k, num_samples, seed, device, stops):
+    """Continue a prompt with a trained model, streaming the text to standard output."""
+    if temperature < 0:
+        raise InputError(f"--temperature {temperature}: expected 0 (greedy) or more")
+    if not 0 < top_p <= 1:
+        raise InputError(f"--top-p {top_p}: expected a probability in (0, 1]")
+    if top_k is not None and top_k < 1:
+        raise InputError(f"--top-k {top_k}: expected 1 or more")
+    if prompt is not None and prompt_file is not None:
+        raise InputError("--prompt and --prompt-file: give one or the other")
+    if prompt is None:
+        prompt = (prompt_file or sys.stdin).read()
+
+    import torch
+
+    from model.checkpoint import load_model
+
+    from .generate import TextStream, generate
+
+    if device == "auto":
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    elif device == "cuda" and not torch.cuda.is_available():
+        raise InputError("--device cuda: no CUDA device is available")
+    model, tokenizer = load_model(checkpoint, device)
+    model.eval()
+    eot_id = tokenizer.special_tokens.get(DEFAULT_EOT)
+    # The end-of-text token starts every document in training, so it leads the prompt (a BOS).
+    ids = ([eot_id] if eot_id is not None else []) + tokenizer.encode(prompt, allowed_special=())
+    if not ids:
+        raise InputError(f"--prompt is empty and {checkpoint}/tokenizer.json has no {DEFAULT_EOT} to start from")
+    context = model.config.context_length
+    if len(ids) > context:
+        click.echo(f"warning: the prompt has {len(ids):,} tokens, more than the context of {context:,}: keeping the last {context:,}", err=True)
+        ids = ids[-context:]
+    if seed is None:
+        seed = random.randrange(2**31)
+        click.echo(f"seed: {seed}", err=True)
+    torch.manual_seed(seed)
+
+    streams = [TextStream(tokenizer, stops) for _ in range(num_samples)]
+    finished = [False] * num_samples
+    live = num_samples == 1  # one sample is printed as it grows; several, each when complete
+    texts = [[] for _ in range(num_samples)]
+    if live:
+        _write(prompt)
+    for step in generate(model, ids, max_new_tokens=max_new_tokens, num_samples=num_samples,
+                         temperature=temperature, top_p=top_p, top_k=top_k, seed=seed):
+        for i, token in enumerate(step.tolist()):
+            if finished[i]:
+                continue
+            if token == eot_id:
+                finished[i] = True
+                continue
+            texts[i].append(streams[i].add(token))
+            finished[i] = streams[i].done
+            if live:
+                _write(texts[i].pop())
+        if all(finished):
+            break
+    for i, stream in enumerate(streams):
+        tail = "" if stream.done else stream.finish()
+        if live:
+            _write(tail + "\n")
+        else:
+            _write(f"{'' if i == 0 else chr(10)}--- sample {i + 1} ---\n{prompt}{''.join(texts[i])}{tail}\n")
+
+
+def _write(text):
+    sys.stdout.write(text)
+    sys.stdout.flush()
+
+
+def main():
+    cli(prog_name="sample")

@@ -1,0 +1,92 @@
+"""Autoregressive decoding with a KV cache: temperature, top-k and nucleus (top-p) sampling.
+
+The prompt is run once (prefill); its cache is copied for every sample of the batch, and
+each step then feeds one new token per sample. When the context is full the window slides:
+the cache is rebuilt from the last half of the context, so a long generation costs one
+prefill every context/2 tokens rather than one per token.
+"""
+from __future__ import annotations
+
+import codecs
+
+import torch
+
+from model.model import KVCache
+
+
+def filter_probs(probs, top_p=1.0, top_k=None):
+    """Keep the `top_k` most likely tokens, then the smallest set of the most likely whose
+    probabilities add up to at least `top_p` (never fewer than one); renormalize.
+    `probs` is (..., vocab)."""
+    if top_k is not None and top_k < probs.shape[-1]:
+        kth = torch.topk(probs, top_k, dim=-1).values[..., -1:]
+        probs = torch.where(probs >= kth, probs, 0.0)
+    if top_p < 1.0:
+        sorted_probs, order = torch.sort(probs, dim=-1, descending=True)
+        before = torch.cumsum(sorted_probs, dim=-1) - sorted_probs  # mass of the more likely tokens
+        keep_sorted = before < top_p * sorted_probs.sum(-1, keepdim=True)
+        keep_sorted[..., 0] = True
+        keep = torch.zeros_like(keep_sorted).scatter(-1, order, keep_sorted)
+        probs = torch.where(keep, probs, 0.0)
+    return probs / probs.sum(-1, keepdim=True)
+
+
+def next_tokens(logits, temperature, top_p, top_k, generator):
+    """One token per row of `logits` (batch, vocab): greedy at temperature 0, else sampled."""
+    if temperature == 0:
+        return logits.argmax(-1)
+    probs = filter_probs(torch.softmax(logits.float() / temperature, dim=-1), top_p, top_k)
+    return torch.multinomial(probs, 1, generator=generator).squeeze(-1)
+
+
+@torch.inference_mode()
+def generate(model, prompt, *, max_new_tokens, num_samples=1, temperature=0.8, top_p=0.9, top_k=None, seed=0):
+    """Yield the next token of each of `num_samples` continuations of `prompt` (a list of ids,
+    at most the context length), a (num_samples,) tensor per step. Stop iterating to stop."""
+    config, device = model.config, next(model.parameters()).device
+    generator = torch.Generator(device).manual_seed(seed)
+    window = torch.tensor(prompt, device=device).unsqueeze(0).expand(num_samples, -1)
+    cache = KVCache(config, 1, device)
+    logits = model(window[:1], cache=cache)[0][:, -1].expand(num_samples, -1)
+    cache.expand(num_samples)
+    for _ in range(max_new_tokens):
+        token = next_tokens(logits, temperature, top_p, top_k, generator)
+        yield token
+        window = torch.cat([window, token[:, None]], dim=1)[:, -config.context_length :]
+        if cache.length == config.context_length:  # full: slide the window by half
+            window = window[:, -(config.context_length // 2) :]
+            cache = KVCache(config, num_samples, device)
+            logits = model(window, cache=cache)[0][:, -1]
+        else:
+            logits = model(token[:, None], cache=cache)[0][:, -1]
+
+
+class TextStream:
+    """The text of one sample as its tokens arrive, ready to print: whole characters only, and
+    held back while it could be the start of a stop string; `done` once a stop string appears."""
+
+    def __init__(self, tokenizer, stops=()):
+        self.tokenizer, self.stops = tokenizer, [s for s in stops if s]
+        self.decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        self.pending = ""
+        self.done = False
+
+    def add(self, token_id) -> str:
+        """Text that is now safe to show after `token_id`."""
+        self.pending += self.decoder.decode(self.tokenizer.decode_bytes([token_id]))
+        return self._release(final=False)
+
+    def finish(self) -> str:
+        self.pending += self.decoder.decode(b"", final=True)
+        return self._release(final=True)
+
+    def _release(self, final):
+        found = [self.pending.index(stop) for stop in self.stops if stop in self.pending]
+        if found:
+            self.done = True
+            text, self.pending = self.pending[: min(found)], ""
+            return text
+        hold = 0 if final else max((len(s) - 1 for s in self.stops), default=0)
+        cut = len(self.pending) - hold
+        text, self.pending = self.pending[:cut], self.pending[cut:]
+        return text

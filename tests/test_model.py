@@ -1,0 +1,537 @@
+"""The model stage: components against reference formulas, init, loss, KV cache, config, checkpoints, HF export, CLI."""
+import json
+import math
+import os
+
+import pytest
+import torch
+import torch.nn.functional as F
+from click.testing import CliRunner
+
+from model.checkpoint import load_model, model_tensors, save_model
+from model.cli import cli
+from model.config import ModelConfig, load_config, preset_names
+from model.info import model_cost
+from model.model import Attention, FeedForward, KVCache, RMSNorm, TransformerLM, apply_rope, rope_tables
+from shared.errors import InputError
+from tokenizer.bpe import Tokenizer
+
+EOT = "<|endoftext|>"
+SENTENCE = "The little cat sat on the big red mat, and then it said: don't! 42 café"
+
+
+def cfg(**kw):
+    base = dict(vocab_size=64, context_length=32, d_model=32, n_layers=2, n_heads=4, d_ff=64)
+    return ModelConfig(**{**base, **kw})
+
+
+def build(config, seed=0, random_norms=False):
+    torch.manual_seed(seed)
+    model = TransformerLM(config).eval()
+    if random_norms:  # gains other than 1, so a misplaced norm weight shows
+        with torch.no_grad():
+            for p in model.parameters():
+                if p.dim() == 1:
+                    p.uniform_(0.5, 1.5)
+    return model
+
+
+def tokens(config, *shape, seed=1):
+    return torch.randint(config.vocab_size, shape, generator=torch.Generator().manual_seed(seed))
+
+
+def byte_tokenizer(special=EOT):
+    return Tokenizer(vocab=[bytes([i]) for i in range(256)] + [special.encode()], merges=[], special_tokens={special: 256})
+
+
+# -- reference formulas ----------------------------------------------------------------------
+
+
+def ref_rmsnorm(x, w, eps):
+    return x / torch.sqrt(x.pow(2).mean(-1, keepdim=True) + eps) * w
+
+
+def ref_rope(x, positions, theta):
+    """Rotate each pair (x[i], x[i + d/2]) by position * theta^(-2i/d), written out pair by pair."""
+    d = x.shape[-1]
+    out = x.clone()
+    for i in range(d // 2):
+        angle = positions.double() * theta ** (-2 * i / d)
+        c, s = angle.cos().float(), angle.sin().float()  # (T,), against x[..., i] of (..., T)
+        a, b = x[..., i], x[..., i + d // 2]
+        out[..., i] = a * c - b * s
+        out[..., i + d // 2] = a * s + b * c
+    return out
+
+
+def ref_attention(att, x, theta, eps):
+    """Causal softmax attention by hand, key/value heads repeated for grouped-query attention."""
+    B, T, _ = x.shape
+    H, KV, d = att.n_heads, att.n_kv_heads, att.head_dim
+    q = (x @ att.wq.weight.T).view(B, T, H, d).transpose(1, 2)
+    k = (x @ att.wk.weight.T).view(B, T, KV, d).transpose(1, 2)
+    v = (x @ att.wv.weight.T).view(B, T, KV, d).transpose(1, 2)
+    if att.q_norm is not None:
+        q, k = ref_rmsnorm(q, att.q_norm.weight, eps), ref_rmsnorm(k, att.k_norm.weight, eps)
+    pos = torch.arange(T)
+    q, k = ref_rope(q, pos, theta), ref_rope(k, pos, theta)
+    k, v = k.repeat_interleave(H // KV, dim=1), v.repeat_interleave(H // KV, dim=1)
+    scores = (q @ k.transpose(-1, -2)) / math.sqrt(d)
+    scores = scores.masked_fill(~torch.ones(T, T, dtype=torch.bool).tril(), float("-inf"))
+    y = scores.softmax(-1) @ v
+    return y.transpose(1, 2).reshape(B, T, H * d) @ att.wo.weight.T
+
+
+# -- components ------------------------------------------------------------------------------
+
+
+def test_rmsnorm_matches_formula():
+    torch.manual_seed(0)
+    norm = RMSNorm(48, eps=1e-3)
+    with torch.no_grad():
+        norm.weight.uniform_(0.5, 2.0)
+    x = torch.randn(3, 5, 48) * 3
+    torch.testing.assert_close(norm(x), ref_rmsnorm(x, norm.weight, 1e-3))
+    half = norm.bfloat16()(x.bfloat16())  # normalized in float32, returned in the activations' dtype
+    assert half.dtype == torch.bfloat16
+    torch.testing.assert_close(half.float(), ref_rmsnorm(x.bfloat16().float(), norm.weight.float(), 1e-3), atol=0.05, rtol=0.02)
+
+
+def test_swiglu_matches_formula():
+    torch.manual_seed(0)
+    ffn = FeedForward(cfg())
+    x = torch.randn(2, 7, 32)
+    expected = F.silu(x @ ffn.w1.weight.T) * (x @ ffn.w3.weight.T) @ ffn.w2.weight.T
+    torch.testing.assert_close(ffn(x), expected)
+
+
+def test_rope_matches_pairwise_rotation_and_preserves_norms():
+    torch.manual_seed(0)
+    d, T, theta = 16, 20, 500.0
+    cos, sin = rope_tables(d, T, theta)
+    x = torch.randn(2, 3, T, d)
+    y = apply_rope(x, cos, sin)
+    torch.testing.assert_close(y, ref_rope(x, torch.arange(T), theta))
+    torch.testing.assert_close(y.norm(dim=-1), x.norm(dim=-1))
+    torch.testing.assert_close(y[..., 0, :], x[..., 0, :])  # position 0 is not rotated
+
+
+def test_rope_dot_product_depends_only_on_relative_position():
+    torch.manual_seed(0)
+    d = 16
+    cos, sin = rope_tables(d, 64, 10000.0)
+    q, k = torch.randn(d), torch.randn(d)
+
+    def score(m, n):
+        return apply_rope(q, cos[m], sin[m]) @ apply_rope(k, cos[n], sin[n])
+
+    for m, n in [(5, 2), (3, 9), (0, 0), (7, 7)]:
+        for s in (1, 13, 40):
+            torch.testing.assert_close(score(m, n), score(m + s, n + s), atol=1e-5, rtol=1e-5)
+    assert abs(score(5, 2) - score(5, 3)) > 1e-3  # but it does depend on the offset
+
+
+@pytest.mark.parametrize("kw", [dict(n_kv_heads=4), dict(n_kv_heads=2), dict(n_kv_heads=1), dict(n_kv_heads=2, qk_norm=True)],
+                         ids=["mha", "gqa2", "mqa", "gqa-qknorm"])
+def test_attention_matches_reference_with_repeated_kv_heads(kw):
+    config = cfg(rope_theta=300.0, norm_eps=1e-6, **kw)
+    torch.manual_seed(0)
+    att = Attention(config, layer=0)
+    if config.qk_norm:
+        with torch.no_grad():
+            att.q_norm.weight.uniform_(0.5, 1.5)
+            att.k_norm.weight.uniform_(0.5, 1.5)
+    assert att.wk.weight.shape == (config.n_kv_heads * config.head_dim, config.d_model)
+    x = torch.randn(2, 12, config.d_model)
+    cos, sin = rope_tables(config.head_dim, 12, config.rope_theta)
+    torch.testing.assert_close(att(x, cos, sin), ref_attention(att, x, config.rope_theta, config.norm_eps), atol=1e-5, rtol=1e-4)
+
+
+def test_causal_mask_future_tokens_do_not_change_earlier_logits():
+    config = cfg(n_kv_heads=2)
+    model = build(config)
+    idx = tokens(config, 2, 24)
+    changed = idx.clone()
+    changed[:, 10] = (changed[:, 10] + 1) % config.vocab_size
+    with torch.no_grad():
+        a, _ = model(idx)
+        b, _ = model(changed)
+    torch.testing.assert_close(a[:, :10], b[:, :10], atol=1e-6, rtol=0)
+    assert ((a[:, 10:] - b[:, 10:]).abs().amax(-1) > 1e-4).all()
+
+
+# -- init ------------------------------------------------------------------------------------
+
+
+def test_init_stds_and_norm_gains():
+    config = cfg(vocab_size=256, d_model=64, n_layers=3, d_ff=128, init_std=0.05)
+    model = build(config)
+    residual = 0.05 / math.sqrt(2 * 3)
+    seen = set()
+    for name, p in model.named_parameters():
+        if p.dim() == 1:
+            assert torch.equal(p, torch.ones_like(p)), name
+            continue
+        expected = residual if name.endswith(("attention.wo.weight", "ffn.w2.weight")) else 0.05
+        seen.add(expected)
+        assert p.std().item() == pytest.approx(expected, rel=0.1), name
+        assert abs(p.mean().item()) < expected * 0.1, name
+    assert seen == {residual, 0.05}
+
+
+def test_tied_embeddings_share_storage_and_untied_do_not():
+    tied, untied = build(cfg(tie_embeddings=True)), build(cfg(tie_embeddings=False))
+    assert tied.lm_head.weight is tied.embedding.weight
+    assert untied.lm_head.weight.data_ptr() != untied.embedding.weight.data_ptr()
+    assert untied.num_params() - tied.num_params() == 64 * 32
+    assert tied.num_params(embedding=False) == tied.num_params() - 64 * 32
+
+
+# -- loss ------------------------------------------------------------------------------------
+
+
+def test_loss_is_float32_cross_entropy_ignoring_minus_one():
+    config = cfg()
+    model = build(config)
+    idx, targets = tokens(config, 3, 16, seed=1), tokens(config, 3, 16, seed=2)
+    targets[0, :5] = -1
+    targets[2, -3:] = -1
+    with torch.no_grad():
+        logits, loss = model(idx, targets)
+        assert model(idx)[1] is None
+    keep = targets != -1
+    manual = -logits.float().log_softmax(-1)[keep].gather(-1, targets[keep][:, None]).mean()
+    torch.testing.assert_close(loss, F.cross_entropy(logits.float().view(-1, 64), targets.view(-1), ignore_index=-1))
+    torch.testing.assert_close(loss, manual)
+    with torch.no_grad():
+        logits16, loss16 = model.to(torch.bfloat16)(idx, targets)
+    assert logits16.dtype == torch.bfloat16 and loss16.dtype == torch.float32
+    torch.testing.assert_close(loss16, F.cross_entropy(logits16.float().view(-1, 64), targets.view(-1), ignore_index=-1))
+
+
+# -- KV cache --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("kw", [dict(), dict(n_kv_heads=2), dict(n_kv_heads=1, qk_norm=True, tie_embeddings=True)],
+                         ids=["mha", "gqa", "qknorm"])
+def test_kv_cache_decoding_matches_full_forward(kw):
+    config = cfg(**kw)
+    model = build(config, random_norms=True)
+    idx = tokens(config, 2, 30)
+    cache = KVCache(config, batch_size=2)
+    pieces, pos = [], 0
+    with torch.no_grad():
+        full, _ = model(idx)
+        for size in [8, 5, 3] + [1] * 12 + [2]:  # prefill, chunks, one token at a time, a last chunk
+            pieces.append(model(idx[:, pos : pos + size], cache=cache)[0])
+            pos += size
+    assert pos == 30 and cache.length == 30
+    torch.testing.assert_close(torch.cat(pieces, dim=1), full, atol=1e-5, rtol=0)
+
+
+def test_kv_cache_expand_gives_identical_continuations():
+    config = cfg(n_kv_heads=2)
+    model = build(config)
+    prompt = tokens(config, 1, 6)
+    with torch.no_grad():
+        cache = KVCache(config, batch_size=1)
+        model(prompt, cache=cache)
+        cache.expand(3)
+        # the same token in every row: the same logits and greedy tokens, step after step
+        # (equal up to rounding: a GEMM may round rows of a batch differently)
+        nxt = torch.full((3, 1), 7)
+        for _ in range(6):
+            logits, _ = model(nxt, cache=cache)
+            torch.testing.assert_close(logits, logits[:1].expand(3, -1, -1), atol=1e-6, rtol=0)
+            nxt = logits[:, -1].argmax(-1, keepdim=True)
+            assert nxt.unique().numel() == 1
+        # different tokens per row: each row is its own continuation of the prompt
+        cache = KVCache(config, batch_size=1)
+        model(prompt, cache=cache)
+        cache.expand(3)
+        nxt = torch.tensor([[1], [2], [3]])
+        logits, _ = model(nxt, cache=cache)
+        full, _ = model(torch.cat([prompt.expand(3, -1), nxt], dim=1))
+    torch.testing.assert_close(logits[:, 0], full[:, -1], atol=1e-5, rtol=0)
+
+
+def test_exceeding_context_raises():
+    config = cfg(context_length=16)
+    model = build(config)
+    with torch.no_grad():
+        model(tokens(config, 1, 16))  # exactly the context is fine
+        with pytest.raises(ValueError, match="context length 16"):
+            model(tokens(config, 1, 17))
+        cache = KVCache(config, batch_size=1)
+        model(tokens(config, 1, 14), cache=cache)
+        with pytest.raises(ValueError, match="17 positions"):
+            model(tokens(config, 1, 3), cache=cache)
+        model(tokens(config, 1, 2), cache=cache)
+        with pytest.raises(ValueError):
+            model(tokens(config, 1, 1), cache=cache)
+
+
+# -- config ----------------------------------------------------------------------------------
+
+
+def test_config_json_round_trip(tmp_path):
+    config = ModelConfig(vocab_size=300, context_length=64, d_model=48, n_layers=3, n_heads=6, n_kv_heads=2,
+                         d_ff=100, rope_theta=5e5, norm_eps=1e-6, tie_embeddings=True, qk_norm=True, init_std=0.01)
+    assert ModelConfig.from_dict(json.loads(json.dumps(config.to_dict()))) == config
+    assert ModelConfig(vocab_size=10, n_heads=8, d_model=64).n_kv_heads == 8
+    (tmp_path / "c.json").write_text(json.dumps({"model": config.to_dict(), "train": {"lr": 1}}))
+    assert load_config(tmp_path / "c.json") == config
+
+
+def test_config_errors_name_the_problem(tmp_path):
+    with pytest.raises(InputError, match="unknown model config key 'n_layer'"):
+        ModelConfig.from_dict({"vocab_size": 10, "n_layer": 4})
+    for bad, needle in [(dict(d_model=100, n_heads=16), "n_heads 16"), (dict(n_heads=16, n_kv_heads=3), "n_kv_heads 3"),
+                        (dict(d_model=48, n_heads=16), "even"), (dict(vocab_size=0), "vocab_size")]:
+        with pytest.raises(InputError, match=needle):
+            ModelConfig.from_dict({"vocab_size": 10, **bad})
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps({"vocab_size": 10, "d_model": 100, "n_heads": 16}))
+    with pytest.raises(InputError, match="bad.json"):
+        load_config(path)
+    path.write_text("{not json")
+    with pytest.raises(InputError, match="not valid JSON"):
+        load_config(path)
+    with pytest.raises(InputError, match="no such preset"):
+        load_config("gpt5")
+
+
+@pytest.mark.parametrize("bad", ["n_heads", "n_kv_heads", "n_layers", "context_length", "d_model"])
+def test_config_rejects_zero_sizes(bad):
+    with pytest.raises(InputError, match=bad):
+        ModelConfig.from_dict({"vocab_size": 10, "d_model": 32, "n_heads": 4, bad: 0})
+
+
+def test_presets_have_documented_shapes():
+    assert {"tiny", "tinystories-17m", "gpt2-small", "gpt2-medium"} <= set(preset_names())
+    for name in preset_names():
+        load_config(name)
+    ts = load_config("tinystories-17m")
+    assert (ts.vocab_size, ts.context_length, ts.d_model, ts.n_layers, ts.n_heads, ts.d_ff, ts.rope_theta) == \
+        (10000, 256, 512, 4, 16, 1344, 10000.0)
+    assert model_cost(ts).params / 1e6 == pytest.approx(17.6, abs=0.05)
+    assert model_cost(load_config("gpt2-small")).params / 1e6 == pytest.approx(124, abs=1)
+    assert model_cost(load_config("gpt2-medium")).params / 1e6 == pytest.approx(355, abs=1)
+
+
+@pytest.mark.parametrize("tie", [True, False])
+def test_model_cost_matches_built_model(tie):
+    config = cfg(vocab_size=100, n_layers=3, n_kv_heads=2, qk_norm=True, tie_embeddings=tie)
+    model, cost = build(config), model_cost(config)
+    L, d, T = 3, 32, 32
+    assert cost.params == model.num_params()
+    assert cost.non_embedding_params == model.num_params(embedding=False)
+    assert cost.flops_per_token == 6 * cost.matmul_params + 12 * L * d * T
+    assert cost.attention_flops_per_token == 12 * L * d * T
+    linear = sum(m.weight.numel() for m in model.modules() if isinstance(m, torch.nn.Linear))  # lm_head counted once
+    norms = sum(p.numel() for p in model.parameters() if p.dim() == 1)
+    assert cost.matmul_params == linear + norms
+
+
+# -- checkpoints -----------------------------------------------------------------------------
+
+
+def ckpt_config(tokenizer, **kw):
+    return cfg(vocab_size=tokenizer.vocab_size, **kw)
+
+
+@pytest.mark.parametrize("tie", [True, False])
+def test_checkpoint_round_trip(tmp_path, small_tokenizer, tie):
+    from safetensors import safe_open
+
+    tok, _ = small_tokenizer
+    model = build(ckpt_config(tok, tie_embeddings=tie, n_kv_heads=2), random_norms=True)
+    save_model(model, tok, tmp_path / "ckpt")
+    assert sorted(os.listdir(tmp_path / "ckpt")) == ["config.json", "model.safetensors", "tokenizer.json"]
+    with safe_open(str(tmp_path / "ckpt" / "model.safetensors"), framework="pt") as f:
+        assert set(f.keys()) == set(model_tensors(model))
+        assert ("lm_head.weight" in f.keys()) == (not tie)
+    config = json.loads((tmp_path / "ckpt" / "config.json").read_text())
+    assert config["model"] == model.config.to_dict()
+    assert config["tokenizer"] == {"fingerprint": tok.fingerprint, "vocab_size": tok.vocab_size}
+
+    loaded, loaded_tok = load_model(tmp_path / "ckpt")
+    assert loaded.config == model.config and loaded_tok.fingerprint == tok.fingerprint
+    assert (loaded.lm_head.weight is loaded.embedding.weight) == tie
+    idx = tokens(model.config, 2, 20)
+    with torch.no_grad():
+        assert torch.equal(loaded.eval()(idx)[0], model(idx)[0])
+
+
+def test_checkpoint_overwrite_is_atomic(tmp_path, small_tokenizer):
+    tok, _ = small_tokenizer
+    config = ckpt_config(tok)
+    first, second = build(config, seed=1), build(config, seed=2)
+    save_model(first, tok, tmp_path / "ckpt")
+    save_model(second, tok, tmp_path / "ckpt")
+    assert os.listdir(tmp_path) == ["ckpt"]
+    assert torch.equal(load_model(tmp_path / "ckpt")[0].embedding.weight, second.embedding.weight)
+
+    def fail(path):
+        raise OSError("disk full")
+
+    with pytest.raises(OSError):  # a write that fails half-way leaves the old checkpoint whole
+        save_model(first, tok, tmp_path / "ckpt", extra_files={"state.json": fail})
+    assert os.listdir(tmp_path) == ["ckpt"]
+    assert torch.equal(load_model(tmp_path / "ckpt")[0].embedding.weight, second.embedding.weight)
+
+
+@pytest.fixture
+def ckpt(tmp_path, small_tokenizer):
+    tok, _ = small_tokenizer
+    path = tmp_path / "ckpt"
+    save_model(build(ckpt_config(tok)), tok, path)
+    return path
+
+
+@pytest.mark.parametrize("name", ["model.safetensors", "config.json", "tokenizer.json"])
+def test_checkpoint_missing_file(ckpt, name):
+    (ckpt / name).unlink()
+    with pytest.raises(InputError, match=f"incomplete checkpoint, no {name}"):
+        load_model(ckpt)
+
+
+def test_checkpoint_errors_name_the_problem(ckpt, tmp_path):
+    from safetensors.torch import load_file, save_file
+
+    with pytest.raises(InputError, match="no such checkpoint directory"):
+        load_model(tmp_path / "nowhere")
+
+    config_path = ckpt / "config.json"
+    original = config_path.read_text()
+    config = json.loads(original)
+    config["model"]["d_ff"] = 80
+    config_path.write_text(json.dumps(config))
+    with pytest.raises(InputError, match=r"'layers\.0\.ffn\.w1\.weight' has shape \(64, 32\), the config needs \(80, 32\)"):
+        load_model(ckpt)
+    config_path.write_text("{oops")
+    with pytest.raises(InputError, match="not valid JSON"):
+        load_model(ckpt)
+    config_path.write_text(original)
+
+    weights = ckpt / "model.safetensors"
+    tensors = load_file(weights)
+    save_file({**tensors, "layers.9.extra": torch.zeros(2)}, weights)
+    with pytest.raises(InputError, match="'layers.9.extra' is not part of the model"):
+        load_model(ckpt)
+    save_file({k: v for k, v in tensors.items() if k != "norm.weight"}, weights)
+    with pytest.raises(InputError, match="no tensor 'norm.weight'"):
+        load_model(ckpt)
+    weights.write_bytes(b"not safetensors at all")
+    with pytest.raises(InputError, match="not a readable safetensors file"):
+        load_model(ckpt)
+
+
+def test_checkpoint_tokenizer_mismatch(ckpt, tmp_path):
+    byte_tokenizer().save(ckpt / "tokenizer.json")
+    with pytest.raises(InputError, match=r"tokenizer\.json: 257 tokens, the model's vocabulary has 450"):
+        load_model(ckpt)
+    # same size, different tokenizer: the fingerprint tells
+    other = tmp_path / "bytes"
+    save_model(build(cfg(vocab_size=257)), byte_tokenizer(), other)
+    byte_tokenizer("<|end|>").save(other / "tokenizer.json")
+    with pytest.raises(InputError, match="the model was made for"):
+        load_model(other)
+
+
+# -- Hugging Face export ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("kw, arch", [(dict(tie_embeddings=False), "LlamaForCausalLM"), (dict(tie_embeddings=True), "LlamaForCausalLM"),
+                                      (dict(qk_norm=True), "Qwen3ForCausalLM")], ids=["llama", "llama-tied", "qwen3"])
+def test_hf_export_logits_match(tmp_path, small_tokenizer, kw, arch):
+    transformers = pytest.importorskip("transformers")
+    from model.hf import export_hf
+
+    tok, _ = small_tokenizer
+    config = cfg(vocab_size=tok.vocab_size, context_length=64, n_kv_heads=2, rope_theta=500.0, norm_eps=1e-4, **kw)
+    model = build(config, random_norms=True)
+    save_model(model, tok, tmp_path / "ckpt")
+    export_hf(tmp_path / "ckpt", tmp_path / "hf")
+    hf = transformers.AutoModelForCausalLM.from_pretrained(tmp_path / "hf").eval()
+    assert type(hf).__name__ == arch
+    idx = tokens(config, 2, 40)
+    with torch.no_grad():
+        torch.testing.assert_close(hf(idx).logits, model(idx)[0], atol=1e-4, rtol=0)
+
+
+def test_hf_export_tokenizer(tmp_path, small_tokenizer):
+    transformers = pytest.importorskip("transformers")
+    from model.hf import export_hf
+
+    tok, _ = small_tokenizer
+    save_model(build(ckpt_config(tok)), tok, tmp_path / "ckpt")
+    export_hf(tmp_path / "ckpt", tmp_path / "hf")
+    hf_tok = transformers.AutoTokenizer.from_pretrained(tmp_path / "hf")
+    assert hf_tok.eos_token == EOT and hf_tok.eos_token_id == tok.special_tokens[EOT]
+    for text in [SENTENCE, f"one story.{EOT}Another one"]:
+        assert hf_tok(text)["input_ids"] == list(tok.encode(text))
+    hf_config = json.loads((tmp_path / "hf" / "config.json").read_text())
+    assert hf_config["eos_token_id"] == tok.special_tokens[EOT]
+
+
+# -- command line ----------------------------------------------------------------------------
+
+
+def invoke(*args):
+    return CliRunner().invoke(cli, [str(a) for a in args])
+
+
+def assert_ok(res):
+    assert res.exit_code == 0, (res.output, res.exception)
+    return res
+
+
+def assert_input_error(res, *needles):
+    assert res.exit_code == 2, (res.output, res.exception)
+    assert "Traceback" not in res.output and res.stdout == ""
+    lines = res.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("Error: "), res.stderr
+    for needle in needles:
+        assert str(needle) in lines[0]
+
+
+def test_cli_info():
+    res = assert_ok(invoke("info", "--config", "tiny"))
+    cost = model_cost(load_config("tiny"))
+    lines = res.stdout.splitlines()
+    assert any(line.startswith("parameters: ") and f"{cost.params:,}" in line for line in lines)
+    assert any(line.startswith("training FLOPs per token: ") and f"{cost.flops_per_token:,}" in line for line in lines)
+    assert "GiB" in res.stdout
+
+
+def test_cli_init_and_export(tmp_path, small_tokenizer):
+    tok, tok_path = small_tokenizer
+    config_file = tmp_path / "m.json"
+    config_file.write_text(json.dumps(cfg(vocab_size=64).to_dict()))
+    res = assert_ok(invoke("init", "--config", config_file, "--tokenizer", tok_path, "--out", tmp_path / "a", "--seed", 3))
+    assert "vocab_size 64 -> 450" in res.stderr and "wrote" in res.stdout
+    model, loaded_tok = load_model(tmp_path / "a")
+    assert model.config.vocab_size == 450 and loaded_tok.fingerprint == tok.fingerprint
+    assert_ok(invoke("init", "--config", config_file, "-t", tok_path, "--out", tmp_path / "b", "--seed", 3))
+    assert_ok(invoke("init", "--config", config_file, "-t", tok_path, "--out", tmp_path / "c", "--seed", 4))
+    assert torch.equal(load_model(tmp_path / "b")[0].embedding.weight, model.embedding.weight)
+    assert not torch.equal(load_model(tmp_path / "c")[0].embedding.weight, model.embedding.weight)
+
+    assert_ok(invoke("export-hf", tmp_path / "a", tmp_path / "hf"))
+    assert {"config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json"} <= set(os.listdir(tmp_path / "hf"))
+    assert json.loads((tmp_path / "hf" / "config.json").read_text())["architectures"] == ["LlamaForCausalLM"]
+
+
+def test_cli_bad_input(tmp_path, small_tokenizer):
+    _, tok_path = small_tokenizer
+    assert_input_error(invoke("info", "--config", "nope"), "nope", *preset_names())
+    assert_input_error(invoke("init", "--config", "nope", "-t", tok_path, "--out", tmp_path / "x"), "nope")
+    assert_input_error(invoke("init", "--config", "tiny", "-t", tmp_path / "missing.json", "--out", tmp_path / "x"), "missing.json")
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"vocab_size": 10, "d_model": 100, "n_heads": 16}))
+    assert_input_error(invoke("info", "--config", bad), "bad.json", "n_heads")
+    (tmp_path / "empty").mkdir()
+    assert_input_error(invoke("export-hf", tmp_path / "empty", tmp_path / "hf"), "incomplete checkpoint")
+    assert_input_error(invoke("export-hf", tmp_path / "nowhere", tmp_path / "hf"), "no such checkpoint directory")
+    assert sorted(os.listdir(tmp_path)) == ["bad.json", "empty"]

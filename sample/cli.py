@@ -23,7 +23,7 @@ DEFAULT_EOT = "<|endoftext|>"
 @click.option("--stop", "stops", multiple=True, metavar="STR", help="Stop a sample when it produces STR (repeatable). The end-of-text token always stops it.")
 def cli(checkpoint, prompt, prompt_file, max_new_tokens, temperature, top_p, top_k, num_samples, seed, device, stops):
     """Continue a prompt with a trained model, streaming the text to standard output."""
-    if temperature < 0:
+    if not temperature >= 0:  # NaN too
         raise InputError(f"--temperature {temperature}: expected 0 (greedy) or more")
     if not 0 < top_p <= 1:
         raise InputError(f"--top-p {top_p}: expected a probability in (0, 1]")

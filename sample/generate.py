@@ -87,6 +87,6 @@ class TextStream:
             text, self.pending = self.pending[: min(found)], ""
             return text
         hold = 0 if final else max((len(s) - 1 for s in self.stops), default=0)
-        cut = len(self.pending) - hold
+        cut = max(len(self.pending) - hold, 0)
         text, self.pending = self.pending[:cut], self.pending[cut:]
         return text

@@ -8,10 +8,10 @@ corpus and worker count, two jobs run in fresh processes, alternately, --repeat 
   ours      the real CLI: python -m pretokenize -t TOK --input CORPUS --out-dir D --workers N -q
   tiktoken  this script's hidden sub-command `_tiktoken`: the same job with a tiktoken.Encoding built
             from our tokenizer's vocabulary (GPT-2 pattern): documents streamed in blocks, encoded in
-            batches by encode_ordinary_batch(num_threads=N) (N = 1: a loop of encode_ordinary, which
-            saves the thread pool's cost per document), each followed by the end-of-text id,
-            routed by the same Split rule and written by the same ShardWriter (same names, same
-            shard size, validation first as shard 0)
+            batches of about N MiB-characters by encode_ordinary, N threads each taking a share of
+            the batch, each document followed by the end-of-text id, routed by the same Split rule
+            and written by the same ShardWriter (same names, same shard size, validation first as
+            shard 0)
 
 Times are wall times around the whole child process (interpreter start, imports, loading the
 tokenizer, reading, encoding, writing and fsyncing the shards); medians are reported. The fixed
@@ -36,7 +36,9 @@ import sys
 import tempfile
 import time
 from collections import defaultdict
+from concurrent.futures import ThreadPoolExecutor
 from importlib.metadata import version
+from itertools import chain
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -44,7 +46,7 @@ sys.path[0] = str(ROOT)  # not bench/: so that `tokenizer` is our package
 
 EOT = "<|endoftext|>"
 BUILD_HINT = "apt-get install -y bible-kjv bible-kjv-text dict-gcide && python3 ../shared/data/build_bench_corpus.py DIR"
-BATCH_CHARS = 1 << 20  # characters per tiktoken thread and batch (ours: 1 MiB-character jobs, 2 in flight per worker)
+BATCH_CHARS = 1 << 20  # characters per tiktoken thread in a batch (ours: jobs of 1 MiB-characters, 2 per worker in flight)
 BIG_COPIES = 4
 WHO = ("ours", "tiktoken")
 
@@ -80,18 +82,19 @@ class Shards:
     """Train and validation shards as pretokenize names them: DIR/NAME_val_000000.bin first, then
     NAME_train_000001.bin, a new one (next number) whenever one holds `shard_tokens` tokens."""
 
-    def __init__(self, out_dir, shard_tokens, **facts):
-        from shared.shards import ShardWriter
-
+    def __init__(self, out_dir, shard_tokens, dtype, **facts):
         out_dir.mkdir(parents=True, exist_ok=True)
-        self.new = lambda path: ShardWriter(path, **facts)
         self.out_dir, self.name, self.shard_tokens = out_dir, out_dir.resolve().name, shard_tokens
+        self.dtype, self.facts = dtype, facts  # vocab_size, eot_id, fingerprint: the header's
         self.open, self.full, self.count = {}, [], 0
         for split in ("val", "train"):
             self._open(split)
 
     def _open(self, split):
-        self.open[split] = self.new(self.out_dir / f"{self.name}_{split}_{self.count:06d}.bin")
+        from shared.shards import ShardWriter
+
+        path = self.out_dir / f"{self.name}_{split}_{self.count:06d}.bin"
+        self.open[split] = ShardWriter(path, self.dtype, **self.facts)
         self.count += 1
         return self.open[split]
 
@@ -127,19 +130,29 @@ def tiktoken_job(corpus, tokenizer_json, out_dir, threads):
     eot, dtype, split = ours.special_tokens[EOT], dtype_for(ours.vocab_size), Split(val_fraction=0.01)
     shards = Shards(Path(out_dir), DEFAULT_SHARD_TOKENS, dtype=dtype, vocab_size=ours.vocab_size, eot_id=eot,
                     fingerprint=ours.fingerprint)
-    if threads == 1:  # the batch call's thread pool costs ~2 us per document: the best single-threaded way
-        encode = lambda batch: map(enc.encode_ordinary, batch)
-    else:
-        encode = lambda batch: enc.encode_ordinary_batch(batch, num_threads=threads)
     doc_index, val_tokens = 0, 0
-    for batch in batches(iter_docs(corpus), BATCH_CHARS * threads):
-        for ids in encode(batch):
-            ids.append(eot)
-            is_val = split.is_val(doc_index, val_tokens)
-            shards.write_doc("val" if is_val else "train", np.array(ids, dtype))
-            val_tokens += len(ids) if is_val else 0
-            doc_index += 1
+    with ThreadPoolExecutor(threads) as pool:
+        for batch in batches(iter_docs(corpus), BATCH_CHARS * threads):
+            for ids in encode_batch(enc, batch, pool, threads):
+                ids.append(eot)
+                is_val = split.is_val(doc_index, val_tokens)
+                shards.write_doc("val" if is_val else "train", np.array(ids, dtype))
+                val_tokens += len(ids) if is_val else 0
+                doc_index += 1
     shards.commit()
+
+
+def encode_batch(enc, docs, pool, threads):
+    """The ids of each document: `threads` threads each encode a contiguous share of the documents
+    with encode_ordinary (which releases the GIL). Not tiktoken's encode_ordinary_batch: it makes a
+    thread-pool task of every document, which on short documents costs more than a second thread gains."""
+    def encode(share):
+        return [enc.encode_ordinary(doc) for doc in share]
+
+    if threads == 1:
+        return encode(docs)
+    step = -(-len(docs) // threads)
+    return list(chain.from_iterable(pool.map(encode, [docs[i:i + step] for i in range(0, len(docs), step)])))
 
 
 def child_main(argv):
@@ -343,7 +356,11 @@ def machine():
     with open("/proc/cpuinfo") as f:
         model = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), "unknown")
     return (f"machine: {os.cpu_count()} CPUs ({model}), Python {platform.python_version()}, "
-            f"tiktoken {version('tiktoken')}, numpy {version('numpy')}")
+            f"tiktoken {version('tiktoken')}, numpy {version('numpy')}; {load()}")
+
+
+def load():
+    return "load average (1 min) {:.2f}".format(os.getloadavg()[0])  # other work on the machine skews the times
 
 
 def main():
@@ -376,6 +393,7 @@ def main():
         small = max(corpora, key=lambda p: p.stat().st_size)
         big = a.rss_corpus.resolve() if a.rss_corpus else build_big(small, tmp / f"{small.stem}_x{BIG_COPIES}.txt")
         mismatches += memory_table(tokenizer_json, small, big, not a.rss_corpus, tmp, max(a.workers))
+    print(f"\nat the end: {load()}")
     if mismatches:
         print("\n" + "\n".join(mismatches))
         sys.exit("MISMATCH: the shards of ours and of the tiktoken reference differ (see above)")

@@ -28,7 +28,6 @@ ratio near 1.
 import argparse
 import hashlib
 import os
-import platform
 import shutil
 import statistics
 import subprocess
@@ -44,7 +43,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[0] = str(ROOT)  # not bench/: so that `tokenizer` is our package
 
-EOT = "<|endoftext|>"
+from bench.common import EOT, cpu, iter_docs, tree_pss_mb  # noqa: E402 (after the path is set)
 BUILD_HINT = "apt-get install -y bible-kjv bible-kjv-text dict-gcide && python3 ../shared/data/build_bench_corpus.py DIR"
 BATCH_CHARS = 1 << 20  # characters per tiktoken thread in a batch (ours: jobs of 1 MiB-characters, 2 per worker in flight)
 BIG_COPIES = 4
@@ -54,15 +53,6 @@ WHO = ("ours", "tiktoken")
 # -- child: the reference job with tiktoken ------------------------------------------------------
 
 
-def iter_docs(path, block_chars=1 << 20):
-    """The non-empty documents of a file, split at EOT, read a block at a time (as shared/corpus.py)."""
-    with open(path, encoding="utf-8", errors="replace", newline="") as f:
-        rest = ""
-        while block := f.read(block_chars):
-            *docs, rest = (rest + block).split(EOT)
-            yield from filter(None, docs)
-        if rest:
-            yield rest
 
 
 def batches(docs, chars):
@@ -182,26 +172,6 @@ STARTUP = {  # the children's interpreter start and imports, without the job
 }
 
 
-def tree_pss_mb(root):
-    """The summed PSS of process `root` and all its descendants: each page shared between them
-    (forked workers share their parent's) counts once, split between its sharers."""
-    children = defaultdict(list)
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            data = stat.read_text()
-        except OSError:
-            continue  # the process just ended
-        children[int(data[data.rfind(")") + 2:].split()[1])].append(int(stat.parent.name))
-    total_kb, todo = 0, [root]
-    while todo:
-        pid = todo.pop()
-        todo += children[pid]
-        try:
-            rollup = Path(f"/proc/{pid}/smaps_rollup").read_text()
-        except OSError:
-            continue
-        total_kb += next((int(line.split()[1]) for line in rollup.splitlines() if line.startswith("Pss:")), 0)
-    return total_kb / 1024
 
 
 def run(cmd, sample_memory=False):
@@ -353,10 +323,7 @@ def memory_table(tokenizer_json, small, big, built, tmp, workers):
 
 
 def machine():
-    with open("/proc/cpuinfo") as f:
-        model = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), "unknown")
-    return (f"machine: {os.cpu_count()} CPUs ({model}), Python {platform.python_version()}, "
-            f"tiktoken {version('tiktoken')}, numpy {version('numpy')}; {load()}")
+    return f"machine: {cpu()}, tiktoken {version('tiktoken')}, numpy {version('numpy')}; {load()}"
 
 
 def load():

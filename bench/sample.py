@@ -26,8 +26,6 @@ the exit status is 1 if not.
 """
 import argparse
 import json
-import os
-import platform
 import statistics
 import subprocess
 import sys
@@ -39,7 +37,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[0] = str(ROOT)  # not bench/: so that `sample` is our package
 
-EOT = "<|endoftext|>"
+from bench.common import EOT, cpu  # noqa: E402 (after the path is set)
 MODEL = dict(vocab_size=10000, context_length=512, d_model=256, n_layers=4, n_heads=4, d_ff=688, tie_embeddings=False)
 MODES = ("ours", "hf", "ours_nocache", "hf_nocache")
 TEMPERATURE, TOP_P, TOP_K = 0.8, 0.9, None
@@ -191,10 +189,8 @@ def machine(threads):
     import torch
     import transformers
 
-    with open("/proc/cpuinfo") as f:
-        model = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), "unknown")
-    return (f"machine: {os.cpu_count()} CPUs ({model}), {threads} torch threads, Python {platform.python_version()}, "
-            f"torch {torch.__version__}, transformers {transformers.__version__}, safetensors {version('safetensors')}")
+    return (f"machine: {cpu()}, {threads} torch threads, torch {torch.__version__}, "
+            f"transformers {transformers.__version__}, safetensors {version('safetensors')}")
 
 
 def main():

@@ -10,7 +10,6 @@ MB/s of UTF-8 input; the ids of all three tokenizers are checked identical. Medi
 import argparse
 import json
 import os
-import platform
 import resource
 import statistics
 import subprocess
@@ -25,7 +24,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[0] = str(ROOT)  # not bench/: this file's name would hide the `tokenizer` package
 
-EOT = "<|endoftext|>"
+from bench.common import EOT, cpu, iter_docs, tree_pss_mb  # noqa: E402 (after the path is set)
 BUILD_HINT = "apt-get install -y bible-kjv bible-kjv-text dict-gcide && python3 ../shared/data/build_bench_corpus.py DIR"
 ENCODE_MODES = ("ours", "ours_batch", "tiktoken", "tiktoken_batch", "hf", "hf_batch")  # ours first: it forks
 
@@ -39,15 +38,6 @@ def timed(fn, *args, **kwargs):
     return time.perf_counter() - start, result
 
 
-def iter_docs(path, block_chars=1 << 20):
-    """The non-empty documents of a file, split at EOT, read a block at a time."""
-    with open(path, encoding="utf-8", errors="replace", newline="") as f:
-        rest = ""
-        while block := f.read(block_chars):
-            *docs, rest = (rest + block).split(EOT)
-            yield from filter(None, docs)
-        if rest:
-            yield rest
 
 
 def train_ours(path, vocab_size, workers, tokenizer_json):
@@ -174,26 +164,6 @@ def child_main(argv):
 # -- parent: children, memory sampling, report ---------------------------------------------------
 
 
-def tree_pss_mb(root):
-    """The summed PSS of process `root` and all its descendants: each page shared between them
-    (forked workers share their parent's) counts once, split between its sharers."""
-    children = defaultdict(list)
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            data = stat.read_text()
-        except OSError:
-            continue  # the process just ended
-        children[int(data[data.rfind(")") + 2:].split()[1])].append(int(stat.parent.name))
-    total_kb, todo = 0, [root]
-    while todo:
-        pid = todo.pop()
-        todo += children[pid]
-        try:
-            rollup = Path(f"/proc/{pid}/smaps_rollup").read_text()
-        except OSError:
-            continue
-        total_kb += next((int(line.split()[1]) for line in rollup.splitlines() if line.startswith("Pss:")), 0)
-    return total_kb / 1024
 
 
 def run_child(args, workers):
@@ -256,10 +226,7 @@ def print_report(path, train, encode, speed, workers):
 
 
 def machine():
-    with open("/proc/cpuinfo") as f:
-        model = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), "unknown")
-    return (f"machine: {os.cpu_count()} CPUs ({model}), Python {platform.python_version()}, "
-            f"tokenizers {version('tokenizers')}, tiktoken {version('tiktoken')}")
+    return f"machine: {cpu()}, tokenizers {version('tokenizers')}, tiktoken {version('tiktoken')}"
 
 
 def main():

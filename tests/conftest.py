@@ -49,3 +49,13 @@ def shared_file(name):
     if not path.exists():
         pytest.skip(f"{path} is absent (reference data beside the checkout)")
     return path
+
+
+def assert_input_error(res, *needles):
+    """Exit status 2, one `Error:` line naming what was wrong, no traceback."""
+    assert res.exit_code == 2, (res.output, res.exception)
+    assert "Traceback" not in res.output and res.stdout == ""
+    lines = res.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("Error: "), res.stderr
+    for needle in needles:
+        assert str(needle) in lines[0]

@@ -14,6 +14,7 @@ from model.config import ModelConfig, load_config, preset_names
 from model.info import model_cost
 from model.model import Attention, FeedForward, KVCache, RMSNorm, TransformerLM, apply_rope, rope_tables
 from shared.errors import InputError
+from tests.conftest import assert_input_error
 from tokenizer.bpe import Tokenizer
 
 EOT = "<|endoftext|>"
@@ -485,15 +486,6 @@ def invoke(*args):
 def assert_ok(res):
     assert res.exit_code == 0, (res.output, res.exception)
     return res
-
-
-def assert_input_error(res, *needles):
-    assert res.exit_code == 2, (res.output, res.exception)
-    assert "Traceback" not in res.output and res.stdout == ""
-    lines = res.stderr.splitlines()
-    assert len(lines) == 1 and lines[0].startswith("Error: "), res.stderr
-    for needle in needles:
-        assert str(needle) in lines[0]
 
 
 def test_cli_info():

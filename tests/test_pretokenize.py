@@ -16,7 +16,7 @@ from pretokenize.cli import cli
 from pretokenize.encode import Split, encode_corpus
 from shared.corpus import Corpus
 from shared.shards import open_shard, read_header, read_manifest, shard_paths
-from tests.conftest import english_like
+from tests.conftest import assert_input_error, english_like
 from tokenizer import Tokenizer, train_bpe
 
 EOT = "<|endoftext|>"
@@ -275,16 +275,6 @@ def test_progress_line_counts_docs_and_tokens(tmp_path, tok, capsys):
 
 
 # -- bad input -------------------------------------------------------------------------------
-
-
-def assert_input_error(res, *needles):
-    """Exit status 2, one `Error:` line naming what was wrong, no traceback."""
-    assert res.exit_code == 2, (res.output, res.exception)
-    assert "Traceback" not in res.output and res.stdout == ""
-    lines = res.stderr.splitlines()
-    assert len(lines) == 1 and lines[0].startswith("Error: "), res.stderr
-    for needle in needles:
-        assert str(needle) in lines[0]
 
 
 def bad_case(case, tmp_path, tok_path):

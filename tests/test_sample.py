@@ -11,6 +11,7 @@ from model.config import ModelConfig
 from model.model import TransformerLM
 from sample.cli import cli
 from sample.generate import TextStream, filter_probs, generate, next_tokens
+from tests.conftest import assert_input_error
 from tokenizer.bpe import Tokenizer
 
 EOT = "<|endoftext|>"
@@ -356,15 +357,6 @@ def test_cli_long_stop(checkpoint, model, tok):
     assert res.stdout == PROMPT + continuation[: continuation.index(stop)] + "\n"
 
 
-def assert_error(res, *needles):
-    assert res.exit_code == 2, (res.output, res.exception)
-    assert "Traceback" not in res.output and res.stdout == ""
-    lines = res.stderr.splitlines()
-    assert len(lines) == 1 and lines[0].startswith("Error: "), res.stderr
-    for needle in needles:
-        assert str(needle) in lines[0]
-
-
 @pytest.mark.parametrize("args, needle", [
     (["--temperature", "-1"], "--temperature"),
     (["--top-p", "0"], "--top-p"),
@@ -373,17 +365,17 @@ def assert_error(res, *needles):
     (["--temperature", "nan"], "--temperature"),
 ])
 def test_cli_bad_values(checkpoint, args, needle):
-    assert_error(run_cli("--checkpoint", checkpoint, "--prompt", "hi", *args), needle)
+    assert_input_error(run_cli("--checkpoint", checkpoint, "--prompt", "hi", *args), needle)
 
 
 def test_cli_bad_checkpoints_and_prompts(checkpoint, tmp_path):
-    assert_error(run_cli("--checkpoint", tmp_path / "nope", "--prompt", "hi"), "no such checkpoint")
+    assert_input_error(run_cli("--checkpoint", tmp_path / "nope", "--prompt", "hi"), "no such checkpoint")
     broken = tmp_path / "broken"
     shutil.copytree(checkpoint, broken)
     (broken / "model.safetensors").unlink()
-    assert_error(run_cli("--checkpoint", broken, "--prompt", "hi"), "model.safetensors")
+    assert_input_error(run_cli("--checkpoint", broken, "--prompt", "hi"), "model.safetensors")
     (tmp_path / "p.txt").write_text("hi")
-    assert_error(run_cli("--checkpoint", checkpoint, "--prompt", "hi", "--prompt-file", tmp_path / "p.txt"), "--prompt-file")
+    assert_input_error(run_cli("--checkpoint", checkpoint, "--prompt", "hi", "--prompt-file", tmp_path / "p.txt"), "--prompt-file")
 
 
 def test_cli_empty_prompt(checkpoint, tmp_path):
@@ -391,11 +383,11 @@ def test_cli_empty_prompt(checkpoint, tmp_path):
     assert res.stdout.endswith("\n")
     bytes_only = Tokenizer(vocab=[bytes([i]) for i in range(256)], merges=[], special_tokens={})
     save_model(tiny_model(256), bytes_only, tmp_path / "no-eot")
-    assert_error(run_cli("--checkpoint", tmp_path / "no-eot", "--prompt", ""), EOT)
-    assert_error(run_cli("--checkpoint", tmp_path / "no-eot", input=""), EOT)
+    assert_input_error(run_cli("--checkpoint", tmp_path / "no-eot", "--prompt", ""), EOT)
+    assert_input_error(run_cli("--checkpoint", tmp_path / "no-eot", input=""), EOT)
     assert ok("--checkpoint", tmp_path / "no-eot", "--prompt", "x", "--max-new-tokens", 3).stdout.startswith("x")
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without CUDA")
 def test_cli_cuda_without_cuda(checkpoint):
-    assert_error(run_cli("--checkpoint", checkpoint, "--prompt", "hi", "--device", "cuda"), "--device cuda")
+    assert_input_error(run_cli("--checkpoint", checkpoint, "--prompt", "hi", "--device", "cuda"), "--device cuda")

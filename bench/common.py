@@ -1,0 +1,48 @@
+"""What the benchmarks share: reading documents the way shared/corpus.py does, the memory of
+a process tree, and the machine's CPU."""
+import os
+import platform
+from collections import defaultdict
+from pathlib import Path
+
+EOT = "<|endoftext|>"
+
+
+def iter_docs(path, block_chars=1 << 20):
+    """The non-empty documents of a file, split at EOT, read a block at a time (as shared/corpus.py)."""
+    with open(path, encoding="utf-8", errors="replace", newline="") as f:
+        rest = ""
+        while block := f.read(block_chars):
+            *docs, rest = (rest + block).split(EOT)
+            yield from filter(None, docs)
+        if rest:
+            yield rest
+
+
+def tree_pss_mb(root):
+    """The summed PSS of process `root` and all its descendants: each page shared between them
+    (forked workers share their parent's) counts once, split between its sharers."""
+    children = defaultdict(list)
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            data = stat.read_text()
+        except OSError:
+            continue  # the process just ended
+        children[int(data[data.rfind(")") + 2:].split()[1])].append(int(stat.parent.name))
+    total_kb, todo = 0, [root]
+    while todo:
+        pid = todo.pop()
+        todo += children[pid]
+        try:
+            rollup = Path(f"/proc/{pid}/smaps_rollup").read_text()
+        except OSError:
+            continue
+        total_kb += next((int(line.split()[1]) for line in rollup.splitlines() if line.startswith("Pss:")), 0)
+    return total_kb / 1024
+
+
+def cpu():
+    """'N CPUs (model name), Python X.Y.Z'."""
+    with open("/proc/cpuinfo") as f:
+        model = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), "unknown")
+    return f"{os.cpu_count()} CPUs ({model}), Python {platform.python_version()}"

@@ -1,1 +1,1 @@
-"""The train stage: a resumable, distributed trainer (issue 5; not built yet)."""
+"""The train stage: a resumable, distributed trainer from token shards to checkpoints."""

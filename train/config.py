@@ -1,0 +1,163 @@
+"""The training configuration: one dataclass, presets as JSON, overrides from flags."""
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from shared.errors import InputError
+
+PRESETS_DIR = Path(__file__).parent / "presets"
+
+
+@dataclass
+class TrainConfig:
+    # What to train on and where to write.
+    data: str | None = None  # a pretokenize output directory
+    out: str | None = None  # the run directory, runs/NAME
+    model: str | dict = "tiny"  # a model preset name, a model config file, or the model config itself
+    seed: int = 1337
+    device: str = "auto"  # auto | cpu | cuda
+    compile: bool = False
+    # Batch: each optimizer step sees batch_size x grad_accum sequences of context_length tokens;
+    # batch_size counts the sequences of all processes together (each takes batch_size / processes).
+    batch_size: int = 8
+    grad_accum: int = 1
+    context_length: int | None = None  # default: the model's
+    loader: str = "random"  # random | sequential
+    # Length: max_tokens, when set, decides the number of steps.
+    max_steps: int = 1000
+    max_tokens: int | None = None
+    # Optimizer.
+    optimizer: str = "adamw"  # adamw | muon (Muon for hidden matrices, AdamW for the rest)
+    lr: float = 1e-3
+    min_lr: float = 1e-4
+    beta1: float = 0.9
+    beta2: float = 0.95
+    eps: float = 1e-8
+    weight_decay: float = 0.1  # on matrices of 2 or more dimensions only
+    decay_embeddings: bool = False
+    muon_lr: float = 0.02
+    muon_momentum: float = 0.95
+    grad_clip: float = 1.0  # global L2 norm; 0: no clipping
+    # Schedule.
+    schedule: str = "cosine"  # cosine | wsd
+    warmup_steps: int = 100
+    decay_steps: int | None = None  # cosine: the step where min_lr is reached (default: the last step)
+    cooldown_fraction: float = 0.2  # wsd: the final fraction of the steps that decays linearly to min_lr
+    # Evaluation, logging, samples, checkpoints.
+    eval_interval: int = 200
+    eval_tokens: int = 65536
+    log_interval: int = 10
+    sample_interval: int = 0  # 0: never
+    sample_prompt: str = "Once upon a time"
+    sample_tokens: int = 48
+    checkpoint_interval: int = 500  # steps; 0: only at the end
+    checkpoint_tokens: int | None = None  # also every this many tokens
+    keep_last: int = 3
+
+    CHOICES = {"device": ("auto", "cpu", "cuda"), "loader": ("random", "sequential"),
+               "optimizer": ("adamw", "muon"), "schedule": ("cosine", "wsd")}
+
+    def check(self):
+        """Raise InputError for values that cannot work, naming the setting."""
+        for name, allowed in self.CHOICES.items():
+            if getattr(self, name) not in allowed:
+                raise InputError(f"--{name.replace('_', '-')} {getattr(self, name)!r}: expected one of {', '.join(allowed)}")
+        positive = ["batch_size", "grad_accum", "max_steps", "eval_tokens", "log_interval", "keep_last", "sample_tokens"]
+        for name in positive:
+            if getattr(self, name) < 1:
+                raise InputError(f"--{name.replace('_', '-')} {getattr(self, name)}: expected 1 or more")
+        for name in ("lr", "min_lr", "weight_decay", "grad_clip", "warmup_steps", "eval_interval", "sample_interval", "checkpoint_interval"):
+            if getattr(self, name) < 0:
+                raise InputError(f"--{name.replace('_', '-')} {getattr(self, name)}: expected 0 or more")
+        if not 0 <= self.cooldown_fraction <= 1:
+            raise InputError(f"--cooldown-fraction {self.cooldown_fraction}: expected a fraction in [0, 1]")
+        if self.data is None or self.out is None:
+            raise InputError("--data and --out: both are needed (a pretokenize directory and a run directory)")
+        return self
+
+    def to_dict(self):
+        return dataclasses.asdict(self)
+
+    def digest(self):
+        """A hash of the settings that must not change when a run is resumed."""
+        fixed = {k: v for k, v in self.to_dict().items() if k in RESUME_FIXED}
+        return hashlib.sha256(json.dumps(fixed, sort_keys=True).encode()).hexdigest()[:16]
+
+
+# Changing these would make a resumed run differ from an uninterrupted one.
+RESUME_FIXED = ("data", "model", "seed", "batch_size", "grad_accum", "context_length", "loader", "optimizer", "lr",
+                "min_lr", "beta1", "beta2", "eps", "weight_decay", "decay_embeddings", "muon_lr", "muon_momentum",
+                "grad_clip", "schedule", "warmup_steps", "decay_steps", "cooldown_fraction", "max_steps", "max_tokens")
+
+FIELDS = {f.name: f for f in dataclasses.fields(TrainConfig)}
+
+HELP = {
+    "data": "A pretokenize output directory (shards + tokenizer.json).",
+    "out": "The run directory (config.json, metrics.jsonl, checkpoints/, latest).",
+    "model": "A model preset name or a model config file.",
+    "device": "auto | cpu | cuda.",
+    "compile": "Compile the model with torch.compile (GPU; costs 30-40 s on CPU and gains nothing there).",
+    "batch_size": "Sequences per micro-step, all processes together.",
+    "grad_accum": "Micro-steps per optimizer step.",
+    "context_length": "Tokens per sequence (at most the model's context; default: the model's).",
+    "loader": "random (uniform offsets) | sequential (the token stream in order).",
+    "max_steps": "Optimizer steps.",
+    "max_tokens": "Train on this many tokens instead (sets the number of steps).",
+    "optimizer": "adamw | muon (Muon for hidden matrices, AdamW for embeddings, head and gains).",
+    "lr": "Peak learning rate (AdamW).",
+    "min_lr": "Learning rate at the end of the schedule.",
+    "weight_decay": "Decoupled weight decay, on matrices only.",
+    "decay_embeddings": "Also decay the embedding (and a separate LM head).",
+    "muon_lr": "Peak learning rate of Muon.",
+    "grad_clip": "Clip the global gradient L2 norm to this (0: no clipping).",
+    "schedule": "cosine (warmup, cosine to min_lr) | wsd (warmup, stable, linear cool-down).",
+    "warmup_steps": "Steps of linear warmup.",
+    "decay_steps": "cosine: the step where min_lr is reached (default: the last).",
+    "cooldown_fraction": "wsd: the final fraction of the steps spent decaying to min_lr.",
+    "eval_interval": "Steps between validation losses (0: only at the end).",
+    "eval_tokens": "Validation tokens (the first of the val split; the same every time).",
+    "log_interval": "Steps between log lines.",
+    "sample_interval": "Steps between generated samples (0: never).",
+    "checkpoint_interval": "Steps between checkpoints (0: only at the end).",
+    "checkpoint_tokens": "Also a checkpoint every this many tokens.",
+    "keep_last": "Checkpoints kept.",
+}
+
+
+def preset_names():
+    return sorted(p.stem for p in PRESETS_DIR.glob("*.json"))
+
+
+def load_train_config(name_or_path=None, overrides=None) -> TrainConfig:
+    """A preset or JSON file of settings (unknown keys are errors), then `overrides` on top."""
+    settings = {}
+    if name_or_path is not None:
+        path = Path(name_or_path)
+        if not path.suffix and not path.exists():
+            path = PRESETS_DIR / f"{name_or_path}.json"
+            if not path.exists():
+                raise InputError(f"--config {name_or_path}: no such preset (presets: {', '.join(preset_names())}) or file")
+        try:
+            settings = json.loads(path.read_text())
+        except OSError as e:
+            raise InputError(f"--config {path}: cannot read ({e.strerror})") from None
+        except ValueError as e:
+            raise InputError(f"--config {path}: not valid JSON ({e})") from None
+        if not isinstance(settings, dict):
+            raise InputError(f"--config {path}: expected a JSON object of training settings")
+        unknown = sorted(set(settings) - set(FIELDS))
+        if unknown:
+            raise InputError(f"--config {path}: unknown setting {unknown[0]!r} (known: {', '.join(FIELDS)})")
+    settings.update({k: v for k, v in (overrides or {}).items() if v is not None})
+    return TrainConfig(**settings)
+
+
+def option_specs():
+    """(name, type, default) of every setting, so that the CLI has a flag for each."""
+    return [(f.name, {"int": int, "float": float, "bool": bool}.get(f.type.split(" ")[0], str), f.default)
+            for f in dataclasses.fields(TrainConfig)]
+

@@ -1,0 +1,108 @@
+"""Batches of token sequences from a shard directory, deterministic in (seed, step, micro-step, rank).
+
+Every global batch (all ranks, one micro-step) is defined first; rank r takes rows
+[r*B, (r+1)*B) of it. So a run on 2 ranks of B sequences sees the same global batches as a run
+on one rank of 2B, and a resumed run the same as an uninterrupted one: the loader's only
+state is the step.
+
+  random      each sequence starts at a uniform position of the training tokens (a uniform
+              offset in [0, n - T - 1] of a shard chosen in proportion to its usable length),
+              as nanoGPT's get_batch does
+  sequential  the shards are one stream, read in order: global batch g covers tokens
+              [g*G*T, (g+1)*G*T + 1) of it (G sequences), wrapping at the end, as llm.c does
+"""
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+
+from shared.errors import InputError
+from shared.shards import open_shard, read_manifest, shard_paths
+
+
+class ShardData:
+    """The shards of one split, opened as memmaps and checked against the model's tokenizer."""
+
+    def __init__(self, directory, split, vocab_size, fingerprint, context_length):
+        paths = shard_paths(directory, split)
+        if not paths:
+            raise InputError(f"--data {directory}: no {split} shards (*_{split}_NNNNNN.bin); run pretokenize first")
+        self.shards = [open_shard(p, vocab_size) for p in paths]
+        plain = [s.path.name for s in self.shards if not s.header.extended]
+        if plain:
+            print(f"warning: {directory}: {len(plain)} plain llm.c shard(s) (e.g. {plain[0]}) carry no tokenizer "
+                  "fingerprint: cannot check that they match the model's tokenizer", file=sys.stderr)
+        for shard in self.shards:
+            if shard.header.extended and shard.header.fingerprint != fingerprint:
+                raise InputError(f"{shard.path}: written with tokenizer {shard.header.fingerprint}, "
+                                 f"the model's is {fingerprint} (vocab {vocab_size:,})")
+        self.sizes = np.array([len(s.tokens) for s in self.shards], np.int64)
+        if self.sizes.max() < context_length + 1:
+            raise InputError(f"--data {directory}: the longest {split} shard has {self.sizes.max():,} tokens, "
+                             f"too few for one sequence of {context_length} + 1")
+
+    def span(self, start, length):
+        """`length` tokens from position `start` of the stream of all shards (wrapping around)."""
+        total = int(self.sizes.sum())
+        out = np.empty(length, np.int64)
+        done, start = 0, start % total
+        bounds = np.concatenate([[0], np.cumsum(self.sizes)])
+        while done < length:
+            i = int(np.searchsorted(bounds, start, side="right")) - 1
+            offset = start - bounds[i]
+            take = min(length - done, int(self.sizes[i] - offset))
+            out[done : done + take] = self.shards[i].tokens[offset : offset + take]
+            done, start = done + take, (start + take) % total
+        return out
+
+
+class Loader:
+    """Training batches: `batch(step, micro)` -> (inputs, targets), int64 arrays (B, T)."""
+
+    def __init__(self, data: ShardData, mode, batch_size, context_length, seed, rank=0, world_size=1, grad_accum=1):
+        self.data, self.mode, self.B, self.T = data, mode, batch_size, context_length
+        self.seed, self.rank, self.world, self.grad_accum = seed, rank, world_size, grad_accum
+        self.cumulative = np.cumsum(np.maximum(data.sizes - context_length, 0))  # start positions, shard by shard
+
+    def batch(self, step, micro=0):
+        rows = range(self.rank * self.B, (self.rank + 1) * self.B)
+        G, T = self.B * self.world, self.T
+        index = step * self.grad_accum + micro  # the global batch's number
+        if self.mode == "random":
+            rng = np.random.default_rng([self.seed, index])
+            picks = rng.integers(0, self.cumulative[-1], size=G)[rows.start : rows.stop]
+            shard = np.searchsorted(self.cumulative, picks, side="right")
+            offset = picks - np.concatenate([[0], self.cumulative[:-1]])[shard]
+            seqs = np.stack([self.data.shards[s].tokens[o : o + T + 1] for s, o in zip(shard, offset)]).astype(np.int64)
+        else:
+            start = (index * G + rows.start) * T
+            flat = self.data.span(start, self.B * T + 1)
+            seqs = np.stack([flat[i * T : i * T + T + 1] for i in range(self.B)])
+        return seqs[:, :-1], seqs[:, 1:]
+
+    def state(self):
+        return {"mode": self.mode, "seed": self.seed, "batch_size": self.B, "context_length": self.T,
+                "world_size": self.world, "grad_accum": self.grad_accum}
+
+
+def eval_sequences(data: ShardData, context_length, max_tokens):
+    """The fixed validation set: the first `max_tokens` tokens of the validation stream, as
+    sequences of context_length + 1 (the same tokens in every evaluation of every run)."""
+    total = int(data.sizes.sum())
+    count = max(1, min(max_tokens, total - 1) // context_length)
+    flat = data.span(0, count * context_length + 1)
+    return np.stack([flat[i * context_length : (i + 1) * context_length + 1] for i in range(count)])
+
+
+def data_tokenizer(directory):
+    """The tokenizer.json of a shard directory (pretokenize copies it there)."""
+    from pathlib import Path
+
+    from tokenizer import Tokenizer
+
+    path = Path(directory) / "tokenizer.json"
+    if not path.is_file():
+        hint = "" if read_manifest(directory) else " (for plain llm.c shards, put the tokenizer.json they were made with beside them)"
+        raise InputError(f"--data {directory}: no tokenizer.json{hint}")
+    return Tokenizer.from_file(path)

@@ -1,0 +1,352 @@
+"""The training loop: one process per device, DDP across processes (torchrun), resumable exactly.
+
+A run directory holds:
+    config.json        the effective training config
+    metrics.jsonl      one JSON record per log line and per evaluation
+    checkpoints/step-000500_tokens-2048000/   model.safetensors, config.json, tokenizer.json
+                       (what `sample` needs) + optimizer.safetensors, trainer_state.json
+    latest             a symlink to the newest checkpoint, replaced only once it is whole
+"""
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import os
+import shutil
+import itertools
+import signal
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.distributed as dist
+
+from model.checkpoint import load_model, save_model
+from model.config import ModelConfig, load_config
+from model.info import model_cost
+from model.model import TransformerLM
+from shared.errors import InputError
+from shared.files import atomic_write
+
+from .config import RESUME_FIXED, TrainConfig
+from .data import Loader, ShardData, data_tokenizer, eval_sequences
+from .optim import build_optimizers, lr_scale
+
+PEAK_BF16_FLOPS = {"H100": 989e12, "H200": 989e12, "A100": 312e12}  # dense, per GPU
+CHECKPOINTS, LATEST = "checkpoints", "latest"
+OPTIMIZER_FILE, STATE_FILE = "optimizer.safetensors", "trainer_state.json"
+
+
+class TrainingError(InputError):
+    """Training cannot go on (e.g. a non-finite loss); the last good checkpoint stays."""
+
+
+def train(config: TrainConfig, resume=False):
+    ddp = int(os.environ.get("WORLD_SIZE", "1")) > 1
+    rank, world = (int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])) if ddp else (0, 1)
+    device = _device(config.device, int(os.environ.get("LOCAL_RANK", "0")))
+    if ddp:
+        dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
+    try:
+        return Trainer(config, resume, rank, world, device, ddp).run()
+    finally:
+        if ddp:
+            dist.destroy_process_group()
+
+
+def _device(name, local_rank):
+    if name == "cuda" or (name == "auto" and torch.cuda.is_available()):
+        if not torch.cuda.is_available():
+            raise InputError("--device cuda: no CUDA device is available")
+        torch.cuda.set_device(local_rank)
+        return torch.device("cuda", local_rank)
+    return torch.device("cpu")
+
+
+class Trainer:
+    def __init__(self, config, resume, rank, world, device, ddp):
+        self.config, self.rank, self.world, self.device, self.ddp = config, rank, world, device, ddp
+        self.master = rank == 0
+        self.run_dir = Path(config.out)
+        self.tokenizer = data_tokenizer(config.data)
+        model_config = _model_config(config.model, self.tokenizer)
+        self.context = config.context_length or model_config.context_length
+        if self.context > model_config.context_length:
+            raise InputError(f"--context-length {self.context}: longer than the model's context of {model_config.context_length}")
+        self.train_data = ShardData(config.data, "train", self.tokenizer.vocab_size, self.tokenizer.fingerprint, self.context)
+        self.val_data = ShardData(config.data, "val", self.tokenizer.vocab_size, self.tokenizer.fingerprint, self.context)
+        if config.batch_size % world:
+            raise InputError(f"--batch-size {config.batch_size}: not divisible among {world} processes (it counts the sequences of all of them)")
+        self.loader = Loader(self.train_data, config.loader, config.batch_size // world, self.context, config.seed, rank, world, config.grad_accum)
+        self.eval_set = eval_sequences(self.val_data, self.context, config.eval_tokens)
+        self.tokens_per_step = config.batch_size * self.context * config.grad_accum
+        self.total_steps = -(-config.max_tokens // self.tokens_per_step) if config.max_tokens else config.max_steps
+
+        torch.manual_seed(config.seed)
+        self.model = TransformerLM(model_config).to(device)
+        self.optimizers = build_optimizers(self.model, config)
+        self.step, self.tokens = 0, 0
+        if resume:
+            self._resume()
+        else:
+            self._start_run_dir()
+        self.first_step = self.step
+        self.batches = self._batches()
+        self.flops_per_token = model_cost(model_config).flops_per_token
+        self.autocast = torch.autocast("cuda", torch.bfloat16) if device.type == "cuda" else contextlib.nullcontext()
+        if device.type == "cuda":
+            torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = True
+        self.forward = torch.compile(self.model) if config.compile else self.model
+        if ddp:
+            from torch.nn.parallel import DistributedDataParallel
+
+            self.forward = DistributedDataParallel(self.forward, device_ids=[device.index] if device.type == "cuda" else None)
+        self.stop_signal = None
+
+    # -- the loop ---------------------------------------------------------------------------------
+
+    def run(self):
+        config = self.config
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, self._on_signal)
+        self._log(f"training {self.model.num_params():,} parameters on {self.device} x {self.world}, "
+                  f"{self.tokens_per_step:,} tokens per step, steps {self.step} -> {self.total_steps}")
+        start_time, timed_tokens = time.perf_counter(), 0
+        last_log = time.perf_counter()
+        while self.step < self.total_steps:
+            loss, grad_norm, lr = self._train_step()
+            self.step, self.tokens = self.step + 1, self.tokens + self.tokens_per_step  # steps done, tokens seen
+            timed_tokens += self.tokens_per_step
+            last, stopping = self.step == self.total_steps, self._stopping()
+            if self.step % config.log_interval == 0 or self.step == self.first_step + 1 or last or stopping:
+                now = time.perf_counter()
+                self._log_step(loss, grad_norm, lr, timed_tokens / (now - last_log), now - start_time)
+                timed_tokens, last_log = 0, now
+            if (config.eval_interval and self.step % config.eval_interval == 0) or last:
+                self._evaluate()
+            if config.sample_interval and self.step % config.sample_interval == 0 and self.master:
+                self._sample()
+            if last or stopping or self._checkpoint_due():
+                self._save()
+            if stopping:
+                self._log(f"stopped by {self.stop_signal or 'a signal to another rank'} after step {self.step}; "
+                          f"resume with: python -m train --out {self.run_dir} --resume")
+                break
+        return self.step
+
+    def _train_step(self):
+        config = self.config
+        lr = lr_scale(self.step, config, self.total_steps)
+        self.model.train()
+        total = torch.zeros((), device=self.device)
+        for micro in range(config.grad_accum):
+            inputs, targets = next(self.batches)
+            sync = not self.ddp or micro == config.grad_accum - 1
+            with (contextlib.nullcontext() if sync else self.forward.no_sync()), self.autocast:
+                _, loss = self.forward(inputs, targets)
+            (loss / config.grad_accum).backward()
+            total += loss.detach() / config.grad_accum
+        if self.ddp:
+            dist.all_reduce(total)  # a sum: gloo has no average
+            total /= self.world
+        loss = total.item()
+        if not math.isfinite(loss):
+            raise TrainingError(f"step {self.step}: the loss is {loss}; stopping (the last checkpoint in {self.run_dir} is intact)")
+        grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), config.grad_clip or math.inf).item()
+        for optimizer in self.optimizers.values():
+            optimizer.step(lr)
+        self.model.zero_grad(set_to_none=True)
+        return loss, grad_norm, lr * config.lr
+
+    def _batches(self):
+        """(inputs, targets) on the device for every micro-step from the current step on. On CUDA
+        a thread gathers the next batch into pinned memory while the GPU works on this one."""
+        order = ((s, m) for s in itertools.count(self.step) for m in range(self.config.grad_accum))
+        if self.device.type != "cuda":
+            for s, m in order:
+                yield tuple(map(torch.from_numpy, self.loader.batch(s, m)))
+            return
+
+        def pinned(s, m):
+            return tuple(torch.from_numpy(a).pin_memory() for a in self.loader.batch(s, m))
+
+        with ThreadPoolExecutor(1) as pool:
+            ahead = pool.submit(pinned, *next(order))
+            for s, m in order:
+                current, ahead = ahead.result(), pool.submit(pinned, s, m)
+                yield tuple(t.to(self.device, non_blocking=True) for t in current)
+
+    @torch.no_grad()
+    def _evaluate(self):
+        """Loss over the fixed validation sequences, shared among the ranks, summed by all-reduce."""
+        self.model.eval()
+        mine = self.eval_set[self.rank :: self.world]
+        sums = torch.zeros(2, device=self.device, dtype=torch.float64)  # summed loss, sequences
+        for i in range(0, len(mine), self.config.batch_size):
+            batch = torch.from_numpy(mine[i : i + self.config.batch_size].astype(np.int64)).to(self.device)
+            with self.autocast:
+                _, loss = self.model(batch[:, :-1], batch[:, 1:])
+            sums += torch.tensor([loss.item() * len(batch), len(batch)], device=self.device, dtype=torch.float64)
+        if self.ddp:
+            dist.all_reduce(sums)
+        val_loss = (sums[0] / sums[1]).item()
+        self._record({"step": self.step, "tokens": self.tokens, "val_loss": val_loss, "val_ppl": math.exp(min(val_loss, 50))},
+                     f"step {self.step} | val loss {val_loss:.4f} | val ppl {math.exp(min(val_loss, 50)):.2f} "
+                     f"({int(sums[1].item()) * self.context:,} tokens)")
+        return val_loss
+
+    def _sample(self):
+        from sample.generate import generate
+
+        self.model.eval()
+        eot = self.tokenizer.special_tokens.get("<|endoftext|>")
+        prompt = ([eot] if eot is not None else []) + self.tokenizer.encode(self.config.sample_prompt, allowed_special=())
+        prompt = prompt[-self.model.config.context_length :]
+        ids = []
+        for token in generate(self.model, prompt, max_new_tokens=self.config.sample_tokens, temperature=0.8, seed=self.config.seed):
+            if token.item() == eot:
+                break
+            ids.append(token.item())
+        text = self.config.sample_prompt + self.tokenizer.decode(ids)
+        self._record({"step": self.step, "sample": text}, f"step {self.step} | sample: {text!r}")
+
+    # -- logging -----------------------------------------------------------------------------------
+
+    def _log_step(self, loss, grad_norm, lr, tokens_per_s, elapsed):
+        record = {"step": self.step, "tokens": self.tokens, "loss": loss, "ppl": math.exp(min(loss, 50)), "lr": lr,
+                  "grad_norm": grad_norm, "tokens_per_s": tokens_per_s, "elapsed_s": elapsed}
+        mfu = self._mfu(tokens_per_s)
+        line = (f"step {self.step}/{self.total_steps} ({100 * self.step / self.total_steps:.1f}%) | loss {loss:.4f} | "
+                f"ppl {record['ppl']:.2f} | lr {lr:.2e} | grad norm {grad_norm:.3f} | tokens {self.tokens:,} | "
+                f"{tokens_per_s:,.0f} tok/s")
+        if mfu is not None:
+            record["mfu"] = mfu
+            line += f" | MFU {100 * mfu:.1f}%"
+        eta = elapsed / max(self.step - self.first_step, 1) * (self.total_steps - self.step)
+        line += f" | {_hms(elapsed)} elapsed, ETA {_hms(eta)}"
+        self._record(record, line)
+
+    def _mfu(self, tokens_per_s):
+        if self.device.type != "cuda":
+            return None
+        name = torch.cuda.get_device_name(self.device)
+        peak = next((flops for key, flops in PEAK_BF16_FLOPS.items() if key in name), None)
+        return None if peak is None else self.flops_per_token * tokens_per_s / (peak * self.world)
+
+    def _record(self, record, line):
+        if self.master:
+            print(line, flush=True)
+            with open(self.run_dir / "metrics.jsonl", "a") as f:
+                f.write(json.dumps(record) + "\n")
+
+    def _log(self, line):
+        if self.master:
+            print(line, flush=True)
+
+    # -- checkpoints -------------------------------------------------------------------------------
+
+    def _start_run_dir(self):
+        if (self.run_dir / LATEST).exists():
+            raise InputError(f"--out {self.run_dir}: holds a run already; pass --resume to continue it, or choose another --out")
+        if self.master:
+            self.run_dir.mkdir(parents=True, exist_ok=True)
+            with atomic_write(self.run_dir / "config.json") as f:
+                f.write(json.dumps(self.config.to_dict(), indent=2) + "\n")
+            (self.run_dir / "metrics.jsonl").unlink(missing_ok=True)
+
+    def _checkpoint_due(self):
+        c = self.config
+        by_steps = c.checkpoint_interval and self.step % c.checkpoint_interval == 0
+        by_tokens = c.checkpoint_tokens and self.tokens // c.checkpoint_tokens > (self.tokens - self.tokens_per_step) // c.checkpoint_tokens
+        return bool(by_steps or by_tokens)
+
+    def _save(self):
+        if not self.master:
+            return
+        from safetensors.torch import save_file
+
+        name = f"step-{self.step:06d}_tokens-{self.tokens}"
+        directory = self.run_dir / CHECKPOINTS / name
+        state = {
+            "step": self.step, "tokens": self.tokens, "config_digest": self.config.digest(),
+            "optimizer_steps": {k: getattr(o, "steps", self.step) for k, o in self.optimizers.items()},
+            "loader": self.loader.state(),
+            "rng": {"torch": torch.get_rng_state().numpy().tobytes().hex(),
+                    "cuda": [s.numpy().tobytes().hex() for s in torch.cuda.get_rng_state_all()] if self.device.type == "cuda" else []},
+        }
+        tensors = {f"{k}/{n}": t for k, o in self.optimizers.items() for n, t in o.state_tensors().items()}
+        save_model(self.model, self.tokenizer, directory, extra_files={
+            OPTIMIZER_FILE: lambda path: save_file({k: v.contiguous().cpu() for k, v in tensors.items()}, path),
+            STATE_FILE: lambda path: path.write_text(json.dumps(state, indent=2) + "\n"),
+        })
+        link = self.run_dir / f".{LATEST}.tmp-{os.getpid()}"
+        link.unlink(missing_ok=True)
+        link.symlink_to(Path(CHECKPOINTS) / name)
+        os.replace(link, self.run_dir / LATEST)  # the pointer moves only once the checkpoint is whole
+        self._log(f"saved {directory}")
+        for old in sorted((self.run_dir / CHECKPOINTS).glob("step-*"))[: -self.config.keep_last]:
+            shutil.rmtree(old)
+        for stale in (self.run_dir / CHECKPOINTS).glob(".step-*.tmp-*"):  # left by a process killed while saving
+            shutil.rmtree(stale, ignore_errors=True)
+
+    def _resume(self):
+        from safetensors.torch import load_file
+
+        latest = self.run_dir / LATEST
+        if not latest.exists():
+            raise InputError(f"--out {self.run_dir}: no checkpoint to resume from ({LATEST} is missing)")
+        state = json.loads((latest / STATE_FILE).read_text())
+        if state["config_digest"] != self.config.digest():
+            raise InputError(f"--resume {self.run_dir}: the settings differ from the run's ({_config_difference(self.run_dir, self.config)})")
+        model, _ = load_model(latest, self.device)
+        self.model.load_state_dict(model.state_dict())
+        tensors = load_file(latest / OPTIMIZER_FILE, device=str(self.device))
+        for key, optimizer in self.optimizers.items():
+            prefix = f"{key}/"
+            optimizer.load_state_tensors({k[len(prefix):]: v for k, v in tensors.items() if k.startswith(prefix)},
+                                         state["optimizer_steps"][key])
+        torch.set_rng_state(torch.from_numpy(np.frombuffer(bytes.fromhex(state["rng"]["torch"]), np.uint8).copy()))
+        self.step, self.tokens = state["step"], state["tokens"]
+        metrics = self.run_dir / "metrics.jsonl"
+        if self.master and metrics.exists():  # records from after the checkpoint belong to the interrupted attempt
+            kept = [line for line in metrics.read_text().splitlines() if json.loads(line)["step"] <= self.step]
+            with atomic_write(metrics) as f:
+                f.write("".join(line + "\n" for line in kept))
+
+    def _on_signal(self, signum, frame):
+        self.stop_signal = signal.Signals(signum).name
+
+    def _stopping(self):
+        stop = torch.tensor(float(self.stop_signal is not None))
+        if self.ddp:  # every rank stops at the same step, whichever got the signal
+            dist.all_reduce(stop, op=dist.ReduceOp.MAX)
+        return bool(stop.item())
+
+
+def _model_config(model, tokenizer) -> ModelConfig:
+    config = ModelConfig.from_dict(dict(model), "model") if isinstance(model, dict) else load_config(model)
+    config.vocab_size = tokenizer.vocab_size  # the model is made for the data's tokenizer
+    return config
+
+
+def _config_difference(run_dir, config):
+    saved = json.loads((run_dir / "config.json").read_text())
+    now = config.to_dict()
+    changed = [k for k in RESUME_FIXED if saved.get(k) != now.get(k)]
+    return ", ".join(f"{k}: {saved.get(k)!r} then, {now.get(k)!r} now" for k in changed[:2]) or "the run's config.json was edited"
+
+
+def _hms(seconds):
+    seconds = int(seconds)
+    return f"{seconds // 3600}:{seconds % 3600 // 60:02d}:{seconds % 60:02d}"
+
+
+def load_run_config(run_dir) -> dict:
+    path = Path(run_dir) / "config.json"
+    if not path.is_file():
+        raise InputError(f"--out {run_dir}: no config.json, so no run to resume")
+    return json.loads(path.read_text())
+

@@ -109,9 +109,15 @@ class Trainer:
     # -- the loop ---------------------------------------------------------------------------------
 
     def run(self):
+        handlers = {sig: signal.signal(sig, self._on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            return self._loop()
+        finally:
+            for sig, handler in handlers.items():
+                signal.signal(sig, handler)
+
+    def _loop(self):
         config = self.config
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            signal.signal(sig, self._on_signal)
         self._log(f"training {self.model.num_params():,} parameters on {self.device} x {self.world}, "
                   f"{self.tokens_per_step:,} tokens per step, steps {self.step} -> {self.total_steps}")
         start_time, timed_tokens = time.perf_counter(), 0
@@ -121,7 +127,7 @@ class Trainer:
             self.step, self.tokens = self.step + 1, self.tokens + self.tokens_per_step  # steps done, tokens seen
             timed_tokens += self.tokens_per_step
             last, stopping = self.step == self.total_steps, self._stopping()
-            if self.step % config.log_interval == 0 or self.step == self.first_step + 1 or last or stopping:
+            if self.step % config.log_interval == 0 or self.step == 1 or last or stopping:
                 now = time.perf_counter()
                 self._log_step(loss, grad_norm, lr, timed_tokens / (now - last_log), now - start_time)
                 timed_tokens, last_log = 0, now
@@ -154,7 +160,7 @@ class Trainer:
             total /= self.world
         loss = total.item()
         if not math.isfinite(loss):
-            raise TrainingError(f"step {self.step}: the loss is {loss}; stopping (the last checkpoint in {self.run_dir} is intact)")
+            raise TrainingError(f"step {self.step + 1}: the loss is {loss}; stopping (the last checkpoint in {self.run_dir} is intact)")
         grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), config.grad_clip or math.inf).item()
         for optimizer in self.optimizers.values():
             optimizer.step(lr)
@@ -288,7 +294,9 @@ class Trainer:
         os.replace(link, self.run_dir / LATEST)  # the pointer moves only once the checkpoint is whole
         self._log(f"saved {directory}")
         for old in sorted((self.run_dir / CHECKPOINTS).glob("step-*"))[: -self.config.keep_last]:
-            shutil.rmtree(old)
+            doomed = old.with_name(f".{old.name}.tmp-{os.getpid()}")  # never half-deleted under its own name
+            os.replace(old, doomed)
+            shutil.rmtree(doomed)
         for stale in (self.run_dir / CHECKPOINTS).glob(".step-*.tmp-*"):  # left by a process killed while saving
             shutil.rmtree(stale, ignore_errors=True)
 

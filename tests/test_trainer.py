@@ -1,0 +1,638 @@
+"""The training stage: optimizers (AdamW against torch, Muon), schedules, weight decay, the
+loader, gradient accumulation, clipping, exact resume, DDP (torchrun, gloo on CPU), signals,
+kills during checkpoint saves, non-finite losses, bad input and the `train` CLI end to end.
+
+Everything runs tiny models (d_model 32, 2 layers, context 32-64) for a few steps on CPU;
+in-process runs use `train(config)` or the click command, the signal/kill/DDP tests run
+`python -m train` / `torchrun` as subprocesses.
+"""
+import json
+import os
+import random
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from click.testing import CliRunner
+from safetensors.torch import load_file
+
+from model.checkpoint import load_model
+from model.config import ModelConfig
+from model.model import TransformerLM
+from shared.errors import InputError
+from shared.shards import ShardHeader
+from tests.conftest import assert_input_error, english_like
+from train.cli import cli
+from train.config import TrainConfig
+from train.data import Loader, ShardData
+from train.optim import AdamW, Muon, build_optimizers, lr_scale, orthogonalize
+from train.trainer import Trainer, train
+
+ROOT = Path(__file__).resolve().parents[1]
+ENV = {**{k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK")}, "OMP_NUM_THREADS": "1"}
+MODEL = dict(vocab_size=450, context_length=64, d_model=32, n_layers=2, n_heads=2, d_ff=64)
+SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+# -- fixtures and helpers ------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def data(small_tokenizer, tmp_path_factory):
+    """A pretokenize directory: 60 documents (54 train, 6 val) in several train shards."""
+    from pretokenize.encode import Split, encode_corpus
+    from shared.corpus import Corpus
+
+    tok, _ = small_tokenizer
+    root = tmp_path_factory.mktemp("trainer-data")
+    (root / "docs.txt").write_text("<|endoftext|>".join(english_like(200, seed=i) for i in range(60)))
+    encode_corpus(Corpus([root / "docs.txt"]), tok, root / "data", split=Split(val_fraction=0.1), shard_tokens=4000,
+                  workers=1, quiet=True)
+    return root / "data"
+
+
+@pytest.fixture(scope="module")
+def model_json(tmp_path_factory):
+    return write_model(tmp_path_factory.mktemp("model") / "model.json")
+
+
+@pytest.fixture(autouse=True)
+def restore_signal_handlers():
+    """train() installs SIGINT/SIGTERM handlers; keep pytest's own afterwards."""
+    saved = {s: signal.getsignal(s) for s in SIGNALS}
+    yield
+    for s, handler in saved.items():
+        signal.signal(s, handler)
+
+
+def write_model(path, **overrides):
+    path.write_text(json.dumps({**MODEL, **overrides}))
+    return str(path)
+
+
+def settings(data, out, model, **overrides):
+    return {"data": str(data), "out": str(out), "model": model, "device": "cpu", "batch_size": 4, "context_length": 32,
+            "max_steps": 4, "warmup_steps": 2, "lr": 3e-3, "eval_interval": 0, "eval_tokens": 256, "log_interval": 1,
+            "checkpoint_interval": 0, **overrides}
+
+
+def config(*args, **overrides):
+    return TrainConfig(**settings(*args, **overrides)).check()
+
+
+def flags(**kw):
+    return [a for k, v in kw.items() for a in (f"--{k.replace('_', '-')}", str(v))]
+
+
+def invoke(*args):
+    return CliRunner().invoke(cli, [str(a) for a in args])
+
+
+def records(run, key="loss"):
+    return [r for r in map(json.loads, (Path(run) / "metrics.jsonl").read_text().splitlines()) if key in r]
+
+
+def weights(checkpoint):
+    return load_file(Path(checkpoint) / "model.safetensors")
+
+
+def small_model(seed=0, **overrides):
+    torch.manual_seed(seed)
+    return TransformerLM(ModelConfig(**{**MODEL, "context_length": 32, **overrides}))
+
+
+def random_batch(seed, batch=4, length=32):
+    g = torch.Generator().manual_seed(seed)
+    tokens = torch.randint(0, MODEL["vocab_size"], (batch, length + 1), generator=g)
+    return tokens[:, :-1], tokens[:, 1:]
+
+
+@pytest.fixture
+def captured_grads(monkeypatch):
+    """The gradients AdamW applies at every step (after clipping), per parameter name."""
+    captured, step = [], AdamW.step
+
+    def capturing_step(self, lr_scale=1.0):
+        captured.append({n: p.grad.clone() for params, _ in self.groups for n, p in params if p.grad is not None})
+        return step(self, lr_scale)
+
+    monkeypatch.setattr(AdamW, "step", capturing_step)
+    return captured
+
+
+def global_norm(grads):
+    return torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g) for g in grads.values()])).item()
+
+
+def python_train(*args, **popen):
+    return subprocess.Popen([sys.executable, "-m", "train", *map(str, args)], cwd=ROOT, env=ENV, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, **popen)
+
+
+def wait_for(predicate, process, timeout=60):
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if process.poll() is not None:
+            pytest.fail(f"training exited early ({process.returncode}): {process.communicate()}")
+        if time.monotonic() > deadline:
+            process.kill()
+            pytest.fail("timed out waiting for training")
+        time.sleep(0.02)
+
+
+def latest_step(run):
+    latest = Path(run) / "latest"
+    try:
+        return json.loads((latest / "trainer_state.json").read_text())["step"]
+    except (FileNotFoundError, ValueError):
+        return -1
+
+
+# -- optimizers ------------------------------------------------------------------------------------
+
+def test_adamw_matches_torch_over_100_steps_with_a_changing_lr():
+    ours, theirs = small_model(), small_model()
+    named = list(ours.named_parameters())
+    decayed = [(n, p) for n, p in named if p.dim() >= 2]
+    plain = [(n, p) for n, p in named if p.dim() < 2]
+    assert decayed and plain
+    opt = AdamW([(decayed, 0.1), (plain, 0.0)], lr=1e-2, betas=(0.9, 0.95), eps=1e-8)
+    params = dict(theirs.named_parameters())
+    ref = torch.optim.AdamW([{"params": [params[n] for n, _ in decayed], "weight_decay": 0.1},
+                             {"params": [params[n] for n, _ in plain], "weight_decay": 0.0}], lr=1e-2, betas=(0.9, 0.95), eps=1e-8)
+    schedule = TrainConfig(data="d", out="o", lr=1e-2, min_lr=1e-3, warmup_steps=10)
+    for step in range(100):
+        scale = lr_scale(step, schedule, 100)
+        for model in (ours, theirs):
+            model(*random_batch(step))[1].backward()
+        opt.step(scale)
+        for group in ref.param_groups:
+            group["lr"] = 1e-2 * scale
+        ref.step()
+        ours.zero_grad(set_to_none=True)
+        ref.zero_grad(set_to_none=True)
+    assert opt.steps == 100
+    for name, p in ours.named_parameters():
+        torch.testing.assert_close(p, params[name], atol=1e-6, rtol=0, msg=name)
+        torch.testing.assert_close(opt.exp_avg_sq[name], ref.state[params[name]]["exp_avg_sq"], atol=1e-9, rtol=1e-5)
+    assert not torch.equal(ours.embedding.weight, small_model().embedding.weight)  # it did train
+
+
+@pytest.mark.parametrize("shape", [(128, 32), (32, 128), (64, 48)])
+def test_orthogonalize_pushes_singular_values_towards_one(shape):
+    G = torch.randn(*shape, generator=torch.Generator().manual_seed(0)) * 3.0
+    X = orthogonalize(G)
+    assert X.shape == G.shape and X.dtype == G.dtype
+    s = torch.linalg.svdvals(X)
+    assert s.min() > 0.6 and s.max() < 1.3, s
+    U, _, Vh = torch.linalg.svd(G, full_matrices=False)  # the same direction as the polar factor U V^T
+    assert torch.nn.functional.cosine_similarity(X.flatten(), (U @ Vh).flatten(), dim=0) > 0.95
+
+
+def test_muon_step_is_the_scaled_orthogonalized_nesterov_momentum():
+    p = torch.nn.Parameter(torch.randn(64, 32))
+    before, grad = p.detach().clone(), torch.randn(64, 32)
+    p.grad = grad.clone()
+    Muon([("w", p)], lr=0.02, momentum=0.95).step(lr_scale=0.5)
+    buffer = 0.05 * grad  # lerp from zero
+    expected = before - 0.01 * 2**0.5 * orthogonalize(grad.lerp(buffer, 0.95))
+    torch.testing.assert_close(p.detach(), expected)
+
+
+def test_muon_lowers_the_loss_on_a_fixed_batch():
+    model = small_model()
+    cfg = TrainConfig(data="d", out="o", optimizer="muon", muon_lr=0.02)
+    muon = build_optimizers(model, cfg)["muon"]
+    batch = random_batch(0)
+    first = model(*batch)[1].item()
+    for _ in range(20):
+        model(*batch)[1].backward()
+        muon.step()  # Muon alone: only the hidden matrices move
+        model.zero_grad(set_to_none=True)
+    assert model(*batch)[1].item() < first - 0.3
+
+
+def test_build_optimizers_assigns_parameters():
+    model = small_model(tie_embeddings=False)
+    names = {n for n, _ in model.named_parameters()}
+    opts = build_optimizers(model, TrainConfig(data="d", out="o", optimizer="muon"))
+    hidden = {n for n, _ in opts["muon"].params}
+    (decayed, wd), (plain, no_wd) = opts["adamw"].groups
+    assert hidden == {n for n in names if n.endswith(("wq.weight", "wk.weight", "wv.weight", "wo.weight",
+                                                      "w1.weight", "w2.weight", "w3.weight"))}
+    assert {n for n, _ in plain} == names - hidden and not decayed and no_wd == 0
+    assert {"embedding.weight", "lm_head.weight", "norm.weight"} <= {n for n, _ in plain}
+    assert set(build_optimizers(model, TrainConfig(data="d", out="o"))) == {"adamw"}
+
+
+@pytest.mark.parametrize("tied", [True, False])
+@pytest.mark.parametrize("decay_embeddings", [False, True])
+def test_weight_decay_only_on_matrices_and_embeddings_on_request(tied, decay_embeddings):
+    model = small_model(tie_embeddings=tied)
+    before = {n: p.detach().clone() for n, p in model.named_parameters()}
+    opt = build_optimizers(model, TrainConfig(data="d", out="o", lr=0.1, weight_decay=0.5, decay_embeddings=decay_embeddings))["adamw"]
+    for p in model.parameters():
+        p.grad = torch.zeros_like(p)  # no gradient step: only the decay moves a weight
+    opt.step()
+    embeddings = {"embedding.weight", "lm_head.weight"}
+    for name, p in model.named_parameters():
+        decays = p.dim() >= 2 and (name not in embeddings or decay_embeddings)
+        torch.testing.assert_close(p.detach(), before[name] * (0.95 if decays else 1.0), rtol=0, atol=0, msg=name)
+    assert ("lm_head.weight" in before) != tied
+
+
+# -- schedules -------------------------------------------------------------------------------------
+
+def test_cosine_schedule_boundaries():
+    c = TrainConfig(data="d", out="o", lr=1e-3, min_lr=1e-4, warmup_steps=10, decay_steps=90)
+    floor = 0.1
+    assert [lr_scale(s, c, 100) for s in (0, 4, 9)] == pytest.approx([0.1, 0.5, 1.0])
+    assert lr_scale(10, c, 100) == pytest.approx(1.0)
+    assert lr_scale(50, c, 100) == pytest.approx(0.5 * (1 + floor))
+    assert lr_scale(90, c, 100) == pytest.approx(floor)
+    assert lr_scale(91, c, 100) == lr_scale(99, c, 100) == pytest.approx(floor)
+    values = [lr_scale(s, c, 100) for s in range(10, 100)]
+    assert all(a >= b for a, b in zip(values, values[1:]))
+    c.decay_steps = None  # the default: min_lr at the last step
+    assert lr_scale(99, c, 100) == pytest.approx(floor) and lr_scale(98, c, 100) > floor
+
+
+def test_wsd_schedule_boundaries():
+    c = TrainConfig(data="d", out="o", lr=1e-3, min_lr=1e-4, warmup_steps=10, schedule="wsd", cooldown_fraction=0.2)
+    assert lr_scale(0, c, 100) == pytest.approx(0.1)
+    assert all(lr_scale(s, c, 100) == 1.0 for s in range(10, 80))
+    cooldown = [lr_scale(s, c, 100) for s in range(79, 100)]
+    assert cooldown[-1] == pytest.approx(0.1) and cooldown[1] < 1.0
+    assert np.diff(cooldown[1:]) == pytest.approx([-0.9 / 20] * 19)  # linear
+
+
+# -- the loader ------------------------------------------------------------------------------------
+
+SIZES = (150, 10, 90, 257)  # a shard too short for any sequence of 16 + 1 in the middle
+
+
+@pytest.fixture(scope="module")
+def positions(tmp_path_factory):
+    """Plain llm.c shards whose tokens are their positions in the train stream."""
+    directory = tmp_path_factory.mktemp("positions")
+    start = 0
+    for i, n in enumerate(SIZES):
+        tokens = np.arange(start, start + n, dtype="<u2")
+        (directory / f"pos_train_{i:06d}.bin").write_bytes(ShardHeader(np.dtype("<u2"), n).to_bytes() + tokens.tobytes())
+        start += n
+    return directory
+
+
+def open_positions(directory, T=16):
+    return ShardData(directory, "train", 65536, "0" * 16, T)
+
+
+def test_loader_is_deterministic_in_seed_step_micro_rank(positions):
+    data = open_positions(positions)
+    a, b = (Loader(data, "random", 4, 16, seed=7, grad_accum=2) for _ in range(2))
+    x, y = a.batch(3, 1)
+    assert x.shape == y.shape == (4, 16) and x.dtype == np.int64
+    assert all(np.array_equal(u, v) for u, v in zip(a.batch(3, 1), b.batch(3, 1)))
+    assert not np.array_equal(x, a.batch(4, 1)[0]) and not np.array_equal(x, a.batch(3, 0)[0])
+    assert not np.array_equal(x, Loader(data, "random", 4, 16, seed=8, grad_accum=2).batch(3, 1)[0])
+
+
+def test_random_offsets_stay_inside_one_shard(positions):
+    data, T = open_positions(positions), 16
+    starts = np.concatenate([[0], np.cumsum(SIZES)])
+    for step in range(50):
+        x, y = Loader(data, "random", 8, T, seed=1).batch(step)
+        assert np.array_equal(x[:, 1:], y[:, :-1])
+        for row, target in zip(x, y):
+            assert np.array_equal(np.diff(np.append(row, target[-1])), np.ones(T))  # T + 1 consecutive tokens
+            shard = int(np.searchsorted(starts, row[0], side="right")) - 1
+            assert shard != 1 and 0 <= row[0] - starts[shard] <= SIZES[shard] - T - 1
+
+
+@pytest.mark.parametrize("mode", ["random", "sequential"])
+def test_ranks_take_disjoint_slices_of_the_global_batch(positions, mode):
+    data = open_positions(positions)
+    for step, micro in [(0, 0), (2, 1), (5, 0)]:
+        whole = Loader(data, mode, 4, 16, seed=3, grad_accum=2).batch(step, micro)
+        parts = [Loader(data, mode, 2, 16, seed=3, rank=r, world_size=2, grad_accum=2).batch(step, micro) for r in (0, 1)]
+        for k in (0, 1):
+            assert np.array_equal(np.concatenate([parts[0][k], parts[1][k]]), whole[k])
+
+
+def test_sequential_reads_the_stream_across_shards_and_wraps(positions):
+    data, T, B = open_positions(positions), 16, 3
+    total = sum(SIZES)
+    loader = Loader(data, "sequential", B, T, seed=0, grad_accum=2)
+    for step in range(12):  # 12 * 2 * 48 tokens: across every shard boundary and twice around
+        for micro in (0, 1):
+            x, y = loader.batch(step, micro)
+            start = (step * 2 + micro) * B * T
+            expected = (start + np.arange(B * T + 1)) % total
+            assert np.array_equal(x.reshape(-1), expected[:-1]) and np.array_equal(y[:, -1], expected[T::T])
+            assert np.array_equal(x[:, 1:], y[:, :-1])
+
+
+# -- the trainer: accumulation, clipping, resume -------------------------------------------------------
+
+def test_gradient_accumulation_matches_one_big_batch(data, model_json, tmp_path, captured_grads):
+    for out, batch, accum in (("big", 4, 1), ("accum", 2, 2)):
+        train(config(data, tmp_path / out, model_json, batch_size=batch, grad_accum=accum, loader="sequential", max_steps=2))
+    big, accum = captured_grads[:2], captured_grads[2:]
+    for g1, g2 in zip(big, accum):
+        for name in g1:
+            torch.testing.assert_close(g2[name], g1[name], atol=1e-7, rtol=1e-4, msg=name)
+    for r1, r2 in zip(records(tmp_path / "big"), records(tmp_path / "accum"), strict=True):
+        assert (r1["step"], r1["tokens"]) == (r2["step"], r2["tokens"])
+        assert r1["loss"] == pytest.approx(r2["loss"], abs=1e-5) and r1["grad_norm"] == pytest.approx(r2["grad_norm"], rel=1e-5)
+    w1, w2 = weights(tmp_path / "big/latest"), weights(tmp_path / "accum/latest")
+    for name in w1:
+        torch.testing.assert_close(w2[name], w1[name], atol=1e-5, rtol=0, msg=name)
+
+
+def test_logged_grad_norm_is_before_clipping(data, model_json, tmp_path, captured_grads):
+    train(config(data, tmp_path / "free", model_json, grad_clip=0, max_steps=1))
+    unclipped = global_norm(captured_grads[0])
+    assert records(tmp_path / "free")[0]["grad_norm"] == pytest.approx(unclipped, rel=1e-5)
+    clip = unclipped / 4
+    train(config(data, tmp_path / "clipped", model_json, grad_clip=clip, max_steps=3))
+    logged = [r["grad_norm"] for r in records(tmp_path / "clipped")]
+    assert logged[0] == pytest.approx(unclipped, rel=1e-5)  # same first step, reported before clipping
+    for norm, grads in zip(logged, captured_grads[1:], strict=True):
+        applied = global_norm(grads)
+        assert applied <= clip * (1 + 1e-5)
+        assert applied == pytest.approx(min(norm, clip), rel=1e-4)
+
+
+@pytest.mark.parametrize("optimizer", ["adamw", "muon"])
+def test_resume_is_exact(data, model_json, tmp_path, optimizer):
+    run = dict(max_steps=8, checkpoint_interval=4, eval_interval=4, optimizer=optimizer,
+               grad_accum=2 if optimizer == "muon" else 1)
+    train(config(data, tmp_path / "straight", model_json, **run))
+    shutil.copytree(tmp_path / "straight", tmp_path / "resumed", symlinks=True)
+    checkpoints = tmp_path / "resumed/checkpoints"
+    middle, end = sorted(p.name for p in checkpoints.iterdir())
+    assert middle.startswith("step-000004_") and end.startswith("step-000008_")
+    shutil.rmtree(checkpoints / end)  # as if interrupted after step 6: the records of steps 5-6 are stale
+    (tmp_path / "resumed/latest").unlink()
+    (tmp_path / "resumed/latest").symlink_to(Path("checkpoints") / middle)
+    train(config(data, tmp_path / "resumed", model_json, **run), resume=True)
+
+    def comparable(run_dir):
+        lines = (run_dir / "metrics.jsonl").read_text().splitlines()
+        return [{k: v for k, v in json.loads(r).items() if k not in ("tokens_per_s", "elapsed_s")} for r in lines]
+
+    assert comparable(tmp_path / "resumed") == comparable(tmp_path / "straight")
+    assert len(records(tmp_path / "straight")) == 8 and len(records(tmp_path / "straight", "val_loss")) == 2
+    for name in ("model.safetensors", "optimizer.safetensors"):
+        a, b = load_file(tmp_path / "straight/latest" / name), load_file(tmp_path / "resumed/latest" / name)
+        assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a), name
+
+
+def test_resume_refuses_changed_settings_and_fresh_runs_refuse_a_used_dir(data, model_json, tmp_path):
+    run = tmp_path / "run"
+    base = flags(data=data, out=run, model=model_json, device="cpu", batch_size=4, context_length=32, max_steps=2,
+                 warmup_steps=1, eval_interval=0, eval_tokens=256)
+    res = invoke(*base)
+    assert res.exit_code == 0, res.output
+    assert_input_error(invoke(*base), "--out", "--resume")  # a fresh run into a run directory
+    assert_input_error(invoke("--out", run, "--resume", "--lr", "0.5"), "lr", "0.5")
+    assert_input_error(invoke("--out", run, "--resume", "--max-steps", "3"), "max_steps")
+    assert_input_error(invoke("--out", tmp_path / "none", "--resume"), "config.json")
+    res = invoke("--out", run, "--resume", "--log-interval", "5")  # not a fixed setting: resumes (nothing left to do)
+    assert res.exit_code == 0, res.output
+
+
+def test_train_restores_signal_handlers(data, model_json, tmp_path):
+    before = {s: signal.getsignal(s) for s in SIGNALS}
+    train(config(data, tmp_path / "run", model_json, max_steps=1))
+    assert {s: signal.getsignal(s) for s in SIGNALS} == before
+
+
+@pytest.fixture
+def nan_run(data, model_json, tmp_path, monkeypatch):
+    """A CLI run whose 4th step has a NaN loss (checkpoints every step): (result, run directory)."""
+    forward, calls = TransformerLM.forward, []
+
+    def poisoned(self, idx, targets=None, cache=None):
+        logits, loss = forward(self, idx, targets, cache)
+        if self.training:
+            calls.append(1)
+            if len(calls) == 4:
+                loss = loss * float("nan")
+        return logits, loss
+
+    monkeypatch.setattr(TransformerLM, "forward", poisoned)
+    run = tmp_path / "run"
+    res = invoke(*flags(data=data, out=run, model=model_json, device="cpu", batch_size=4, context_length=32, max_steps=10,
+                        warmup_steps=1, eval_interval=0, eval_tokens=256, checkpoint_interval=1, log_interval=1))
+    return res, run
+
+
+def test_non_finite_loss_stops_with_an_error_and_keeps_the_last_checkpoint(nan_run):
+    res, run = nan_run
+    assert res.exit_code == 2 and isinstance(res.exception, SystemExit), (res.output, res.exception)
+    lines = res.stderr.splitlines()
+    assert len(lines) == 1 and re.match(r"Error: step \d+: the loss is nan; stopping", lines[0]) and "Traceback" not in res.output
+    assert str(run) in lines[0]
+    assert [r["step"] for r in records(run)] == [1, 2, 3] and latest_step(run) == 3
+    model, _ = load_model(run / "latest")
+    assert all(torch.isfinite(p).all() for p in model.parameters())
+
+
+def test_non_finite_loss_error_names_the_step_as_the_logs_do(nan_run):
+    assert nan_run[0].stderr.startswith("Error: step 4: the loss is nan")
+
+
+class Killed(BaseException):
+    """Stands for a SIGKILL: nothing after it runs."""
+
+
+def test_a_kill_while_deleting_an_old_checkpoint_leaves_no_half_checkpoint(data, model_json, tmp_path, monkeypatch):
+    rmtree = shutil.rmtree
+
+    def dying_rmtree(path, *args, **kwargs):
+        if not (Path(path) / "model.safetensors").exists():  # not a whole checkpoint: a temporary directory
+            return rmtree(path, *args, **kwargs)
+        (Path(path) / "model.safetensors").unlink()  # the first file gone, then the process dies
+        raise Killed
+
+    monkeypatch.setattr(shutil, "rmtree", dying_rmtree)
+    run = tmp_path / "run"
+    with pytest.raises(Killed):
+        train(config(data, run, model_json, max_steps=3, checkpoint_interval=1, keep_last=1))
+    monkeypatch.undo()
+    load_model(run / "latest")
+    for checkpoint in (run / "checkpoints").glob("step-*"):
+        load_model(checkpoint)
+
+
+# -- subprocesses: signals, kills, DDP -------------------------------------------------------------------
+
+def run_flags(data, out, model, **kw):
+    base = dict(data=data, out=out, model=model, device="cpu", batch_size=4, context_length=32, warmup_steps=1,
+                eval_interval=0, eval_tokens=256, log_interval=1)
+    return flags(**{k: v for k, v in {**base, **kw}.items() if v is not None})
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_a_signal_stops_training_with_a_checkpoint(data, model_json, tmp_path, signum):
+    run = tmp_path / "run"
+    proc = python_train(*run_flags(data, run, model_json, max_steps=100000, checkpoint_interval=100000))
+    wait_for(lambda: (run / "metrics.jsonl").exists() and len(records(run)) >= 3, proc)
+    proc.send_signal(signum)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    assert f"stopped by {signum.name}" in out and f"resume with: python -m train --out {run} --resume" in out
+    last = records(run)[-1]["step"]
+    assert latest_step(run) == last >= 3
+    load_model(run / "latest")
+
+
+def test_kill_at_random_moments_leaves_a_resumable_checkpoint(data, model_json, tmp_path):
+    run, rng = tmp_path / "run", random.Random(0)
+    args = run_flags(data, run, model_json, max_steps=100000, checkpoint_interval=1, keep_last=2)
+    for attempt in range(4):
+        proc = python_train(*(args if attempt == 0 else ["--out", run, "--resume"]))
+        reached = latest_step(run)
+        wait_for(lambda: latest_step(run) >= reached + 2, proc)
+        time.sleep(rng.uniform(0, 0.05))
+        proc.kill()
+        proc.communicate()
+        latest = (run / "latest").resolve()
+        model, tok = load_model(latest)
+        state = json.loads((latest / "trainer_state.json").read_text())
+        assert latest.name == f"step-{state['step']:06d}_tokens-{state['tokens']}" and state["step"] >= reached + 2
+        assert load_file(latest / "optimizer.safetensors")
+        for checkpoint in (run / "checkpoints").glob("step-*"):  # the latest and any newer one are whole
+            if checkpoint.name >= latest.name:
+                load_model(checkpoint)
+    proc = python_train("--out", run, "--resume")
+    reached = latest_step(run)
+    wait_for(lambda: latest_step(run) >= reached + 2, proc)
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=60) == 0
+    steps = [r["step"] for r in records(run)]
+    assert steps == list(range(1, steps[-1] + 1))  # records of killed attempts past their checkpoint are dropped
+    assert len(list((run / "checkpoints").glob("step-*"))) <= 2
+
+
+@pytest.mark.skipif(shutil.which("torchrun") is None, reason="torchrun is not on PATH")
+def test_ddp_on_two_processes_matches_one(data, model_json, tmp_path):
+    common = run_flags(data, None, model_json, batch_size=4, grad_accum=2, max_steps=4, eval_interval=2)
+    single = subprocess.run([sys.executable, "-m", "train", *common, "--out", tmp_path / "one"], cwd=ROOT, env=ENV,
+                            capture_output=True, text=True, timeout=120)
+    assert single.returncode == 0, single.stderr
+    ddp = subprocess.run(["torchrun", "--standalone", "--nproc_per_node=2", "-m", "train", *common, "--out", tmp_path / "two"],
+                         cwd=ROOT, env=ENV, capture_output=True, text=True, timeout=180)
+    assert ddp.returncode == 0, ddp.stderr[-3000:]
+    assert "cpu x 2" in ddp.stdout and ddp.stdout.count("| loss ") == 4  # rank 0 alone logs
+    for key in ("loss", "val_loss"):
+        one, two = records(tmp_path / "one", key), records(tmp_path / "two", key)
+        assert [r["step"] for r in one] == [r["step"] for r in two] and one
+        assert [r[key] for r in two] == pytest.approx([r[key] for r in one], abs=1e-5)
+    w1, w2 = weights(tmp_path / "one/latest"), weights(tmp_path / "two/latest")
+    for name in w1:
+        torch.testing.assert_close(w2[name], w1[name], atol=1e-5, rtol=0, msg=name)
+
+
+# -- bad input ------------------------------------------------------------------------------------------
+
+def base_flags(data, out, model, **kw):
+    return flags(**{**dict(data=data, out=out, model=model, device="cpu", batch_size=4, context_length=32, max_steps=1,
+                            warmup_steps=1, eval_interval=0, eval_tokens=256), **kw})
+
+
+def test_bad_data_directories(data, model_json, small_tokenizer, tmp_path):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert_input_error(invoke(*base_flags(empty, tmp_path / "r", model_json)), "--data", "tokenizer.json")
+    shutil.copy(small_tokenizer[1], empty / "tokenizer.json")
+    assert_input_error(invoke(*base_flags(empty, tmp_path / "r", model_json)), "--data", "no train shards")
+
+    from pretokenize.encode import Split, encode_corpus
+    from shared.corpus import Corpus
+
+    (tmp_path / "tiny.txt").write_text("the cat sat<|endoftext|>on the mat")
+    encode_corpus(Corpus([tmp_path / "tiny.txt"]), small_tokenizer[0], tmp_path / "tiny", split=Split(val_fraction=0.5), quiet=True)
+    assert_input_error(invoke(*base_flags(tmp_path / "tiny", tmp_path / "r", model_json, context_length=64)),
+                       "too few for one sequence of 64")
+    assert not (tmp_path / "r").exists()
+
+
+def test_bad_settings(data, model_json, tmp_path):
+    out = tmp_path / "r"
+    assert_input_error(invoke(*base_flags(data, out, model_json, context_length=128)), "--context-length 128", "64")
+    assert_input_error(invoke("--config", "no-such-preset", *base_flags(data, out, model_json)), "no-such-preset", "tiny")
+    (tmp_path / "c.json").write_text(json.dumps({"batch_size": 4, "learning_rate": 1e-3}))
+    assert_input_error(invoke("--config", tmp_path / "c.json", *base_flags(data, out, model_json)), "learning_rate")
+    assert_input_error(invoke(*base_flags(data, out, model_json, loader="shuffled")), "--loader", "sequential")
+    assert_input_error(invoke(*base_flags(data, out, model_json, grad_accum=0)), "--grad-accum")
+    with pytest.raises(InputError, match="--batch-size 3: not divisible among 2 processes"):
+        Trainer(config(data, out, model_json, batch_size=3), False, 0, 2, torch.device("cpu"), False)
+    assert not out.exists()
+
+
+def test_shards_of_another_tokenizer_are_refused(data, model_json, small_tokenizer, tmp_path):
+    from pretokenize.encode import Split, encode_corpus
+    from shared.corpus import Corpus
+    from tokenizer import Tokenizer, train_bpe
+
+    text = english_like(20_000, seed=5).replace("the", "thy")
+    (tmp_path / "other.txt").write_text("<|endoftext|>".join(text[i : i + 5000] for i in range(0, len(text), 5000)))
+    other = train_bpe(Corpus([tmp_path / "other.txt"]), 450, quiet=True)
+    other.save(tmp_path / "other.json")
+    other = Tokenizer.from_file(tmp_path / "other.json")
+    ours = small_tokenizer[0]
+    assert other.vocab_size == ours.vocab_size and other.fingerprint != ours.fingerprint
+    encode_corpus(Corpus([tmp_path / "other.txt"]), other, tmp_path / "mixed", split=Split(val_fraction=0.1), quiet=True)
+    shutil.copy(small_tokenizer[1], tmp_path / "mixed/tokenizer.json")  # shards of one tokenizer, another's tokenizer.json
+    assert_input_error(invoke(*base_flags(tmp_path / "mixed", tmp_path / "r", model_json)), other.fingerprint, ours.fingerprint)
+
+
+def test_plain_llmc_shards_train_with_a_warning(data, model_json, tmp_path):
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    shutil.copy(data / "tokenizer.json", plain)
+    for path in data.glob("*.bin"):
+        raw = path.read_bytes()
+        header = ShardHeader.from_bytes(raw, path)
+        (plain / path.name).write_bytes(ShardHeader(header.dtype, header.num_tokens).to_bytes() + raw[1024:])
+    res = invoke(*base_flags(plain, tmp_path / "r", model_json, max_steps=2))
+    assert res.exit_code == 0, (res.output, res.exception)
+    assert "warning:" in res.stderr and "plain llm.c shard" in res.stderr and "fingerprint" in res.stderr
+    assert len(records(tmp_path / "r")) == 2
+
+
+# -- the CLI end to end ---------------------------------------------------------------------------------
+
+def test_cli_trains_logs_checkpoints_and_samples(data, model_json, tmp_path):
+    from sample.cli import cli as sample_cli
+
+    run = tmp_path / "runs/NAME"
+    res = invoke(*flags(data=data, out=run, model=model_json, device="cpu", batch_size=8, context_length=32, max_steps=30,
+                        lr=3e-3, warmup_steps=5, eval_interval=10, eval_tokens=512, log_interval=5, checkpoint_interval=10,
+                        keep_last=2, sample_interval=15, sample_tokens=8))
+    assert res.exit_code == 0, (res.output, res.exception)
+    assert "step 30/30" in res.stdout and f"saved {run}/checkpoints/step-000030_tokens-{30 * 8 * 32}" in res.stdout
+    logs = records(run)
+    assert [r["step"] for r in logs] == [1, 5, 10, 15, 20, 25, 30]
+    assert all({"loss", "lr", "grad_norm", "tokens", "ppl"} <= r.keys() for r in logs)
+    assert logs[-1]["tokens"] == 30 * 8 * 32 and logs[-1]["lr"] == pytest.approx(1e-4)
+    assert logs[-1]["loss"] < logs[0]["loss"] - 0.5
+    val = records(run, "val_loss")
+    assert [r["step"] for r in val] == [10, 20, 30] and val[-1]["val_loss"] < val[0]["val_loss"]
+    assert [r["step"] for r in records(run, "sample")] == [15, 30]
+    assert sorted(p.name for p in (run / "checkpoints").iterdir()) == ["step-000020_tokens-5120", "step-000030_tokens-7680"]
+    assert json.loads((run / "config.json").read_text())["max_steps"] == 30
+    model, tok = load_model(run / "latest")
+    assert model.config.d_model == 32 and tok.vocab_size == 450
+    res = CliRunner().invoke(sample_cli, ["--checkpoint", str(run / "latest"), "--prompt", "the cat", "--max-new-tokens", "8",
+                                          "--seed", "1", "--device", "cpu"])
+    assert res.exit_code == 0, (res.output, res.exception)
+    assert res.stdout.startswith("the cat") and len(res.stdout) > len("the cat\n")

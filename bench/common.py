@@ -1,7 +1,10 @@
 """What the benchmarks share: reading documents the way shared/corpus.py does, the memory of
 a process tree, and the machine's CPU."""
+import json
 import os
 import platform
+import subprocess
+import sys
 from collections import defaultdict
 from pathlib import Path
 
@@ -46,3 +49,20 @@ def cpu():
     with open("/proc/cpuinfo") as f:
         model = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), "unknown")
     return f"{os.cpu_count()} CPUs ({model}), Python {platform.python_version()}"
+
+
+def run_child(script, args):
+    """Run `script _one ARGS...` (a benchmark's measuring child) and return the JSON it prints last."""
+    cmd = [sys.executable, script, "_one", *map(str, args)]
+    result = subprocess.run(cmd, stdout=subprocess.PIPE, text=True)
+    if result.returncode:
+        sys.exit(f"error: child {' '.join(cmd)} failed with exit status {result.returncode}")
+    return json.loads(result.stdout.splitlines()[-1])
+
+
+def torch_machine(threads):
+    """The machine line of the benchmarks that run torch models."""
+    import torch
+    import transformers
+
+    return f"machine: {cpu()}, {threads} torch threads, torch {torch.__version__}, transformers {transformers.__version__}"

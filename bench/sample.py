@@ -27,17 +27,15 @@ the exit status is 1 if not.
 import argparse
 import json
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
-from importlib.metadata import version
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[0] = str(ROOT)  # not bench/: so that `sample` is our package
 
-from bench.common import EOT, cpu  # noqa: E402 (after the path is set)
+from bench.common import EOT, run_child, torch_machine  # noqa: E402 (after the path is set)
 MODEL = dict(vocab_size=10000, context_length=512, d_model=256, n_layers=4, n_heads=4, d_ff=688, tie_embeddings=False)
 MODES = ("ours", "hf", "ours_nocache", "hf_nocache")
 TEMPERATURE, TOP_P, TOP_K = 0.8, 0.9, None
@@ -177,21 +175,6 @@ def child_main(argv):
 # -- parent --------------------------------------------------------------------------------------
 
 
-def run_child(args):
-    cmd = [sys.executable, __file__, "_one", *map(str, args)]
-    result = subprocess.run(cmd, stdout=subprocess.PIPE, text=True)
-    if result.returncode:
-        sys.exit(f"error: child {' '.join(cmd)} failed with exit status {result.returncode}")
-    return json.loads(result.stdout.splitlines()[-1])
-
-
-def machine(threads):
-    import torch
-    import transformers
-
-    return (f"machine: {cpu()}, {threads} torch threads, torch {torch.__version__}, "
-            f"transformers {transformers.__version__}, safetensors {version('safetensors')}")
-
 
 def main():
     if sys.argv[1:2] == ["_one"]:
@@ -205,7 +188,7 @@ def main():
     a = parser.parse_args()
     if a.prompt_tokens + a.new_tokens > MODEL["context_length"]:
         parser.error(f"--prompt-tokens + --new-tokens must fit the context ({MODEL['context_length']})")
-    print(machine(a.threads))
+    print(torch_machine(a.threads))
     print(f"model: random Llama-style, hidden {MODEL['d_model']}, {MODEL['n_layers']} layers, {MODEL['n_heads']} heads, "
           f"d_ff {MODEL['d_ff']}, vocab {MODEL['vocab_size']}, context {MODEL['context_length']}, untied, float32, CPU")
     print(f"batch 1, prompt {a.prompt_tokens} tokens, {a.new_tokens} new tokens, temperature {TEMPERATURE}, "
@@ -214,11 +197,11 @@ def main():
               "--repeat", 1, "--seed", a.seed]
     with tempfile.TemporaryDirectory(prefix="bench-sample-") as tmp:
         build(Path(tmp), a.seed)
-        greedy = run_child(["greedy", tmp, *common])
+        greedy = run_child(__file__, ["greedy", tmp, *common])
         runs = {mode: [] for mode in MODES}
         for r in range(a.repeat):
             for mode in MODES:
-                runs[mode] += run_child([mode, tmp, *common])["seconds"]
+                runs[mode] += run_child(__file__, [mode, tmp, *common])["seconds"]
                 print(f"  round {r + 1}/{a.repeat}: {mode} {runs[mode][-1]:.3f} s", file=sys.stderr)
     seconds = {mode: statistics.median(s) for mode, s in runs.items()}
     same = greedy["ours"] == greedy["hf"] == greedy["ours_nocache"]

@@ -35,7 +35,8 @@ class AdamW:
                 if p.grad is None:
                     continue
                 m, v = self.exp_avg[name], self.exp_avg_sq[name]
-                p.mul_(1 - lr * weight_decay)
+                if weight_decay:
+                    p.mul_(1 - lr * weight_decay)
                 m.lerp_(p.grad, 1 - beta1)
                 v.mul_(beta2).addcmul_(p.grad, p.grad, value=1 - beta2)
                 denom = (v.sqrt() / math.sqrt(bias2)).add_(self.eps)

@@ -51,7 +51,10 @@ def train(config: TrainConfig, resume=False):
     if ddp:
         dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
     try:
-        return Trainer(config, resume, rank, world, device, ddp).run()
+        steps = Trainer(config, resume, rank, world, device, ddp).run()
+        if ddp:
+            dist.barrier()  # rank 0 may still be writing the last checkpoint: gloo aborts if a peer leaves first
+        return steps
     finally:
         if ddp:
             dist.destroy_process_group()

@@ -5,6 +5,7 @@ from pathlib import Path
 
 import click
 
+from shared.cli import DefaultGroup
 from shared.corpus import DEFAULT_SEPARATOR, Corpus
 from shared.errors import InputError
 from shared.shards import MANIFEST, MAX_TOKENS, SHARD_NAME, ShardError, open_shard, read_header, read_manifest, shard_paths, verify_shard
@@ -14,16 +15,7 @@ from .encode import DEFAULT_EOT, DEFAULT_SHARD_TOKENS, Split, encode_corpus
 SHOWN_TOKENS = 32  # tokens decoded by `inspect`
 
 
-class _EncodeByDefault(click.Group):
-    """`pretokenize --tokenizer ...` means `pretokenize encode --tokenizer ...`."""
-
-    def parse_args(self, ctx, args):
-        if args and args[0] not in self.commands and args[0] not in ctx.help_option_names:
-            args = ["encode", *args]
-        return super().parse_args(ctx, args)
-
-
-@click.group(cls=_EncodeByDefault, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.group(cls=DefaultGroup, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 def cli():
     """Encode text corpora into llm.c-format token shards (`encode`, the default command),
     then `inspect` or `verify` them."""

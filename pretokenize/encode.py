@@ -129,6 +129,7 @@ class _Shards:
         self.open_writers, self.finished = {}, []  # finished: (split, writer, header)
         self.count = 0
         self.created_dir = not out_dir.exists()
+        self.unigrams = {split: np.zeros(tokenizer.vocab_size, np.int64) for split in ("val", "train")}  # token counts
 
     def begin(self):
         self.out_dir.mkdir(parents=True, exist_ok=True)
@@ -140,6 +141,7 @@ class _Shards:
     def write(self, split, tokens, doc_ends):
         """Append tokens to the split, starting new shards as they fill; `doc_ends` are the
         offsets (sorted) in `tokens` just after each document that ends there."""
+        self.unigrams[split] += np.bincount(tokens, minlength=len(self.unigrams[split]))
         done = 0
         while done < len(tokens):
             writer = self.open_writers.get(split) or self._open(split)
@@ -294,7 +296,8 @@ def _manifest(shards, corpus, tokenizer, tokenizer_source, eot_token, eot_id, sp
         "split": split.describe(),
         "sources": [{"path": str(p), "bytes": p.stat().st_size} for p in corpus.paths],
         "invalid_utf8_replaced": corpus.invalid_utf8,
-        "totals": {name: {"documents": docs, "tokens": tokens} for name, (docs, tokens) in counts.items()},
+        "totals": {name: {"documents": docs, "tokens": tokens, "unigram_entropy": _entropy(shards.unigrams[name])}
+                   for name, (docs, tokens) in counts.items()},
         "shards": [
             {"file": writer.path.name, "split": name, "tokens": header.num_tokens,
              "documents": header.num_docs, "crc32": f"{header.checksum:08x}"}
@@ -302,3 +305,9 @@ def _manifest(shards, corpus, tokenizer, tokenizer_source, eot_token, eot_id, sp
         ],
     }
 
+
+def _entropy(counts):
+    """The entropy of the tokens' unigram distribution, in nats per token: the loss of a model
+    that knows only token frequencies, the baseline a trained model's loss must beat."""
+    p = counts[counts > 0] / counts.sum()
+    return round(float(-(p * np.log(p)).sum()), 6)

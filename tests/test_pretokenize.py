@@ -200,7 +200,11 @@ def test_small_shards_names_counts_and_manifest(tmp_path, tok, tok_path):
             assert (h.vocab_size, h.eot_id, h.fingerprint) == (450, eot, tok.fingerprint)
             assert h.num_docs == int((open_shard(p).tokens == eot).sum())  # documents ending in this shard
         totals = manifest["totals"][split]
-        assert totals == {"documents": sum(h.num_docs for h in headers), "tokens": sum(h.num_tokens for h in headers)}
+        tokens = np.concatenate([open_shard(p).tokens for p in paths])
+        p = np.bincount(tokens) / len(tokens)
+        entropy = -(p[p > 0] * np.log(p[p > 0])).sum()
+        assert totals == {"documents": sum(h.num_docs for h in headers), "tokens": sum(h.num_tokens for h in headers),
+                          "unigram_entropy": pytest.approx(entropy, abs=1e-6)}
     assert sum(t["documents"] for t in manifest["totals"].values()) == len(docs)
     for e in entries:
         h = read_header(out / e["file"])

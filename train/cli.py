@@ -3,8 +3,12 @@
 Every setting of train.config.TrainConfig has a flag (`--batch-size`, `--lr`, ...); a flag
 overrides the --config preset or file, which overrides the defaults.
 """
+import json
+from pathlib import Path
+
 import click
 
+from shared.cli import DefaultGroup
 from shared.errors import InputError
 
 from .config import HELP, TrainConfig, load_train_config, option_specs, preset_names
@@ -22,11 +26,16 @@ def _setting_options(command):
     return command
 
 
-@click.command(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110})
+@click.group(cls=DefaultGroup, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110})
+def cli():
+    """Train a model on token shards (`run`, the default command), then `plot` its metrics."""
+
+
+@cli.command("run")
 @click.option("--config", "config_name", metavar="PRESET|FILE", help=f"Settings: a preset ({', '.join(preset_names())}) or a JSON file.")
 @click.option("--resume", is_flag=True, help="Continue the run in --out from its latest checkpoint, with its saved settings.")
 @_setting_options
-def cli(config_name, resume, **settings):
+def run(config_name, resume, **settings):
     """Train a Llama-style model on the shards of a pretokenize directory; checkpoints and
     metrics go to --out. Multi-GPU: torchrun --nproc_per_node=N -m train ..."""
     from .trainer import load_run_config, train
@@ -41,6 +50,43 @@ def cli(config_name, resume, **settings):
     else:
         config = load_train_config(config_name, overrides)
     train(config.check(), resume=resume)
+
+
+@cli.command()
+@click.argument("run_dir", metavar="RUN", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), help="The PNG to write.  [default: RUN/loss.png]")
+def plot(run_dir, out):
+    """Plot training and validation loss against tokens, with the learning rate, from RUN/metrics.jsonl."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        raise InputError("plot: matplotlib is not installed (pip install matplotlib, or pip install -e '.[plot]')") from None
+    metrics = run_dir / "metrics.jsonl"
+    if not metrics.is_file():
+        raise InputError(f"{run_dir}: no metrics.jsonl (not a run directory?)")
+    records = [json.loads(line) for line in metrics.read_text().splitlines() if line.strip()]
+    train = [r for r in records if "loss" in r]
+    val = [r for r in records if "val_loss" in r]
+    if not train:
+        raise InputError(f"{metrics}: no training records yet")
+    fig, loss_axis = plt.subplots(figsize=(9, 5))
+    loss_axis.plot([r["tokens"] for r in train], [r["loss"] for r in train], label="train loss", color="tab:blue")
+    if val:
+        loss_axis.plot([r["tokens"] for r in val], [r["val_loss"] for r in val], "o-", label="validation loss", color="tab:orange")
+    loss_axis.set_xlabel("tokens")
+    loss_axis.set_ylabel("loss (nats per token)")
+    lr_axis = loss_axis.twinx()
+    lr_axis.plot([r["tokens"] for r in train], [r["lr"] for r in train], label="learning rate", color="tab:gray", alpha=0.5)
+    lr_axis.set_ylabel("learning rate")
+    fig.legend(loc="upper right")
+    loss_axis.set_title(str(run_dir))
+    fig.tight_layout()
+    out = out or run_dir / "loss.png"
+    fig.savefig(out, dpi=120)
+    click.echo(f"wrote {out}")
 
 
 def main():

@@ -30,6 +30,7 @@ from model.info import model_cost
 from model.model import TransformerLM
 from shared.errors import InputError
 from shared.files import atomic_write
+from shared.shards import read_manifest
 
 from .config import RESUME_FIXED, TrainConfig
 from .data import Loader, ShardData, data_tokenizer, eval_sequences
@@ -135,7 +136,9 @@ class Trainer:
                 self._log_step(loss, grad_norm, lr, timed_tokens / (now - last_log), now - start_time)
                 timed_tokens, last_log = 0, now
             if (config.eval_interval and self.step % config.eval_interval == 0) or last:
-                self._evaluate()
+                val_loss = self._evaluate()
+                if last:
+                    self._compare_with_unigram(val_loss)
             if config.sample_interval and self.step % config.sample_interval == 0 and self.master:
                 self._sample()
             if last or stopping or self._checkpoint_due():
@@ -206,6 +209,14 @@ class Trainer:
                      f"step {self.step} | val loss {val_loss:.4f} | val ppl {math.exp(min(val_loss, 50)):.2f} "
                      f"({int(sums[1].item()) * self.context:,} tokens)")
         return val_loss
+
+    def _compare_with_unigram(self, val_loss):
+        """The final validation loss beside the loss of a model that knows only token frequencies."""
+        totals = (read_manifest(self.config.data) or {}).get("totals", {}).get("train", {})
+        if "unigram_entropy" in totals:
+            entropy = totals["unigram_entropy"]
+            self._log(f"final validation loss {val_loss:.4f} nats/token; unigram entropy of the training tokens "
+                      f"{entropy:.4f} (a model that knows only token frequencies): {entropy - val_loss:+.4f} learned")
 
     def _sample(self):
         from sample.generate import generate

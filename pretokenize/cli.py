@@ -148,5 +148,18 @@ def verify(path):
     click.echo(f"{path}: {len(paths)} shard(s) verified")
 
 
+@cli.command()
+@click.argument("dataset", metavar="DATASET")
+@click.option("--out-dir", metavar="DIR", help="Where the files go.  [default: data/DATASET]")
+@click.option("--quiet", "-q", is_flag=True, help="No progress display.")
+def download(dataset, out_dir, quiet):
+    """Download a public corpus (tinystories, fineweb-edu: a 10BT-sample parquet file), resumable,
+    checked against the SHA-256 the server publishes."""
+    from .download import download_dataset
+
+    for path in download_dataset(dataset, out_dir or f"data/{dataset}", quiet):
+        click.echo(f"{path}: {path.stat().st_size / 1e6:,.1f} MB")
+
+
 def main():
     cli(prog_name="pretokenize")

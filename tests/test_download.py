@@ -1,0 +1,82 @@
+"""pretokenize download: resume with Range, SHA-256 check against the published hash, a clear error offline."""
+import hashlib
+import io
+import urllib.error
+
+import pytest
+from click.testing import CliRunner
+
+import pretokenize.download as dl
+from pretokenize.cli import cli
+from tests.conftest import assert_input_error
+
+PAYLOAD = bytes(range(256)) * 5000  # 1.28 MB: two read chunks
+
+
+class FakeResponse(io.BytesIO):
+    def __init__(self, body, status, headers):
+        super().__init__(body)
+        self.status, self.headers = status, headers
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+class FakeServer:
+    """Serves PAYLOAD with its SHA-256 in X-Linked-Etag; honours Range; can die after some bytes."""
+
+    def __init__(self, published=None, die_after=None):
+        self.published = published or hashlib.sha256(PAYLOAD).hexdigest()
+        self.die_after, self.ranges = die_after, []
+
+    def __call__(self, request, timeout=None):
+        headers = {"X-Linked-Etag": f'"{self.published}"', "X-Linked-Size": str(len(PAYLOAD))}
+        if request.get_method() == "HEAD":
+            return FakeResponse(b"", 200, headers)
+        start = int(request.headers.get("Range", "bytes=0-")[6:-1])
+        self.ranges.append(start)
+        body = PAYLOAD[start:]
+        if self.die_after is not None:
+            body, self.die_after = body[: self.die_after], None
+            response = FakeResponse(body, 206 if start else 200, headers)
+            real_read = response.read
+            response.read = lambda n=-1: real_read(n) or (_ for _ in ()).throw(ConnectionResetError("connection reset"))
+            return response
+        return FakeResponse(body, 206 if start else 200, headers)
+
+
+def test_download_resumes_and_checks(tmp_path, monkeypatch):
+    server = FakeServer(die_after=300_000)
+    monkeypatch.setattr(dl.urllib.request, "urlopen", server)
+    target = tmp_path / "corpus.txt"
+    with pytest.raises(dl.InputError, match="run again to resume"):
+        dl.download("https://example.org/corpus.txt", target, quiet=True)
+    assert not target.exists() and (tmp_path / "corpus.txt.part").stat().st_size == 300_000
+    dl.download("https://example.org/corpus.txt", target, quiet=True)
+    assert server.ranges == [0, 300_000]  # the second request asked only for the rest
+    assert target.read_bytes() == PAYLOAD and not (tmp_path / "corpus.txt.part").exists()
+    dl.download("https://example.org/corpus.txt", target, quiet=True)  # checked already: nothing fetched
+    assert server.ranges == [0, 300_000]
+
+
+def test_download_refuses_a_wrong_hash(tmp_path, monkeypatch):
+    monkeypatch.setattr(dl.urllib.request, "urlopen", FakeServer(published="0" * 64))
+    with pytest.raises(dl.InputError, match="SHA-256"):
+        dl.download("https://example.org/corpus.txt", tmp_path / "corpus.txt", quiet=True)
+    assert list(tmp_path.iterdir()) == []  # nothing that looks complete, no partial file either
+
+
+def test_offline_is_one_clear_line(tmp_path, monkeypatch):
+    def offline(request, timeout=None):
+        raise urllib.error.URLError("Name or service not known")
+
+    monkeypatch.setattr(dl.urllib.request, "urlopen", offline)
+    res = CliRunner().invoke(cli, ["download", "tinystories", "--out-dir", str(tmp_path)])
+    assert_input_error(res, "huggingface.co", "offline")
+
+
+def test_unknown_dataset():
+    assert_input_error(CliRunner().invoke(cli, ["download", "wikipedia"]), "wikipedia", "tinystories", "fineweb-edu")

@@ -7,7 +7,10 @@
 PYTHON     ?= python3
 VENV       ?= .venv
 TORCH      ?= torch==2.13.0
-CORPUS     ?= data/corpus.txt
+CORPUS     ?= data/stories.txt
+CORPUS_SIZE ?= 10MB
+DATASET    ?= tinystories
+DEMO       ?= out/demo
 VOCAB_SIZE ?= 4096
 TOKENIZER  ?= out/tokenizer.json
 DATA       ?= out/$(basename $(notdir $(CORPUS)))
@@ -22,11 +25,11 @@ BENCH_DATA ?= data/bench
 
 PY := $(VENV)/bin/python
 
-.PHONY: help install test bench tokenizer encode train sample
+.PHONY: help install demo test bench corpus data tokenizer encode train sample plot
 
 help: ## List the targets and their variables.
 	@grep -E '^[a-z]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
-	@echo "variables: CORPUS=$(CORPUS) VOCAB_SIZE=$(VOCAB_SIZE) TOKENIZER=$(TOKENIZER) DATA=$(DATA) CONFIG=$(CONFIG)"
+	@echo "variables: CORPUS=$(CORPUS) CORPUS_SIZE=$(CORPUS_SIZE) DATASET=$(DATASET) VOCAB_SIZE=$(VOCAB_SIZE) TOKENIZER=$(TOKENIZER) DATA=$(DATA) CONFIG=$(CONFIG)"
 	@echo "           RUN=$(RUN) GPUS=$(GPUS) ARGS='$(ARGS)' CKPT=$(CKPT) PROMPT='$(PROMPT)' WORKERS=$(WORKERS)"
 	@echo "           BENCH_DATA=$(BENCH_DATA)"
 
@@ -38,6 +41,14 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip install -q -e ".[test]"
 	touch $@
 
+demo: install ## The whole pipeline offline on CPU: stories -> tokenizer -> shards -> tiny model -> samples, in DEMO.
+	rm -rf $(DEMO) && mkdir -p $(DEMO)
+	$(PY) -m stories --out $(DEMO)/stories.txt --size 10MB --seed 0
+	$(PY) -m tokenizer train --input $(DEMO)/stories.txt --vocab-size 2048 --out $(DEMO)/tokenizer.json --workers $(WORKERS)
+	$(PY) -m pretokenize --tokenizer $(DEMO)/tokenizer.json --input $(DEMO)/stories.txt --out-dir $(DEMO)/stories --workers $(WORKERS)
+	$(PY) -m train --config tiny --data $(DEMO)/stories --out $(DEMO)/run
+	$(PY) -m sample --checkpoint $(DEMO)/run/latest --prompt "Once upon a time" --num-samples 3 --max-new-tokens 120 --seed 0
+
 test: install ## Run the test suite (CPU only, a few minutes on 2 cores).
 	$(PY) -m pytest
 
@@ -46,6 +57,12 @@ bench: install ## Benchmarks against the reference clients; corpora from ../shar
 	$(PY) bench/encode.py $(BENCH_DATA)/corpus_5mb.txt $(BENCH_DATA)/corpus_36mb.txt --workers 1 2
 	$(PY) bench/sample.py
 	$(PY) bench/train.py
+
+corpus: install ## Generate CORPUS_SIZE of simple English stories (the embedded corpus) into CORPUS.
+	$(PY) -m stories --out $(CORPUS) --size $(CORPUS_SIZE)
+
+data: install ## Download DATASET (tinystories | fineweb-edu) into data/DATASET; then CORPUS=data/DATASET.
+	$(PY) -m pretokenize download $(DATASET) --out-dir data/$(DATASET)
 
 tokenizer: install ## Train a byte-level BPE on CORPUS with VOCAB_SIZE tokens, written to TOKENIZER.
 	$(PY) -m tokenizer train --input $(CORPUS) --vocab-size $(VOCAB_SIZE) --out $(TOKENIZER) --workers $(WORKERS)
@@ -59,3 +76,6 @@ train: install ## Train the CONFIG preset on DATA into RUN; GPUS=N>1 runs torchr
 
 sample: install ## Continue PROMPT with the checkpoint CKPT.
 	$(PY) -m sample --checkpoint $(CKPT) --prompt "$(PROMPT)"
+
+plot: install ## Plot RUN's training and validation loss and learning rate to RUN/loss.png (needs matplotlib).
+	$(PY) -m train plot $(RUN)

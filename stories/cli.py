@@ -1,0 +1,48 @@
+"""`stories` (or `python -m stories`): write a corpus of generated stories. Run `python -m stories --help`."""
+import re
+import time
+from decimal import Decimal
+from pathlib import Path
+
+import click
+
+from shared.errors import InputError
+
+from .generate import write_corpus
+
+UNITS = {"": 1, "b": 1, "k": 10**3, "kb": 10**3, "m": 10**6, "mb": 10**6, "g": 10**9, "gb": 10**9,
+         "kib": 2**10, "mib": 2**20, "gib": 2**30}
+SIZE = re.compile(r"(\d+(?:\.\d*)?|\.\d+)\s*([a-z]*)")
+
+
+def parse_size(text: str) -> int:
+    """'500KB' -> 500_000, '10MB' -> 10_000_000, '1GB', '1.5MiB', '12345' (bytes)."""
+    m = SIZE.fullmatch(text.strip().lower())
+    if m is None or m.group(2) not in UNITS:
+        raise InputError(f"--size {text!r}: expected a number of bytes or a size like 500KB, 10MB, 1GB")
+    size = int(Decimal(m.group(1)) * UNITS[m.group(2)])
+    if size < 1:
+        raise InputError(f"--size {text!r}: expected at least 1 byte")
+    return size
+
+
+@click.command(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.option("--out", default="data/stories.txt", show_default=True, metavar="PATH", help="The corpus file to write (its directory is created).")
+@click.option("--size", default="10MB", show_default=True, help="Stop at the first story that reaches this size: 500KB, 10MB, 1GB (powers of 1000; KiB/MiB/GiB: of 1024) or bytes.")
+@click.option("--seed", type=int, default=0, show_default=True, help="The same seed and size give the same bytes.")
+def cli(out, size, seed):
+    """Write simple English stories separated by <|endoftext|>: the demo corpus."""
+    size_bytes = parse_size(size)
+    start = time.perf_counter()
+    words = set()
+    try:
+        Path(out).parent.mkdir(parents=True, exist_ok=True)
+        n_stories, n_bytes = write_corpus(out, size_bytes, seed=seed, words=words)
+    except OSError as e:
+        raise InputError(f"--out {out}: {e.strerror or e}") from None
+    click.echo(f"wrote {out}: {n_stories:,} stories, {n_bytes / 1e6:,.2f} MB, {len(words):,} distinct words, "
+               f"in {time.perf_counter() - start:.1f} s")
+
+
+def main():
+    cli(prog_name="stories")

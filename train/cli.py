@@ -81,7 +81,8 @@ def plot(run_dir, out):
     lr_axis = loss_axis.twinx()
     lr_axis.plot([r["tokens"] for r in train], [r["lr"] for r in train], label="learning rate", color="tab:gray", alpha=0.5)
     lr_axis.set_ylabel("learning rate")
-    fig.legend(loc="upper right")
+    handles = loss_axis.get_lines() + lr_axis.get_lines()
+    loss_axis.legend(handles, [h.get_label() for h in handles], loc="center right")
     loss_axis.set_title(str(run_dir))
     fig.tight_layout()
     out = out or run_dir / "loss.png"

@@ -215,8 +215,8 @@ class Trainer:
         totals = (read_manifest(self.config.data) or {}).get("totals", {}).get("train", {})
         if "unigram_entropy" in totals:
             entropy = totals["unigram_entropy"]
-            self._log(f"final validation loss {val_loss:.4f} nats/token; unigram entropy of the training tokens "
-                      f"{entropy:.4f} (a model that knows only token frequencies): {entropy - val_loss:+.4f} learned")
+            self._log(f"final validation loss {val_loss:.4f} nats/token, {entropy - val_loss:.4f} below the unigram entropy "
+                      f"of the training tokens ({entropy:.4f}: the loss of a model that knows only token frequencies)")
 
     def _sample(self):
         from sample.generate import generate

@@ -61,13 +61,17 @@ bench: install ## Benchmarks against the reference clients; corpora from ../shar
 corpus: install ## Generate CORPUS_SIZE of simple English stories (the embedded corpus) into CORPUS.
 	$(PY) -m stories --out $(CORPUS) --size $(CORPUS_SIZE)
 
+# The default corpus is made when a stage needs it and it is missing; any other CORPUS is yours.
+data/stories.txt: | $(VENV)/.installed
+	$(PY) -m stories --out $@ --size $(CORPUS_SIZE)
+
 data: install ## Download DATASET (tinystories | fineweb-edu) into data/DATASET; then CORPUS=data/DATASET.
 	$(PY) -m pretokenize download $(DATASET) --out-dir data/$(DATASET)
 
-tokenizer: install ## Train a byte-level BPE on CORPUS with VOCAB_SIZE tokens, written to TOKENIZER.
+tokenizer: install $(filter data/stories.txt,$(CORPUS)) ## Train a byte-level BPE on CORPUS with VOCAB_SIZE tokens, written to TOKENIZER.
 	$(PY) -m tokenizer train --input $(CORPUS) --vocab-size $(VOCAB_SIZE) --out $(TOKENIZER) --workers $(WORKERS)
 
-encode: install ## Encode CORPUS with TOKENIZER into train/val token shards in DATA.
+encode: install $(filter data/stories.txt,$(CORPUS)) ## Encode CORPUS with TOKENIZER into train/val token shards in DATA.
 	$(PY) -m pretokenize --tokenizer $(TOKENIZER) --input $(CORPUS) --out-dir $(DATA) --workers $(WORKERS)
 
 train: install ## Train the CONFIG preset on DATA into RUN; GPUS=N>1 runs torchrun; ARGS adds flags (e.g. --resume).

@@ -11,6 +11,7 @@ from pretokenize.cli import cli as pretokenize_cli
 from sample.cli import cli as sample_cli
 from stories.generate import write_corpus
 from tokenizer.cli import cli as tokenizer_cli
+from tests.conftest import assert_input_error
 from train.cli import cli as train_cli
 
 MODEL = {"context_length": 64, "d_model": 64, "n_layers": 2, "n_heads": 4, "d_ff": 160, "tie_embeddings": True, "vocab_size": 1}
@@ -72,3 +73,18 @@ def test_text_to_model_and_back(tmp_path):
     ours, _ = load_model(run / "latest")
     with torch.no_grad():
         assert torch.allclose(hf(ids).logits, ours.eval()(ids)[0], atol=1e-4)
+
+
+def test_plot_without_matplotlib_says_how_to_get_it(tmp_path, monkeypatch):
+    import builtins
+
+    real_import = builtins.__import__
+
+    def no_matplotlib(name, *args, **kwargs):
+        if name.startswith("matplotlib"):
+            raise ImportError(name)
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_matplotlib)
+    res = CliRunner().invoke(train_cli, ["plot", str(tmp_path)])
+    assert_input_error(res, "matplotlib is not installed", "pip install")

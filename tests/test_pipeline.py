@@ -10,8 +10,8 @@ from model.cli import cli as model_cli
 from pretokenize.cli import cli as pretokenize_cli
 from sample.cli import cli as sample_cli
 from stories.generate import write_corpus
-from tokenizer.cli import cli as tokenizer_cli
 from tests.conftest import assert_input_error
+from tokenizer.cli import cli as tokenizer_cli
 from train.cli import cli as train_cli
 
 MODEL = {"context_length": 64, "d_model": 64, "n_layers": 2, "n_heads": 4, "d_ff": 160, "tie_embeddings": True, "vocab_size": 1}

@@ -2,10 +2,10 @@
 from __future__ import annotations
 
 import dataclasses
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
+import shared.config
 from shared.errors import InputError
 
 PRESETS_DIR = Path(__file__).parent / "presets"
@@ -62,25 +62,11 @@ class ModelConfig:
 
 
 def preset_names() -> list[str]:
-    return sorted(p.stem for p in PRESETS_DIR.glob("*.json"))
+    return shared.config.preset_names(PRESETS_DIR)
 
 
 def load_config(name_or_path) -> ModelConfig:
     """A preset by name (see `preset_names()`) or a JSON file: a model config, or a file with
-    one under the key "model" (as checkpoints and training configs have)."""
-    path = Path(name_or_path)
-    if not path.suffix and not path.exists():
-        path = PRESETS_DIR / f"{name_or_path}.json"
-        if not path.exists():
-            raise InputError(f"--config {name_or_path}: no such preset (presets: {', '.join(preset_names())}) or file")
-    try:
-        data = json.loads(path.read_text())
-    except OSError as e:
-        raise InputError(f"--config {path}: cannot read ({e.strerror})") from None
-    except ValueError as e:
-        raise InputError(f"--config {path}: not valid JSON ({e})") from None
-    if isinstance(data, dict) and isinstance(data.get("model"), dict):
-        data = data["model"]
-    if not isinstance(data, dict):
-        raise InputError(f"--config {path}: expected a JSON object of model settings")
-    return ModelConfig.from_dict(data, source=str(path))
+    one under the key "model" (as checkpoints have)."""
+    settings, path = shared.config.read_settings(name_or_path, PRESETS_DIR, "model settings")
+    return ModelConfig.from_dict(settings, source=str(path))

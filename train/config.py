@@ -7,6 +7,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+import shared.config
 from shared.errors import InputError
 
 PRESETS_DIR = Path(__file__).parent / "presets"
@@ -129,26 +130,14 @@ HELP = {
 
 
 def preset_names():
-    return sorted(p.stem for p in PRESETS_DIR.glob("*.json"))
+    return shared.config.preset_names(PRESETS_DIR)
 
 
 def load_train_config(name_or_path=None, overrides=None) -> TrainConfig:
     """A preset or JSON file of settings (unknown keys are errors), then `overrides` on top."""
     settings = {}
     if name_or_path is not None:
-        path = Path(name_or_path)
-        if not path.suffix and not path.exists():
-            path = PRESETS_DIR / f"{name_or_path}.json"
-            if not path.exists():
-                raise InputError(f"--config {name_or_path}: no such preset (presets: {', '.join(preset_names())}) or file")
-        try:
-            settings = json.loads(path.read_text())
-        except OSError as e:
-            raise InputError(f"--config {path}: cannot read ({e.strerror})") from None
-        except ValueError as e:
-            raise InputError(f"--config {path}: not valid JSON ({e})") from None
-        if not isinstance(settings, dict):
-            raise InputError(f"--config {path}: expected a JSON object of training settings")
+        settings, path = shared.config.read_settings(name_or_path, PRESETS_DIR, "training settings")
         unknown = sorted(set(settings) - set(FIELDS))
         if unknown:
             raise InputError(f"--config {path}: unknown setting {unknown[0]!r} (known: {', '.join(FIELDS)})")

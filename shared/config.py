@@ -1,0 +1,30 @@
+"""Settings files: a preset shipped with a package, named, or any JSON file, by its path."""
+import json
+from pathlib import Path
+
+from shared.errors import InputError
+
+
+def preset_names(presets_dir) -> list[str]:
+    return sorted(p.stem for p in Path(presets_dir).glob("*.json"))
+
+
+def read_settings(name_or_path, presets_dir, what) -> tuple[dict, Path]:
+    """The JSON object of a preset of `presets_dir` (a name without a suffix that is no file)
+    or of a file, and the path it came from; `what` names its contents in errors."""
+    path = Path(name_or_path)
+    if not path.suffix and not path.exists():
+        path = Path(presets_dir) / f"{name_or_path}.json"
+        if not path.exists():
+            raise InputError(f"--config {name_or_path}: no such preset (presets: {', '.join(preset_names(presets_dir))}) or file")
+    try:
+        settings = json.loads(path.read_text())
+    except OSError as e:
+        raise InputError(f"--config {path}: cannot read ({e.strerror})") from None
+    except ValueError as e:
+        raise InputError(f"--config {path}: not valid JSON ({e})") from None
+    if isinstance(settings, dict) and what == "model settings" and isinstance(settings.get("model"), dict):
+        settings = settings["model"]  # a checkpoint's or a training config's model
+    if not isinstance(settings, dict):
+        raise InputError(f"--config {path}: expected a JSON object of {what}")
+    return settings, path

@@ -10,7 +10,7 @@ corpus and worker count, two jobs run in fresh processes, alternately, --repeat 
             from our tokenizer's vocabulary (GPT-2 pattern): documents streamed in blocks, encoded in
             batches of about N MiB-characters by encode_ordinary, N threads each taking a share of
             the batch, each document followed by the end-of-text id, routed by the same Split rule
-            and written by the same ShardWriter (same names, same shard size, validation first as
+            and written by the same ShardSet as pretokenize (same names, same shard size, validation first as
             shard 0)
 
 Times are wall times around the whole child process (interpreter start, imports, loading the
@@ -37,7 +37,8 @@ import time
 from collections import defaultdict
 from concurrent.futures import ThreadPoolExecutor
 from importlib.metadata import version
-from itertools import chain
+from itertools import accumulate, chain, groupby
+from operator import itemgetter
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -68,48 +69,11 @@ def batches(docs, chars):
         yield batch
 
 
-class Shards:
-    """Train and validation shards as pretokenize names them: DIR/NAME_val_000000.bin first, then
-    NAME_train_000001.bin, a new one (next number) whenever one holds `shard_tokens` tokens."""
-
-    def __init__(self, out_dir, shard_tokens, dtype, **facts):
-        out_dir.mkdir(parents=True, exist_ok=True)
-        self.out_dir, self.name, self.shard_tokens = out_dir, out_dir.resolve().name, shard_tokens
-        self.dtype, self.facts = dtype, facts  # vocab_size, eot_id, fingerprint: the header's
-        self.open, self.full, self.count = {}, [], 0
-        for split in ("val", "train"):
-            self._open(split)
-
-    def _open(self, split):
-        from shared.shards import ShardWriter
-
-        path = self.out_dir / f"{self.name}_{split}_{self.count:06d}.bin"
-        self.open[split] = ShardWriter(path, self.dtype, **self.facts)
-        self.count += 1
-        return self.open[split]
-
-    def write_doc(self, split, tokens):
-        """One whole document; it ends in the shard of its last token."""
-        while len(tokens):
-            writer = self.open.get(split) or self._open(split)
-            room = self.shard_tokens - writer.num_tokens
-            part, tokens = tokens[:room], tokens[room:]
-            writer.write(part, 0 if len(tokens) else 1)
-            if writer.num_tokens == self.shard_tokens:
-                self.full.append(self.open.pop(split))
-
-    def commit(self):
-        for writer in [*self.full, *self.open.values()]:
-            writer.close()
-            writer.commit()
-
-
 def tiktoken_job(corpus, tokenizer_json, out_dir, threads):
     import numpy as np
     import tiktoken
 
-    from pretokenize.encode import DEFAULT_SHARD_TOKENS, Split
-    from shared.shards import dtype_for
+    from pretokenize.encode import DEFAULT_SHARD_TOKENS, ShardSet, Split
     from tokenizer import Tokenizer
     from tokenizer.split import GPT2_PATTERN
 
@@ -117,19 +81,24 @@ def tiktoken_job(corpus, tokenizer_json, out_dir, threads):
     specials = set(ours.special_tokens.values())
     ranks = {token: i for i, token in enumerate(ours.vocab) if i not in specials}
     enc = tiktoken.Encoding("ours", pat_str=GPT2_PATTERN, mergeable_ranks=ranks, special_tokens=ours.special_tokens)
-    eot, dtype, split = ours.special_tokens[EOT], dtype_for(ours.vocab_size), Split(val_fraction=0.01)
-    shards = Shards(Path(out_dir), DEFAULT_SHARD_TOKENS, dtype=dtype, vocab_size=ours.vocab_size, eot_id=eot,
-                    fingerprint=ours.fingerprint)
+    eot, split = ours.special_tokens[EOT], Split(val_fraction=0.01)
+    shards = ShardSet(Path(out_dir), ours, eot, DEFAULT_SHARD_TOKENS)  # the writer pretokenize uses
+    shards.begin()
     doc_index, val_tokens = 0, 0
     with ThreadPoolExecutor(threads) as pool:
         for batch in batches(iter_docs(corpus), BATCH_CHARS * threads):
+            labelled = []
             for ids in encode_batch(enc, batch, pool, threads):
                 ids.append(eot)
                 is_val = split.is_val(doc_index, val_tokens)
-                shards.write_doc("val" if is_val else "train", np.array(ids, dtype))
+                labelled.append(("val" if is_val else "train", ids))
                 val_tokens += len(ids) if is_val else 0
                 doc_index += 1
-    shards.commit()
+            for name, run in groupby(labelled, key=itemgetter(0)):  # runs of documents, as pretokenize writes them
+                docs = [ids for _, ids in run]
+                shards.write(name, np.fromiter(chain.from_iterable(docs), shards.dtype), list(accumulate(map(len, docs))))
+    shards.finish_all()
+    shards.commit({})
 
 
 def encode_batch(enc, docs, pool, threads):

@@ -26,7 +26,7 @@ import numpy as np
 from shared.errors import InputError
 from shared.files import atomic_write
 from shared.progress import Progress
-from shared.shards import MANIFEST, SHARD_NAME, ShardHeader, ShardWriter, dtype_for, read_manifest
+from shared.shards import HEADER_BYTES, MANIFEST, SHARD_NAME, ShardHeader, ShardWriter, dtype_for, read_manifest
 from shared.workers import process_pool
 from tokenizer.split import safe_cut
 
@@ -76,7 +76,7 @@ def encode_corpus(corpus, tokenizer, out_dir, *, split=Split(val_fraction=0.01),
             raise InputError(f"{tokenizer_source or 'the tokenizer'}: no special token {eot_token!r} "
                              f"(it has: {', '.join(tokenizer.special_tokens) or 'none'}); use --eot-token or --no-eot")
     _check_out_dir(out_dir, tokenizer.fingerprint, overwrite)
-    shards = _Shards(out_dir, tokenizer, eot_id, shard_tokens)
+    shards = ShardSet(out_dir, tokenizer, eot_id, shard_tokens)
     start = time.perf_counter()
     try:
         shards.begin()
@@ -105,7 +105,7 @@ def _check_out_dir(out_dir, fingerprint, overwrite):
     for path in out_dir.glob("*.bin"):
         if SHARD_NAME.search(path.name):
             with open(path, "rb") as f:
-                raw = f.read(1024)
+                raw = f.read(HEADER_BYTES)
             try:
                 found.add(ShardHeader.from_bytes(raw, path).fingerprint)
             except InputError:
@@ -117,9 +117,9 @@ def _check_out_dir(out_dir, fingerprint, overwrite):
                          "choose another directory or pass --overwrite")
 
 
-class _Shards:
+class ShardSet:
     """The shards of one output directory: numbered in the order they are opened, written under
-    temporary names, renamed into place by `commit`."""
+    temporary names, renamed into place by `commit` (bench/encode.py writes its reference with it too)."""
 
     def __init__(self, out_dir, tokenizer, eot_id, shard_tokens):
         self.out_dir, self.tokenizer, self.shard_tokens = out_dir, tokenizer, shard_tokens

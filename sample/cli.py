@@ -58,7 +58,6 @@ def cli(checkpoint, prompt, prompt_file, max_new_tokens, temperature, top_p, top
     if seed is None:
         seed = random.randrange(2**31)
         click.echo(f"seed: {seed}", err=True)
-    torch.manual_seed(seed)
 
     streams = [TextStream(tokenizer, stops) for _ in range(num_samples)]
     finished = [False] * num_samples
@@ -74,10 +73,12 @@ def cli(checkpoint, prompt, prompt_file, max_new_tokens, temperature, top_p, top
             if token == eot_id:
                 finished[i] = True
                 continue
-            texts[i].append(streams[i].add(token))
+            text = streams[i].add(token)
             finished[i] = streams[i].done
             if live:
-                _write(texts[i].pop())
+                _write(text)
+            else:
+                texts[i].append(text)
         if all(finished):
             break
     for i, stream in enumerate(streams):

@@ -38,19 +38,19 @@ class ShardData:
                 raise InputError(f"{shard.path}: written with tokenizer {shard.header.fingerprint}, "
                                  f"the model's is {fingerprint} (vocab {vocab_size:,})")
         self.sizes = np.array([len(s.tokens) for s in self.shards], np.int64)
+        self.starts = np.concatenate([[0], np.cumsum(self.sizes)])  # of each shard in the stream; [-1]: its length
         if self.sizes.max() < context_length + 1:
             raise InputError(f"--data {directory}: the longest {split} shard has {self.sizes.max():,} tokens, "
                              f"too few for one sequence of {context_length} + 1")
 
     def span(self, start, length):
         """`length` tokens from position `start` of the stream of all shards (wrapping around)."""
-        total = int(self.sizes.sum())
+        total = int(self.starts[-1])
         out = np.empty(length, np.int64)
         done, start = 0, start % total
-        bounds = np.concatenate([[0], np.cumsum(self.sizes)])
         while done < length:
-            i = int(np.searchsorted(bounds, start, side="right")) - 1
-            offset = start - bounds[i]
+            i = int(np.searchsorted(self.starts, start, side="right")) - 1
+            offset = start - self.starts[i]
             take = min(length - done, int(self.sizes[i] - offset))
             out[done : done + take] = self.shards[i].tokens[offset : offset + take]
             done, start = done + take, (start + take) % total
@@ -63,7 +63,8 @@ class Loader:
     def __init__(self, data: ShardData, mode, batch_size, context_length, seed, rank=0, world_size=1, grad_accum=1):
         self.data, self.mode, self.B, self.T = data, mode, batch_size, context_length
         self.seed, self.rank, self.world, self.grad_accum = seed, rank, world_size, grad_accum
-        self.cumulative = np.cumsum(np.maximum(data.sizes - context_length, 0))  # start positions, shard by shard
+        usable = np.maximum(data.sizes - context_length, 0)  # sequence start positions, shard by shard
+        self.cumulative, self.first_pick = np.cumsum(usable), np.cumsum(usable) - usable
 
     def batch(self, step, micro=0):
         rows = range(self.rank * self.B, (self.rank + 1) * self.B)
@@ -73,7 +74,7 @@ class Loader:
             rng = np.random.default_rng([self.seed, index])
             picks = rng.integers(0, self.cumulative[-1], size=G)[rows.start : rows.stop]
             shard = np.searchsorted(self.cumulative, picks, side="right")
-            offset = picks - np.concatenate([[0], self.cumulative[:-1]])[shard]
+            offset = picks - self.first_pick[shard]
             seqs = np.stack([self.data.shards[s].tokens[o : o + T + 1] for s, o in zip(shard, offset)]).astype(np.int64)
         else:
             start = (index * G + rows.start) * T

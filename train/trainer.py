@@ -201,7 +201,8 @@ class Trainer:
             batch = torch.from_numpy(mine[i : i + self.config.batch_size].astype(np.int64)).to(self.device)
             with self.autocast:
                 _, loss = self.model(batch[:, :-1], batch[:, 1:])
-            sums += torch.tensor([loss.item() * len(batch), len(batch)], device=self.device, dtype=torch.float64)
+            sums[0] += loss.double() * len(batch)  # stays on the device: no sync per batch
+            sums[1] += len(batch)
         if self.ddp:
             dist.all_reduce(sums)
         val_loss = (sums[0] / sums[1]).item()

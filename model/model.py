@@ -21,6 +21,8 @@ import torch.nn.functional as F
 
 from .config import ModelConfig
 
+LOSS_BLOCK_LOGITS = 1 << 24  # logits per block in token_losses: 64 MB in float32
+
 
 class RMSNorm(nn.Module):
     def __init__(self, dim, eps):
@@ -155,9 +157,19 @@ class TransformerLM(nn.Module):
         total = sum(p.numel() for p in self.parameters())
         return total if embedding else total - self.embedding.weight.numel()
 
-    def forward(self, idx, targets=None, cache: KVCache | None = None):
+    def forward(self, idx, targets=None, cache: KVCache | None = None, last_only=False):
         """Logits (B, T, vocab) for token ids `idx` (B, T), and with `targets` (B, T; -1 ignored)
-        the mean cross-entropy in float32. With a `cache`, `idx` continues the cached tokens."""
+        the mean cross-entropy in float32. With a `cache`, `idx` continues the cached tokens.
+        `last_only`: the logits of the last position alone (B, 1, vocab), all that decoding needs."""
+        x = self.hidden(idx, cache)
+        logits = self.lm_head(x[:, -1:] if last_only else x)
+        loss = None
+        if targets is not None:
+            loss = F.cross_entropy(logits.float().view(-1, logits.size(-1)), targets.reshape(-1), ignore_index=-1)
+        return logits, loss
+
+    def hidden(self, idx, cache: KVCache | None = None):
+        """The final normalized hidden states (B, T, d_model): what the LM head reads."""
         T = idx.shape[1]
         start = cache.length if cache is not None else 0
         if start + T > self.config.context_length:
@@ -168,8 +180,18 @@ class TransformerLM(nn.Module):
             x = layer(x, cos, sin, cache)
         if cache is not None:
             cache.length += T
-        logits = self.lm_head(self.norm(x))
-        loss = None
-        if targets is not None:
-            loss = F.cross_entropy(logits.float().view(-1, logits.size(-1)), targets.reshape(-1), ignore_index=-1)
-        return logits, loss
+        return self.norm(x)
+
+    @torch.no_grad()
+    def token_losses(self, idx, targets):
+        """The cross-entropy of every position (B, T) in float32, without gradients. The logits are
+        made a block of rows at a time, so neither they nor their float32 copy exist whole: for
+        GPT-2's vocabulary and a batch of 32 x 1024 that would be 10 GB."""
+        x = self.hidden(idx).flatten(0, 1)
+        flat_targets = targets.reshape(-1)
+        losses = torch.empty(flat_targets.shape, dtype=torch.float32, device=x.device)
+        rows = max(1, LOSS_BLOCK_LOGITS // self.config.vocab_size)
+        for i in range(0, len(x), rows):
+            logits = self.lm_head(x[i : i + rows]).float()
+            losses[i : i + rows] = F.cross_entropy(logits, flat_targets[i : i + rows], ignore_index=-1, reduction="none")
+        return losses.view(targets.shape)

@@ -210,6 +210,33 @@ def test_loss_is_float32_cross_entropy_ignoring_minus_one():
     torch.testing.assert_close(loss16, F.cross_entropy(logits16.float().view(-1, 64), targets.view(-1), ignore_index=-1))
 
 
+def test_token_losses_are_the_per_position_loss_a_block_of_rows_at_a_time(monkeypatch):
+    config = cfg()
+    model = build(config)
+    idx, targets = tokens(config, 3, 16, seed=1), tokens(config, 3, 16, seed=2)
+    targets[1, :4] = -1
+    with torch.no_grad():
+        logits, loss = model(idx, targets)
+    expected = F.cross_entropy(logits.float().view(-1, 64), targets.view(-1), ignore_index=-1, reduction="none").view(3, 16)
+    monkeypatch.setattr("model.model.LOSS_BLOCK_LOGITS", 64 * 5)  # blocks of 5 rows: 48 rows end in a short one
+    losses = model.token_losses(idx, targets)
+    assert losses.shape == (3, 16) and losses.dtype == torch.float32 and not losses.requires_grad
+    torch.testing.assert_close(losses, expected, atol=1e-6, rtol=0)
+    assert (losses[1, :4] == 0).all()
+    torch.testing.assert_close(losses.sum() / (targets != -1).sum(), loss)
+
+
+def test_last_only_gives_the_last_positions_logits():
+    config = cfg()
+    model = build(config)
+    idx = tokens(config, 2, 12)
+    with torch.no_grad():
+        full, _ = model(idx)
+        last, _ = model(idx, last_only=True)
+    assert last.shape == (2, 1, 64)
+    torch.testing.assert_close(last, full[:, -1:], atol=1e-6, rtol=0)
+
+
 # -- KV cache --------------------------------------------------------------------------------
 
 

@@ -133,7 +133,8 @@ class HFStep:
     def __call__(self):
         import torch
 
-        inputs, targets = map(torch.from_numpy, self.loader.batch(self.step))
+        sequences = torch.from_numpy(self.loader.batch(self.step)).long()
+        inputs, targets = sequences[:, :-1], sequences[:, 1:]
         lr = self.config.lr * self.lr_scale(self.step, self.config, self.total_steps)
         for group in self.optimizer.param_groups:
             group["lr"] = lr
@@ -146,6 +147,17 @@ class HFStep:
         self.optimizer.zero_grad(set_to_none=True)
         self.step += 1
         return loss, grad_norm, lr
+
+
+def ours_step(ours):
+    """One `Trainer._train_step`, then what Trainer's loop does after it; (loss, grad norm, lr) as
+    HFStep returns them (the values read at once: on the CPU nothing runs ahead anyway)."""
+    from train.optim import lr_scale
+
+    lr = ours.config.lr * lr_scale(ours.step, ours.config, ours.total_steps)
+    loss, grad_norm = ours._train_step()
+    ours.step += 1
+    return loss.item(), grad_norm.item(), lr
 
 
 # -- children --------------------------------------------------------------------------------------
@@ -163,13 +175,12 @@ def child_check(tmp, a):
     export_hf(tmp / "ckpt", tmp / "hf")
     hf = HFStep(tmp, a)
     with torch.no_grad():
-        inputs, targets = map(torch.from_numpy, ours.loader.batch(0))
+        inputs = torch.from_numpy(ours.loader.batch(0)).long()[:, :-1]
         reference = hf.model(input_ids=inputs, use_cache=False).logits
         difference = (ours.model(inputs)[0] - reference).abs().max().item()
     steps = {"ours": [], "hf": []}
     for _ in range(2):
-        steps["ours"].append(ours._train_step())
-        ours.step += 1
+        steps["ours"].append(ours_step(ours))
         steps["hf"].append(hf())
     return {"steps": steps, "logits_max_abs_diff": difference, "attn": hf.model.config._attn_implementation}
 
@@ -191,9 +202,7 @@ def child_time(tmp, a):
         ours = trainer(tmp, f"run-{a.round}", a)
 
         def step():
-            result = ours._train_step()
-            ours.step += 1  # as Trainer.run does after each step
-            return result
+            return ours_step(ours)
     else:
         step = HFStep(tmp, a)
     for _ in range(WARMUP):
@@ -210,12 +219,7 @@ def child_profile(tmp, a):
     from torch.profiler import ProfilerActivity, profile
 
     ours = trainer(tmp, "run-profile", a)
-
-    def ours_step():
-        ours._train_step()
-        ours.step += 1
-
-    for name, step in (("ours", ours_step), ("hf", HFStep(tmp, a))):
+    for name, step in (("ours", lambda: ours_step(ours)), ("hf", HFStep(tmp, a))):
         for _ in range(WARMUP):
             step()
         with profile(activities=[ProfilerActivity.CPU]) as prof:

@@ -30,10 +30,10 @@ from shared.errors import InputError
 from shared.shards import ShardHeader
 from tests.conftest import assert_input_error, english_like
 from train.cli import cli
-from train.config import TrainConfig
+from train.config import TrainConfig, load_train_config, preset_names
 from train.data import Loader, ShardData
 from train.optim import AdamW, Muon, build_optimizers, lr_scale, orthogonalize
-from train.trainer import Trainer, train
+from train.trainer import Trainer, TrainingError, train
 
 ROOT = Path(__file__).resolve().parents[1]
 ENV = {**{k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK")}, "OMP_NUM_THREADS": "1"}
@@ -156,16 +156,20 @@ def latest_step(run):
 
 # -- optimizers ------------------------------------------------------------------------------------
 
-def test_adamw_matches_torch_over_100_steps_with_a_changing_lr():
+@pytest.mark.parametrize("fused", [False, True])
+def test_adamw_equals_torch_bit_for_bit_over_100_steps_with_a_changing_lr(fused):
+    """Our multi-tensor AdamW against torch.optim.AdamW's default (foreach) path, and our fused
+    path (CUDA's default) against torch's fused kernel, which torch also has for the CPU."""
     ours, theirs = small_model(), small_model()
     named = list(ours.named_parameters())
     decayed = [(n, p) for n, p in named if p.dim() >= 2]
     plain = [(n, p) for n, p in named if p.dim() < 2]
     assert decayed and plain
-    opt = AdamW([(decayed, 0.1), (plain, 0.0)], lr=1e-2, betas=(0.9, 0.95), eps=1e-8)
+    opt = AdamW([(decayed, 0.1), (plain, 0.0)], lr=1e-2, betas=(0.9, 0.95), eps=1e-8, fused=fused)
     params = dict(theirs.named_parameters())
     ref = torch.optim.AdamW([{"params": [params[n] for n, _ in decayed], "weight_decay": 0.1},
-                             {"params": [params[n] for n, _ in plain], "weight_decay": 0.0}], lr=1e-2, betas=(0.9, 0.95), eps=1e-8)
+                             {"params": [params[n] for n, _ in plain], "weight_decay": 0.0}], lr=1e-2, betas=(0.9, 0.95),
+                            eps=1e-8, fused=fused or None)
     schedule = TrainConfig(data="d", out="o", lr=1e-2, min_lr=1e-3, warmup_steps=10)
     for step in range(100):
         scale = lr_scale(step, schedule, 100)
@@ -179,9 +183,26 @@ def test_adamw_matches_torch_over_100_steps_with_a_changing_lr():
         ref.zero_grad(set_to_none=True)
     assert opt.steps == 100
     for name, p in ours.named_parameters():
-        torch.testing.assert_close(p, params[name], atol=1e-6, rtol=0, msg=name)
-        torch.testing.assert_close(opt.exp_avg_sq[name], ref.state[params[name]]["exp_avg_sq"], atol=1e-9, rtol=1e-5)
+        assert torch.equal(p, params[name]), name
+        assert torch.equal(opt.exp_avg[name], ref.state[params[name]]["exp_avg"]), name
+        assert torch.equal(opt.exp_avg_sq[name], ref.state[params[name]]["exp_avg_sq"]), name
     assert not torch.equal(ours.embedding.weight, small_model().embedding.weight)  # it did train
+
+
+def test_muon_on_a_batch_of_same_shape_matrices_equals_one_at_a_time():
+    batched = [torch.nn.Parameter(torch.randn(48, 32, generator=torch.Generator().manual_seed(i))) for i in range(3)]
+    alone = [torch.nn.Parameter(p.detach().clone()) for p in batched]
+    many, ones = Muon([(f"w{i}", p) for i, p in enumerate(batched)], lr=0.02), [Muon([("w", p)], lr=0.02) for p in alone]
+    for step in range(3):
+        for p, q in zip(batched, alone):
+            p.grad = torch.randn(48, 32, generator=torch.Generator().manual_seed(100 + step))
+            q.grad = p.grad.clone()
+        many.step()
+        for opt in ones:
+            opt.step()
+    for p, q in zip(batched, alone):
+        torch.testing.assert_close(p, q, atol=1e-6, rtol=0)
+    assert len(many.same_shape) == 1
 
 
 @pytest.mark.parametrize("shape", [(128, 32), (32, 128), (64, 48)])
@@ -293,21 +314,26 @@ def open_positions(directory, T=16):
     return ShardData(directory, "train", 65536, "0" * 16, T)
 
 
+def inputs_targets(loader, step, micro=0):
+    sequences = loader.batch(step, micro)
+    return sequences[:, :-1], sequences[:, 1:]
+
+
 def test_loader_is_deterministic_in_seed_step_micro_rank(positions):
     data = open_positions(positions)
     a, b = (Loader(data, "random", 4, 16, seed=7, grad_accum=2) for _ in range(2))
-    x, y = a.batch(3, 1)
-    assert x.shape == y.shape == (4, 16) and x.dtype == np.int64
-    assert all(np.array_equal(u, v) for u, v in zip(a.batch(3, 1), b.batch(3, 1)))
-    assert not np.array_equal(x, a.batch(4, 1)[0]) and not np.array_equal(x, a.batch(3, 0)[0])
-    assert not np.array_equal(x, Loader(data, "random", 4, 16, seed=8, grad_accum=2).batch(3, 1)[0])
+    x = a.batch(3, 1)
+    assert x.shape == (4, 17) and x.dtype == np.uint16  # the shards' width: widened on the device
+    assert np.array_equal(x, b.batch(3, 1))
+    assert not np.array_equal(x, a.batch(4, 1)) and not np.array_equal(x, a.batch(3, 0))
+    assert not np.array_equal(x, Loader(data, "random", 4, 16, seed=8, grad_accum=2).batch(3, 1))
 
 
 def test_random_offsets_stay_inside_one_shard(positions):
     data, T = open_positions(positions), 16
     starts = np.concatenate([[0], np.cumsum(SIZES)])
     for step in range(50):
-        x, y = Loader(data, "random", 8, T, seed=1).batch(step)
+        x, y = inputs_targets(Loader(data, "random", 8, T, seed=1), step)
         assert np.array_equal(x[:, 1:], y[:, :-1])
         for row, target in zip(x, y):
             assert np.array_equal(np.diff(np.append(row, target[-1])), np.ones(T))  # T + 1 consecutive tokens
@@ -321,8 +347,7 @@ def test_ranks_take_disjoint_slices_of_the_global_batch(positions, mode):
     for step, micro in [(0, 0), (2, 1), (5, 0)]:
         whole = Loader(data, mode, 4, 16, seed=3, grad_accum=2).batch(step, micro)
         parts = [Loader(data, mode, 2, 16, seed=3, rank=r, world_size=2, grad_accum=2).batch(step, micro) for r in (0, 1)]
-        for k in (0, 1):
-            assert np.array_equal(np.concatenate([parts[0][k], parts[1][k]]), whole[k])
+        assert np.array_equal(np.concatenate(parts), whole)
 
 
 def test_sequential_reads_the_stream_across_shards_and_wraps(positions):
@@ -331,7 +356,7 @@ def test_sequential_reads_the_stream_across_shards_and_wraps(positions):
     loader = Loader(data, "sequential", B, T, seed=0, grad_accum=2)
     for step in range(12):  # 12 * 2 * 48 tokens: across every shard boundary and twice around
         for micro in (0, 1):
-            x, y = loader.batch(step, micro)
+            x, y = inputs_targets(loader, step, micro)
             start = (step * 2 + micro) * B * T
             expected = (start + np.arange(B * T + 1)) % total
             assert np.array_equal(x.reshape(-1), expected[:-1]) and np.array_equal(y[:, -1], expected[T::T])
@@ -449,6 +474,70 @@ def test_non_finite_loss_error_names_the_step_as_the_logs_do(nan_run):
     assert nan_run[0].stderr.startswith("Error: step 4: the loss is nan")
 
 
+def test_the_host_waits_for_the_device_only_at_log_eval_and_checkpoint_steps(data, model_json, tmp_path, monkeypatch):
+    synced, sync = [], Trainer._sync
+
+    def counting_sync(self, window):
+        synced.append((self.step, len(window)))
+        return sync(self, window)
+
+    monkeypatch.setattr(Trainer, "_sync", counting_sync)
+    run = tmp_path / "run"
+    train(config(data, run, model_json, max_steps=12, log_interval=5, eval_interval=6, checkpoint_interval=0))
+    assert synced == [(1, 1), (5, 4), (6, 1), (10, 4), (12, 2)]  # steps 2-4, 7-9 and 11 ran without a sync
+    assert [r["step"] for r in records(run)] == [1, 5, 10, 12]
+
+
+def test_a_non_finite_loss_between_syncs_is_caught_and_never_checkpointed(data, model_json, tmp_path, monkeypatch):
+    forward, calls = TransformerLM.forward, []
+
+    def poisoned(self, idx, targets=None, cache=None):
+        logits, loss = forward(self, idx, targets, cache)
+        calls.append(1)
+        return logits, loss * float("nan") if len(calls) == 7 else loss
+
+    monkeypatch.setattr(TransformerLM, "forward", poisoned)
+    run = tmp_path / "run"
+    with pytest.raises(TrainingError, match=r"^step 7: the loss is nan; stopping \(the last checkpoint, step-000005_tokens-640 in "):
+        train(config(data, run, model_json, max_steps=20, log_interval=10, checkpoint_interval=5))
+    assert latest_step(run) == 5 and [r["step"] for r in records(run)] == [1]
+    with pytest.raises(TrainingError, match="no checkpoint was written"):
+        calls.clear()
+        train(config(data, tmp_path / "fresh", model_json, max_steps=20, log_interval=10, checkpoint_interval=0))
+
+
+def test_validation_reports_bits_per_byte_of_the_text(data, model_json, tmp_path):
+    from train.data import data_tokenizer, eval_sequences
+
+    run = tmp_path / "run"
+    train(config(data, run, model_json, max_steps=3, eval_interval=3, eval_tokens=1024))
+    (record,) = records(run, "val_bpb")
+    tok = data_tokenizer(data)
+    model, _ = load_model(run / "latest")
+    sequences = torch.from_numpy(eval_sequences(ShardData(data, "val", tok.vocab_size, tok.fingerprint, 32), 32, 1024)).long()
+    losses = model.eval().token_losses(sequences[:, :-1], sequences[:, 1:])
+    eot = tok.special_tokens["<|endoftext|>"]
+    nbytes = torch.tensor([0 if i == eot else len(tok.decode_bytes([i])) for i in range(tok.vocab_size)])[sequences[:, 1:]]
+    assert (nbytes == 0).any()  # the end-of-text targets count in neither sum
+    assert record["val_loss"] == pytest.approx(losses.double().mean().item(), rel=1e-6)
+    assert record["val_bpb"] == pytest.approx((losses.double() * (nbytes > 0)).sum().item() / np.log(2) / nbytes.sum().item(), rel=1e-6)
+
+
+def test_a_length_on_the_command_line_beats_the_presets(data, tmp_path):
+    assert load_train_config("gpt2-small").max_tokens == 10_000_000_000
+    assert load_train_config("gpt2-small", {"max_steps": 12}).max_tokens is None
+    assert load_train_config("gpt2-small", {"max_tokens": 5000}).max_tokens == 5000
+    with pytest.raises(InputError, match="--max-steps and --max-tokens"):
+        load_train_config("tiny", {"max_steps": 12, "max_tokens": 5000})
+    assert_input_error(invoke("--config", "tiny", "--data", data, "--out", tmp_path / "r", "--max-steps", 3, "--max-tokens", 999),
+                       "--max-steps", "--max-tokens")
+
+
+@pytest.mark.parametrize("preset", preset_names())
+def test_presets_compile_on_cuda_only(preset):
+    assert load_train_config(preset).compile is None  # None: compile where the device is CUDA
+
+
 class Killed(BaseException):
     """Stands for a SIGKILL: nothing after it runs."""
 
@@ -522,23 +611,42 @@ def test_kill_at_random_moments_leaves_a_resumable_checkpoint(data, model_json, 
     assert len(list((run / "checkpoints").glob("step-*"))) <= 2
 
 
-@pytest.mark.skipif(shutil.which("torchrun") is None, reason="torchrun is not on PATH")
-def test_ddp_on_two_processes_matches_one(data, model_json, tmp_path):
-    common = run_flags(data, None, model_json, batch_size=4, grad_accum=2, max_steps=4, eval_interval=2)
+def torchrun(processes, *args):
+    """`torchrun --standalone --nproc_per_node=N -m train ARGS` (as `python -m torch.distributed.run`,
+    which needs no PATH)."""
+    return subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={processes}",
+                           "-m", "train", *map(str, args)], cwd=ROOT, env=ENV, capture_output=True, text=True, timeout=180)
+
+
+@pytest.mark.parametrize("optimizer", ["adamw", "muon"])
+def test_ddp_on_two_processes_matches_one(data, model_json, tmp_path, optimizer):
+    common = run_flags(data, None, model_json, batch_size=4, grad_accum=2, max_steps=4, eval_interval=2, optimizer=optimizer)
     single = subprocess.run([sys.executable, "-m", "train", *common, "--out", tmp_path / "one"], cwd=ROOT, env=ENV,
                             capture_output=True, text=True, timeout=120)
     assert single.returncode == 0, single.stderr
-    ddp = subprocess.run(["torchrun", "--standalone", "--nproc_per_node=2", "-m", "train", *common, "--out", tmp_path / "two"],
-                         cwd=ROOT, env=ENV, capture_output=True, text=True, timeout=180)
+    ddp = torchrun(2, *common, "--out", tmp_path / "two")
     assert ddp.returncode == 0, ddp.stderr[-3000:]
-    assert "cpu x 2" in ddp.stdout and ddp.stdout.count("| loss ") == 4  # rank 0 alone logs
-    for key in ("loss", "val_loss"):
+    assert "cpu x 2 (torch.distributed gloo)" in ddp.stdout and ddp.stdout.count("| loss ") == 4  # rank 0 alone logs
+    for key in ("loss", "val_loss", "val_bpb"):
         one, two = records(tmp_path / "one", key), records(tmp_path / "two", key)
         assert [r["step"] for r in one] == [r["step"] for r in two] and one
         assert [r[key] for r in two] == pytest.approx([r[key] for r in one], abs=1e-5)
     w1, w2 = weights(tmp_path / "one/latest"), weights(tmp_path / "two/latest")
     for name in w1:
         torch.testing.assert_close(w2[name], w1[name], atol=1e-5, rtol=0, msg=name)
+
+
+def test_torchrun_with_one_process_takes_the_distributed_path(data, model_json, tmp_path):
+    """One process under torchrun runs the process group, the DDP wrapper and every collective,
+    so a single GPU tests what eight would (here on gloo), and trains as a plain process does."""
+    common = run_flags(data, None, model_json, max_steps=3, eval_interval=3, optimizer="muon")
+    assert subprocess.run([sys.executable, "-m", "train", *common, "--out", tmp_path / "plain"], cwd=ROOT, env=ENV,
+                          capture_output=True, timeout=120).returncode == 0
+    one = torchrun(1, *common, "--out", tmp_path / "one")
+    assert one.returncode == 0, one.stderr[-3000:]
+    assert "cpu x 1 (torch.distributed gloo)" in one.stdout
+    for key in ("loss", "grad_norm", "val_loss"):
+        assert [r[key] for r in records(tmp_path / "one", key)] == [r[key] for r in records(tmp_path / "plain", key)]
 
 
 # -- bad input ------------------------------------------------------------------------------------------

@@ -21,7 +21,7 @@ class TrainConfig:
     model: str | dict = "tiny"  # a model preset name, a model config file, or the model config itself
     seed: int = 1337
     device: str = "auto"  # auto | cpu | cuda
-    compile: bool = False
+    compile: bool | None = None  # default: on CUDA yes, on CPU no
     # Batch: each optimizer step sees batch_size x grad_accum sequences of context_length tokens;
     # batch_size counts the sequences of all processes together (each takes batch_size / processes).
     batch_size: int = 8
@@ -101,7 +101,7 @@ HELP = {
     "out": "The run directory (config.json, metrics.jsonl, checkpoints/, latest).",
     "model": "A model preset name or a model config file.",
     "device": "auto | cpu | cuda.",
-    "compile": "Compile the model with torch.compile (GPU; costs 30-40 s on CPU and gains nothing there).",
+    "compile": "Compile the model with torch.compile; default: on CUDA (costs 30-40 s on CPU and gains nothing there).",
     "batch_size": "Sequences per micro-step, all processes together.",
     "grad_accum": "Micro-steps per optimizer step.",
     "context_length": "Tokens per sequence (at most the model's context; default: the model's).",
@@ -141,8 +141,12 @@ def load_train_config(name_or_path=None, overrides=None) -> TrainConfig:
         unknown = sorted(set(settings) - set(FIELDS))
         if unknown:
             raise InputError(f"--config {path}: unknown setting {unknown[0]!r} (known: {', '.join(FIELDS)})")
-    settings.update({k: v for k, v in (overrides or {}).items() if v is not None})
-    return TrainConfig(**settings)
+    overrides = {k: v for k, v in (overrides or {}).items() if v is not None}
+    if "max_steps" in overrides and "max_tokens" in overrides:
+        raise InputError("--max-steps and --max-tokens: give one or the other (both set the length of the run)")
+    if "max_steps" in overrides:
+        settings.pop("max_tokens", None)  # the length given on the command line beats the preset's
+    return TrainConfig(**{**settings, **overrides})
 
 
 def option_specs():

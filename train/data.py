@@ -37,6 +37,7 @@ class ShardData:
             if shard.header.extended and shard.header.fingerprint != fingerprint:
                 raise InputError(f"{shard.path}: written with tokenizer {shard.header.fingerprint}, "
                                  f"the model's is {fingerprint} (vocab {vocab_size:,})")
+        self.dtype = np.result_type(*(s.tokens.dtype for s in self.shards))  # uint16, or uint32 for big vocabularies
         self.sizes = np.array([len(s.tokens) for s in self.shards], np.int64)
         self.starts = np.concatenate([[0], np.cumsum(self.sizes)])  # of each shard in the stream; [-1]: its length
         if self.sizes.max() < context_length + 1:
@@ -46,7 +47,7 @@ class ShardData:
     def span(self, start, length):
         """`length` tokens from position `start` of the stream of all shards (wrapping around)."""
         total = int(self.starts[-1])
-        out = np.empty(length, np.int64)
+        out = np.empty(length, self.dtype)
         done, start = 0, start % total
         while done < length:
             i = int(np.searchsorted(self.starts, start, side="right")) - 1
@@ -58,7 +59,8 @@ class ShardData:
 
 
 class Loader:
-    """Training batches: `batch(step, micro)` -> (inputs, targets), int64 arrays (B, T)."""
+    """Training batches: `batch(step, micro)` -> (B, T + 1) token sequences in the shards' dtype
+    (inputs are [:, :-1], targets [:, 1:]); they travel to the GPU at that width, not as int64."""
 
     def __init__(self, data: ShardData, mode, batch_size, context_length, seed, rank=0, world_size=1, grad_accum=1):
         self.data, self.mode, self.B, self.T = data, mode, batch_size, context_length
@@ -75,12 +77,10 @@ class Loader:
             picks = rng.integers(0, self.cumulative[-1], size=G)[rows.start : rows.stop]
             shard = np.searchsorted(self.cumulative, picks, side="right")
             offset = picks - self.first_pick[shard]
-            seqs = np.stack([self.data.shards[s].tokens[o : o + T + 1] for s, o in zip(shard, offset)]).astype(np.int64)
-        else:
-            start = (index * G + rows.start) * T
-            flat = self.data.span(start, self.B * T + 1)
-            seqs = np.stack([flat[i * T : i * T + T + 1] for i in range(self.B)])
-        return seqs[:, :-1], seqs[:, 1:]
+            return np.stack([self.data.shards[s].tokens[o : o + T + 1] for s, o in zip(shard, offset)])
+        start = (index * G + rows.start) * T
+        flat = self.data.span(start, self.B * T + 1)
+        return np.stack([flat[i * T : i * T + T + 1] for i in range(self.B)])
 
     def state(self):
         return {"mode": self.mode, "seed": self.seed, "batch_size": self.B, "context_length": self.T,

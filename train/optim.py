@@ -8,39 +8,62 @@ from __future__ import annotations
 import math
 
 import torch
+import torch.distributed as dist
 
 
 class AdamW:
     """AdamW (Loshchilov & Hutter): Adam's bias-corrected moments with decoupled weight decay,
     theta <- theta - lr * wd * theta, then theta <- theta - lr * m_hat / (sqrt(v_hat) + eps).
-    The same arithmetic, in the same order, as torch.optim.AdamW.
+
+    Each group is updated by multi-tensor kernels, a handful of launches for all its parameters
+    rather than several per parameter: torch's `_foreach_*` ops in the same arithmetic, in the
+    same order, as torch.optim.AdamW (so on CPU the two agree bit for bit), or with `fused`
+    torch's fused AdamW kernel, one launch per group (the default on CUDA).
 
     `groups`: [(named parameters, weight_decay)], the decay applied to that group.
     """
 
-    def __init__(self, groups, lr, betas=(0.9, 0.95), eps=1e-8):
+    def __init__(self, groups, lr, betas=(0.9, 0.95), eps=1e-8, fused=False):
         self.groups = [([(n, p) for n, p in params], wd) for params, wd in groups]
-        self.lr, self.betas, self.eps = lr, betas, eps
+        self.lr, self.betas, self.eps, self.fused = lr, betas, eps, fused
         self.steps = 0
         self.exp_avg = {n: torch.zeros_like(p) for params, _ in self.groups for n, p in params}
         self.exp_avg_sq = {n: torch.zeros_like(p) for params, _ in self.groups for n, p in params}
+        if fused:  # the fused kernel reads the step count from a tensor on the parameters' device
+            device = next(p.device for params, _ in self.groups for _, p in params)
+            self.step_tensor = torch.zeros((), dtype=torch.float32, device=device)
 
     @torch.no_grad()
     def step(self, lr_scale=1.0):
         self.steps += 1
-        lr, (beta1, beta2) = self.lr * lr_scale, self.betas
-        bias1, bias2 = 1 - beta1**self.steps, 1 - beta2**self.steps
+        lr = self.lr * lr_scale
+        if self.fused:
+            self.step_tensor.fill_(self.steps)
         for params, weight_decay in self.groups:
-            for name, p in params:
-                if p.grad is None:
-                    continue
-                m, v = self.exp_avg[name], self.exp_avg_sq[name]
-                if weight_decay:
-                    p.mul_(1 - lr * weight_decay)
-                m.lerp_(p.grad, 1 - beta1)
-                v.mul_(beta2).addcmul_(p.grad, p.grad, value=1 - beta2)
-                denom = (v.sqrt() / math.sqrt(bias2)).add_(self.eps)
-                p.addcdiv_(m, denom, value=-lr / bias1)
+            live = [(n, p) for n, p in params if p.grad is not None]
+            if not live:
+                continue
+            ps, grads = [p for _, p in live], [p.grad for _, p in live]
+            exp_avgs, exp_avg_sqs = [self.exp_avg[n] for n, _ in live], [self.exp_avg_sq[n] for n, _ in live]
+            if self.fused:
+                torch._fused_adamw_(ps, grads, exp_avgs, exp_avg_sqs, [], [self.step_tensor] * len(ps), lr=lr,
+                                    beta1=self.betas[0], beta2=self.betas[1], weight_decay=weight_decay, eps=self.eps,
+                                    amsgrad=False, maximize=False)
+            else:
+                self._foreach_step(ps, grads, exp_avgs, exp_avg_sqs, lr, weight_decay)
+
+    def _foreach_step(self, params, grads, exp_avgs, exp_avg_sqs, lr, weight_decay):
+        beta1, beta2 = self.betas
+        bias1, bias2 = 1 - beta1**self.steps, 1 - beta2**self.steps
+        if weight_decay:
+            torch._foreach_mul_(params, 1 - lr * weight_decay)
+        torch._foreach_lerp_(exp_avgs, grads, 1 - beta1)
+        torch._foreach_mul_(exp_avg_sqs, beta2)
+        torch._foreach_addcmul_(exp_avg_sqs, grads, grads, 1 - beta2)
+        denom = torch._foreach_sqrt(exp_avg_sqs)
+        torch._foreach_div_(denom, bias2**0.5)
+        torch._foreach_add_(denom, self.eps)
+        torch._foreach_addcdiv_(params, exp_avgs, denom, -lr / bias1)
 
     def state_tensors(self):
         return {**{f"{n}.exp_avg": t for n, t in self.exp_avg.items()},
@@ -54,10 +77,10 @@ class AdamW:
 
 
 def orthogonalize(G, steps=5):
-    """The nearest semi-orthogonal matrix to G, approximately: a quintic Newton-Schulz iteration
-    with the coefficients of modded-nanogpt, which pushes every singular value towards 1
-    (into about [0.7, 1.2]) in a few matrix products. float32 (these CPUs have no fast bf16);
-    bf16 on CUDA."""
+    """The nearest semi-orthogonal matrix to G (or to each matrix of a batch, G's last two dims),
+    approximately: a quintic Newton-Schulz iteration with the coefficients of modded-nanogpt,
+    which pushes every singular value towards 1 (into about [0.7, 1.2]) in a few matrix
+    products. float32 (these CPUs have no fast bf16); bf16 on CUDA."""
     a, b, c = 3.4445, -4.7750, 2.0315
     X = G.bfloat16() if G.is_cuda else G.float()
     tall = X.size(-2) > X.size(-1)
@@ -73,23 +96,47 @@ def orthogonalize(G, steps=5):
 class Muon:
     """Momentum with Nesterov, then the update orthogonalized (Newton-Schulz) and scaled by
     sqrt(max(1, rows / cols)) so that its RMS does not depend on the shape: for the hidden
-    weight matrices. No weight decay, as in modded-nanogpt's speedruns."""
+    weight matrices. No weight decay, as in modded-nanogpt's speedruns.
 
-    def __init__(self, params, lr, momentum=0.95):
+    Matrices of one shape are orthogonalized together, as one batch. Under torch.distributed
+    (every rank holds the same, all-reduced gradients) each rank orthogonalizes its share of
+    each batch and an all-gather hands every rank the rest, as modded-nanogpt does, so the
+    Newton-Schulz work is split rather than repeated on every rank.
+    """
+
+    def __init__(self, params, lr, momentum=0.95, rank=0, world_size=1):
         self.params = [(n, p) for n, p in params]
-        self.lr, self.momentum = lr, momentum
+        self.lr, self.momentum, self.rank, self.world = lr, momentum, rank, world_size
         self.momentum_buffer = {n: torch.zeros_like(p) for n, p in self.params}
+        shapes = {}
+        for n, p in self.params:
+            shapes.setdefault(tuple(p.shape), []).append((n, p))
+        self.same_shape = list(shapes.values())
 
     @torch.no_grad()
     def step(self, lr_scale=1.0):
         lr = self.lr * lr_scale
-        for name, p in self.params:
-            if p.grad is None:
+        for group in self.same_shape:
+            live = [(n, p) for n, p in group if p.grad is not None]
+            if not live:
                 continue
-            buf = self.momentum_buffer[name]
-            buf.lerp_(p.grad, 1 - self.momentum)
-            update = orthogonalize(p.grad.lerp(buf, self.momentum))  # Nesterov: look ahead along the momentum
-            p.add_(update, alpha=-lr * max(1.0, p.size(-2) / p.size(-1)) ** 0.5)
+            params, grads = [p for _, p in live], [p.grad for _, p in live]
+            buffers = [self.momentum_buffer[n] for n, _ in live]
+            torch._foreach_lerp_(buffers, grads, 1 - self.momentum)
+            nesterov = torch.stack(grads).lerp_(torch.stack(buffers), self.momentum)  # look ahead along the momentum
+            updates = self._orthogonalize_shared(nesterov)
+            rows, cols = params[0].shape[-2:]
+            torch._foreach_add_(params, list(updates.unbind(0)), alpha=-lr * max(1.0, rows / cols) ** 0.5)
+
+    def _orthogonalize_shared(self, batch):
+        if self.world == 1:
+            return orthogonalize(batch)
+        share = -(-len(batch) // self.world)
+        padded = torch.cat([batch, batch.new_zeros(share * self.world - len(batch), *batch.shape[1:])])
+        mine = orthogonalize(padded[self.rank * share : (self.rank + 1) * share]).contiguous()
+        gathered = [torch.empty_like(mine) for _ in range(self.world)]
+        dist.all_gather(gathered, mine)
+        return torch.cat(gathered)[: len(batch)]
 
     def state_tensors(self):
         return {f"{n}.momentum_buffer": t for n, t in self.momentum_buffer.items()}
@@ -123,9 +170,10 @@ def lr_scale(step, config, total_steps):
     return 1.0 - (step - start + 1) / cooldown * (1.0 - floor)
 
 
-def build_optimizers(model, config):
+def build_optimizers(model, config, rank=0, world_size=1):
     """AdamW for everything, or Muon for the hidden matrices and AdamW for the rest. Weight decay
-    goes to matrices only (not norm gains), and to the embedding only if decay_embeddings."""
+    goes to matrices only (not norm gains), and to the embedding only if decay_embeddings.
+    AdamW is fused on CUDA."""
     hidden, decayed, plain = [], [], []
     for name, p in model.named_parameters():
         is_embedding = name in ("embedding.weight", "lm_head.weight")
@@ -135,8 +183,9 @@ def build_optimizers(model, config):
             decayed.append((name, p))
         else:
             plain.append((name, p))
-    adamw = AdamW([(decayed, config.weight_decay), (plain, 0.0)], config.lr, (config.beta1, config.beta2), config.eps)
+    fused = next(model.parameters()).is_cuda
+    adamw = AdamW([(decayed, config.weight_decay), (plain, 0.0)], config.lr, (config.beta1, config.beta2), config.eps, fused)
     optimizers = {"adamw": adamw}
     if hidden:
-        optimizers["muon"] = Muon(hidden, config.muon_lr, config.muon_momentum)
+        optimizers["muon"] = Muon(hidden, config.muon_lr, config.muon_momentum, rank, world_size)
     return optimizers

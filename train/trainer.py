@@ -46,11 +46,13 @@ class TrainingError(InputError):
 
 
 def train(config: TrainConfig, resume=False):
-    ddp = int(os.environ.get("WORLD_SIZE", "1")) > 1
+    # Under torchrun (which sets RANK and WORLD_SIZE) the distributed path is taken even for one
+    # process, so that a single GPU runs NCCL, the DDP wrapper and every collective.
+    ddp = "RANK" in os.environ and "WORLD_SIZE" in os.environ
     rank, world = (int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])) if ddp else (0, 1)
     device = _device(config.device, int(os.environ.get("LOCAL_RANK", "0")))
     if ddp:
-        dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
+        dist.init_process_group("nccl" if device.type == "cuda" else "gloo", device_id=device if device.type == "cuda" else None)
     try:
         steps = Trainer(config, resume, rank, world, device, ddp).run()
         if ddp:
@@ -86,12 +88,13 @@ class Trainer:
             raise InputError(f"--batch-size {config.batch_size}: not divisible among {world} processes (it counts the sequences of all of them)")
         self.loader = Loader(self.train_data, config.loader, config.batch_size // world, self.context, config.seed, rank, world, config.grad_accum)
         self.eval_set = eval_sequences(self.val_data, self.context, config.eval_tokens)
+        self.token_bytes = torch.tensor(_token_bytes(self.tokenizer), device=device)
         self.tokens_per_step = config.batch_size * self.context * config.grad_accum
         self.total_steps = -(-config.max_tokens // self.tokens_per_step) if config.max_tokens else config.max_steps
 
         torch.manual_seed(config.seed)
         self.model = TransformerLM(model_config).to(device)
-        self.optimizers = build_optimizers(self.model, config)
+        self.optimizers = build_optimizers(self.model, config, rank, world)
         self.step, self.tokens = 0, 0
         if resume:
             self._resume()
@@ -103,11 +106,15 @@ class Trainer:
         self.autocast = torch.autocast("cuda", torch.bfloat16) if device.type == "cuda" else contextlib.nullcontext()
         if device.type == "cuda":
             torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = True
-        self.forward = torch.compile(self.model) if config.compile else self.model
+        compile_model = device.type == "cuda" if config.compile is None else config.compile
+        self.forward = torch.compile(self.model) if compile_model else self.model
         if ddp:
             from torch.nn.parallel import DistributedDataParallel
 
-            self.forward = DistributedDataParallel(self.forward, device_ids=[device.index] if device.type == "cuda" else None)
+            self.forward = DistributedDataParallel(self.forward, device_ids=[device.index] if device.type == "cuda" else None,
+                                                   gradient_as_bucket_view=True)
+        self.backend = f"torch.distributed {dist.get_backend()}" if ddp else "one process"
+        self.compiled = compile_model
         self.stop_signal = None
 
     # -- the loop ---------------------------------------------------------------------------------
@@ -122,26 +129,37 @@ class Trainer:
 
     def _loop(self):
         config = self.config
-        self._log(f"training {self.model.num_params():,} parameters on {self.device} x {self.world}, "
-                  f"{self.tokens_per_step:,} tokens per step, steps {self.step} -> {self.total_steps}")
-        start_time, timed_tokens = time.perf_counter(), 0
-        last_log = time.perf_counter()
+        self._log(f"training {self.model.num_params():,} parameters on {self.device} x {self.world} ({self.backend}"
+                  f"{', compiled' if self.compiled else ''}), {self.tokens_per_step:,} tokens per step, "
+                  f"steps {self.step} -> {self.total_steps}")
+        start_time = last_log = time.perf_counter()
+        timed_tokens, window = 0, []
         while self.step < self.total_steps:
-            loss, grad_norm, lr = self._train_step()
+            window.append(self._train_step())
             self.step, self.tokens = self.step + 1, self.tokens + self.tokens_per_step  # steps done, tokens seen
             timed_tokens += self.tokens_per_step
-            last, stopping = self.step == self.total_steps, self._stopping()
-            if self.step % config.log_interval == 0 or self.step == 1 or last or stopping:
+            last = self.step == self.total_steps
+            log_due = self.step % config.log_interval == 0 or self.step == 1 or last
+            eval_due = (config.eval_interval and self.step % config.eval_interval == 0) or last
+            sample_due = config.sample_interval and self.step % config.sample_interval == 0
+            save_due = last or self._checkpoint_due()
+            signalled_here = not self.ddp and self.stop_signal is not None  # under DDP, ranks learn of it at the next sync
+            if not (log_due or eval_due or sample_due or save_due or signalled_here):
+                continue  # the host runs ahead of the device: no sync on this step
+            loss, grad_norm, stopping = self._sync(window)
+            window = []
+            if log_due or stopping:
                 now = time.perf_counter()
-                self._log_step(loss, grad_norm, lr, timed_tokens / (now - last_log), now - start_time)
+                self._log_step(loss, grad_norm, self.config.lr * lr_scale(self.step - 1, config, self.total_steps),
+                               timed_tokens / (now - last_log), now - start_time)
                 timed_tokens, last_log = 0, now
-            if (config.eval_interval and self.step % config.eval_interval == 0) or last:
-                val_loss = self._evaluate()
+            if eval_due:
+                val_loss, val_bpb = self._evaluate()
                 if last:
-                    self._compare_with_unigram(val_loss)
-            if config.sample_interval and self.step % config.sample_interval == 0 and self.master:
+                    self._compare_with_unigram(val_loss, val_bpb)
+            if sample_due and self.master:
                 self._sample()
-            if last or stopping or self._checkpoint_due():
+            if save_due or stopping:
                 self._save()
             if stopping:
                 self._log(f"stopped by {self.stop_signal or 'a signal to another rank'} after step {self.step}; "
@@ -150,74 +168,117 @@ class Trainer:
         return self.step
 
     def _train_step(self):
+        """One optimizer step, queued on the device: (loss, gradient norm before clipping), both
+        tensors still on the device, the loss this rank's."""
         config = self.config
         lr = lr_scale(self.step, config, self.total_steps)
         self.model.train()
-        total = torch.zeros((), device=self.device)
+        loss_sum = torch.zeros((), device=self.device)
         for micro in range(config.grad_accum):
             inputs, targets = next(self.batches)
             sync = not self.ddp or micro == config.grad_accum - 1
             with (contextlib.nullcontext() if sync else self.forward.no_sync()), self.autocast:
                 _, loss = self.forward(inputs, targets)
             (loss / config.grad_accum).backward()
-            total += loss.detach() / config.grad_accum
-        if self.ddp:
-            dist.all_reduce(total)  # a sum: gloo has no average
-            total /= self.world
-        loss = total.item()
-        if not math.isfinite(loss):
-            raise TrainingError(f"step {self.step + 1}: the loss is {loss}; stopping (the last checkpoint in {self.run_dir} is intact)")
-        grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), config.grad_clip or math.inf).item()
+            loss_sum += loss.detach()
+        grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), config.grad_clip or math.inf)
         for optimizer in self.optimizers.values():
             optimizer.step(lr)
         self.model.zero_grad(set_to_none=True)
-        return loss, grad_norm, lr * config.lr
+        return loss_sum / config.grad_accum, grad_norm
+
+    def _sync(self, window):
+        """The host learns what the device did since the last sync: the loss (averaged over the
+        ranks) and gradient norm of each step of `window`, and whether any rank was signalled to
+        stop, in one packed all-reduce and one copy. Returns the last step's loss and norm and
+        the stop decision; a non-finite loss or norm in the window stops training, before any
+        checkpoint could be written from the damaged model."""
+        losses = torch.stack([loss for loss, _ in window])
+        stop = torch.tensor([float(self.stop_signal is not None)], device=self.device)
+        shared = torch.cat([losses, stop])
+        if self.ddp:
+            dist.all_reduce(shared)  # a sum: gloo has no average
+            shared[: len(window)] /= self.world
+        values = torch.cat([shared, torch.stack([norm for _, norm in window]).float()]).tolist()
+        losses, stop, norms = values[: len(window)], values[len(window)], values[len(window) + 1 :]
+        first_step = self.step - len(window) + 1
+        for i, (loss, norm) in enumerate(zip(losses, norms)):
+            if not (math.isfinite(loss) and math.isfinite(norm)):
+                what = f"the loss is {loss}" if not math.isfinite(loss) else f"the gradient norm is {norm}"
+                raise TrainingError(f"step {first_step + i}: {what}; stopping ({self._last_checkpoint_note()})")
+        return losses[-1], norms[-1], stop > 0
+
+    def _last_checkpoint_note(self):
+        latest = self.run_dir / LATEST
+        if latest.exists():
+            return f"the last checkpoint, {latest.resolve().name} in {self.run_dir}, is intact"
+        return f"no checkpoint was written to {self.run_dir}"
 
     def _batches(self):
-        """(inputs, targets) on the device for every micro-step from the current step on. On CUDA
-        a thread gathers the next batch into pinned memory while the GPU works on this one."""
+        """(inputs, targets) on the device for every micro-step from the current step on. The
+        tokens travel at the shards' width (uint16 for most vocabularies, a quarter of int64)
+        and are widened on the device. On CUDA a thread gathers the next batch into pinned
+        memory while the GPU works on this one, and the copy does not block the host."""
         order = ((s, m) for s in itertools.count(self.step) for m in range(self.config.grad_accum))
+
+        def on_device(sequences):
+            sequences = sequences.to(self.device, non_blocking=True).long()
+            return sequences[:, :-1], sequences[:, 1:]
+
         if self.device.type != "cuda":
             for s, m in order:
-                yield tuple(map(torch.from_numpy, self.loader.batch(s, m)))
+                yield on_device(torch.from_numpy(self.loader.batch(s, m)))
             return
 
         def pinned(s, m):
-            return tuple(torch.from_numpy(a).pin_memory() for a in self.loader.batch(s, m))
+            return torch.from_numpy(self.loader.batch(s, m)).pin_memory()
 
         with ThreadPoolExecutor(1) as pool:
             ahead = pool.submit(pinned, *next(order))
             for s, m in order:
                 current, ahead = ahead.result(), pool.submit(pinned, s, m)
-                yield tuple(t.to(self.device, non_blocking=True) for t in current)
+                yield on_device(current)
 
     @torch.no_grad()
     def _evaluate(self):
-        """Loss over the fixed validation sequences, shared among the ranks, summed by all-reduce."""
+        """Loss over the fixed validation sequences, in nats per token and in bits per byte of
+        the text (independent of the tokenizer: the summed loss of the targets that are text,
+        in bits, over their bytes; special tokens count in neither). The ranks share the
+        sequences, each in batches of its own batch size, and add up their sums."""
         self.model.eval()
         mine = self.eval_set[self.rank :: self.world]
-        sums = torch.zeros(2, device=self.device, dtype=torch.float64)  # summed loss, sequences
-        for i in range(0, len(mine), self.config.batch_size):
-            batch = torch.from_numpy(mine[i : i + self.config.batch_size].astype(np.int64)).to(self.device)
+        batch_size = self.config.batch_size // self.world
+        sums = torch.zeros(4, device=self.device, dtype=torch.float64)  # loss, targets, loss on text, text bytes
+        for i in range(0, len(mine), batch_size):
+            batch = torch.from_numpy(mine[i : i + batch_size]).to(self.device).long()
+            targets = batch[:, 1:]
             with self.autocast:
-                _, loss = self.model(batch[:, :-1], batch[:, 1:])
-            sums[0] += loss.double() * len(batch)  # stays on the device: no sync per batch
-            sums[1] += len(batch)
+                losses = self.model.token_losses(batch[:, :-1], targets)
+            nbytes = self.token_bytes[targets]
+            sums[0] += losses.sum(dtype=torch.float64)  # all of it stays on the device: no sync per batch
+            sums[1] += targets.numel()
+            sums[2] += (losses * (nbytes > 0)).sum(dtype=torch.float64)
+            sums[3] += nbytes.sum(dtype=torch.float64)
         if self.ddp:
             dist.all_reduce(sums)
-        val_loss = (sums[0] / sums[1]).item()
-        self._record({"step": self.step, "tokens": self.tokens, "val_loss": val_loss, "val_ppl": math.exp(min(val_loss, 50))},
-                     f"step {self.step} | val loss {val_loss:.4f} | val ppl {math.exp(min(val_loss, 50)):.2f} "
-                     f"({int(sums[1].item()) * self.context:,} tokens)")
-        return val_loss
+        loss_sum, count, text_loss, text_bytes = sums.tolist()
+        val_loss, val_bpb = loss_sum / count, text_loss / math.log(2) / max(text_bytes, 1)
+        self._record({"step": self.step, "tokens": self.tokens, "val_loss": val_loss, "val_ppl": math.exp(min(val_loss, 50)),
+                      "val_bpb": val_bpb},
+                     f"step {self.step} | val loss {val_loss:.4f} | val ppl {math.exp(min(val_loss, 50)):.2f} | "
+                     f"val bpb {val_bpb:.4f} ({int(count):,} tokens)")
+        return val_loss, val_bpb
 
-    def _compare_with_unigram(self, val_loss):
+    def _compare_with_unigram(self, val_loss, val_bpb):
         """The final validation loss beside the loss of a model that knows only token frequencies."""
         totals = (read_manifest(self.config.data) or {}).get("totals", {}).get("train", {})
+        line = f"final validation loss {val_loss:.4f} nats/token, {val_bpb:.4f} bits/byte"
         if "unigram_entropy" in totals:
             entropy = totals["unigram_entropy"]
-            self._log(f"final validation loss {val_loss:.4f} nats/token, {entropy - val_loss:.4f} below the unigram entropy "
-                      f"of the training tokens ({entropy:.4f}: the loss of a model that knows only token frequencies)")
+            gap = f"{entropy - val_loss:.4f} below" if val_loss <= entropy else f"{val_loss - entropy:.4f} above"
+            line += (f"; {gap} the unigram entropy of the training tokens ({entropy:.4f}: the loss of a model that "
+                     f"knows only token frequencies)")
+        self._log(line)
 
     def _sample(self):
         from sample.generate import generate
@@ -342,11 +403,11 @@ class Trainer:
     def _on_signal(self, signum, frame):
         self.stop_signal = signal.Signals(signum).name
 
-    def _stopping(self):
-        stop = torch.tensor(float(self.stop_signal is not None))
-        if self.ddp:  # every rank stops at the same step, whichever got the signal
-            dist.all_reduce(stop, op=dist.ReduceOp.MAX)
-        return bool(stop.item())
+
+def _token_bytes(tokenizer):
+    """The length in bytes of each token's text; 0 for special tokens, which stand for no text."""
+    special = set(tokenizer.special_tokens.values())
+    return [0 if i in special else len(b) for i, b in enumerate(tokenizer.vocab)]
 
 
 def _model_config(model, tokenizer) -> ModelConfig:

@@ -1,0 +1,83 @@
+"""The GPU tier: what only a CUDA device can show. Every test here is marked `gpu` and skips
+without CUDA (CI has none); on a GPU machine `make test` runs them with the rest, and
+`pytest -m gpu` runs them alone.
+
+bf16 autocast with torch.compile, a one-process NCCL run stopped by SIGTERM and resumed
+exactly, CUDA sampling against the CPU, and the pinned, non-blocking loader.
+"""
+import signal
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+from click.testing import CliRunner
+
+from model.checkpoint import load_model
+from tests.test_trainer import ENV, ROOT, config, data, latest_step, model_json, records, run_flags, wait_for  # noqa: F401
+from train.trainer import Trainer, train
+
+pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")]
+
+
+def test_bf16_autocast_and_compile_train_and_checkpoint(data, model_json, tmp_path):
+    run = tmp_path / "run"
+    train(config(data, run, model_json, device="cuda", compile=True, max_steps=30, log_interval=10, eval_interval=30,
+                 batch_size=8, checkpoint_interval=0))
+    logs = records(run)
+    assert [r["step"] for r in logs] == [1, 10, 20, 30] and logs[-1]["loss"] < logs[0]["loss"] - 0.3
+    assert all(np.isfinite([r["loss"], r["grad_norm"]]).all() for r in logs)
+    model, _ = load_model(run / "latest")  # saved from the uncompiled module, in float32
+    assert all(p.dtype == torch.float32 and torch.isfinite(p).all() for p in model.parameters())
+
+
+def test_one_process_nccl_run_stops_on_sigterm_and_resumes_exactly(data, model_json, tmp_path):
+    common = run_flags(data, None, model_json, device="cuda", max_steps=40, checkpoint_interval=1000, optimizer="muon")
+
+    def torchrun(*args, **popen):
+        return subprocess.Popen([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=1",
+                                 "-m", "train", *map(str, args)], cwd=ROOT, env=ENV, text=True,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, **popen)
+
+    straight = torchrun(*common, "--out", tmp_path / "straight")
+    out, err = straight.communicate(timeout=300)
+    assert straight.returncode == 0, err[-3000:]
+    assert "cuda:0 x 1 (torch.distributed nccl" in out
+
+    run = tmp_path / "stopped"
+    proc = torchrun(*common, "--out", run)
+    wait_for(lambda: (run / "metrics.jsonl").exists() and len(records(run)) >= 5, proc, timeout=300)
+    proc.send_signal(signal.SIGTERM)  # torchrun forwards it to the worker
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err[-3000:]
+    stopped_at = latest_step(run)
+    assert 5 <= stopped_at < 40 and "stopped by SIGTERM" in out
+    resumed = torchrun("--out", run, "--resume")
+    assert resumed.wait(timeout=300) == 0, resumed.stderr.read()[-3000:]
+    assert [r["loss"] for r in records(run)] == [r["loss"] for r in records(tmp_path / "straight")]
+
+
+def test_cuda_sampling_gives_the_cpu_text_for_a_seed(data, model_json, tmp_path):
+    from sample.cli import cli
+
+    run = tmp_path / "run"
+    train(config(data, run, model_json, device="cpu", max_steps=20, checkpoint_interval=0))
+    texts = {}
+    for device in ("cpu", "cuda"):
+        res = CliRunner().invoke(cli, ["--checkpoint", str(run / "latest"), "--prompt", "the cat", "--max-new-tokens", "40",
+                                       "--seed", "3", "--num-samples", "3", "--device", device])
+        assert res.exit_code == 0, (res.output, res.exception)
+        texts[device] = res.stdout
+    assert texts["cuda"] == texts["cpu"]
+
+
+def test_pinned_loader_delivers_the_loaders_batches_on_the_gpu(data, model_json, tmp_path):
+    trainer = Trainer(config(data, tmp_path / "run", model_json, device="cuda", grad_accum=2), False, 0, 1,
+                      torch.device("cuda", 0), False)
+    for step in range(3):
+        for micro in range(2):
+            inputs, targets = next(trainer.batches)
+            assert inputs.is_cuda and inputs.dtype == torch.int64
+            expected = torch.from_numpy(trainer.loader.batch(step, micro).astype(np.int64))
+            assert torch.equal(inputs.cpu(), expected[:, :-1]) and torch.equal(targets.cpu(), expected[:, 1:])

@@ -59,21 +59,20 @@ PEAK_N, PEAK_WARMUP, PEAK_ITERS = 2048, 3, 20
 # -- the data directory --------------------------------------------------------------------------
 
 
-def build_data(directory):
+def build_data(directory, vocab=MODEL["vocab_size"], train_tokens=TRAIN_TOKENS):
     """tokenizer.json, one train and one val shard of random ids, manifest.json."""
     import numpy as np
 
     from bench.sample import dummy_tokenizer
     from shared.shards import MANIFEST, ShardWriter, dtype_for
 
-    vocab = MODEL["vocab_size"]
     tokenizer = dummy_tokenizer(vocab)
     directory.mkdir(parents=True)
     tokenizer.save(directory / "tokenizer.json")
     rng = np.random.default_rng(SEED)
     dtype = dtype_for(vocab)
     shards = []
-    for index, (split, n) in enumerate((("val", VAL_TOKENS), ("train", TRAIN_TOKENS))):
+    for index, (split, n) in enumerate((("val", VAL_TOKENS), ("train", train_tokens))):
         name = f"bench_{split}_{index:06d}.bin"
         writer = ShardWriter(directory / name, dtype, vocab_size=vocab, eot_id=vocab - 1, fingerprint=tokenizer.fingerprint)
         writer.write(rng.integers(0, vocab - 1, n, dtype=np.int64).astype(dtype))  # no end-of-text

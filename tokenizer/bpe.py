@@ -1,8 +1,10 @@
 """The byte-level BPE tokenizer: text to ids and back.
 
 Encoding follows GPT-2 and HF `tokenizers`: special tokens split the text first (longest
-match wins); the rest is cut into pre-tokens by the GPT-2 pattern; the UTF-8 bytes of
-each pre-token are merged pair by pair, the pair with the lowest merge rank first.
+match wins); the rest is normalized if the tokenizer has normalizers (NFC, Lowercase, ...),
+then cut into pre-tokens by its pattern (GPT-2's unless it came from a file with another);
+the UTF-8 bytes of each pre-token are merged pair by pair, the pair with the lowest merge
+rank first (with `ignore_merges`, a pre-token that is itself a token is that token).
 
 Speed comes from caches and bulk operations rather than a faster inner loop: chunks of
 text seen before (see `split.chunks`) map straight to their ids, packed as bytes, through
@@ -19,6 +21,7 @@ import re
 from itertools import accumulate, chain, compress, islice, repeat
 
 import numpy as np
+import regex
 
 from shared.errors import InputError
 from shared.workers import process_pool
@@ -88,18 +91,29 @@ class Tokenizer:
 
     `vocab[i]` is the bytes of token i (for a special token, its UTF-8 text); `merges` lists
     the pairs of ids in rank order; every merge must make a token of the vocabulary, and
-    every single byte must be a token.
+    every single byte must be a token. `pattern` cuts text into pre-tokens; `normalizer`
+    names the steps of split.NORMALIZERS applied first, in order; `ignore_merges` is HF's
+    option of that name.
     """
 
-    def __init__(self, vocab, merges, special_tokens):
+    def __init__(self, vocab, merges, special_tokens, *, pattern=split.GPT2_PATTERN, normalizer=(), ignore_merges=False):
         self.vocab = list(vocab)
         self.merges = [tuple(m) for m in merges]
         self.special_tokens = dict(special_tokens)
+        self.pattern, self.normalizer, self.ignore_merges = pattern, tuple(normalizer), ignore_merges
+        self._normalize = functools.partial(split.normalize, self.normalizer) if self.normalizer else None
+        self._cut = split.cutter(pattern, normalized=bool(self.normalizer))
+        if pattern == split.GPT2_PATTERN:
+            self._chunks_of, self._pretokens_of = split.chunks, split.PRETOKEN.findall
+        else:  # the whole text is one chunk: see split.py for why chunks are GPT-2's
+            compiled = regex.compile(pattern)
+            self._chunks_of, self._pretokens_of = _one_chunk, functools.partial(split.pretokens, compiled)
         ids = {b: i for i, b in enumerate(self.vocab) if i not in self.special_tokens.values()}
         missing = [b for b in range(256) if bytes([b]) not in ids]
         if missing:
             raise ValueError(f"not a byte-level vocabulary: no token for byte {missing[0]:#04x}")
         self._byte_ids = np.array([ids[bytes([b])] for b in range(256)], np.int64)
+        self._whole_token_ids = {b: np.array([i], np.uint32).tobytes() for b, i in ids.items()} if ignore_merges else None
         merged = []
         for rank, (a, b) in enumerate(self.merges):
             if self.vocab[a] + self.vocab[b] not in ids:
@@ -119,21 +133,29 @@ class Tokenizer:
 
     @functools.cached_property
     def fingerprint(self):
-        """A short hash of what decides the ids: the vocabulary, the merges, the special tokens."""
-        canonical = json.dumps(
-            {"vocab": [t.hex() for t in self.vocab], "merges": self.merges, "special_tokens": sorted(self.special_tokens.items())},
-            separators=(",", ":"),
-        )
+        """A short hash of what decides the ids: the vocabulary, the merges, the special tokens, and
+        the pattern, normalizer and ignore_merges where they are not the defaults (which keeps the
+        fingerprints of GPT-2-pattern tokenizers what they were before those options existed)."""
+        decisive = {"vocab": [t.hex() for t in self.vocab], "merges": self.merges, "special_tokens": sorted(self.special_tokens.items())}
+        if self.pattern != split.GPT2_PATTERN:
+            decisive["pattern"] = self.pattern
+        if self.normalizer:
+            decisive["normalizer"] = self.normalizer
+        if self.ignore_merges:
+            decisive["ignore_merges"] = True
+        canonical = json.dumps(decisive, separators=(",", ":"))
         return hashlib.sha256(canonical.encode()).hexdigest()[:16]
 
     # -- files -------------------------------------------------------------------------------
 
     @classmethod
     def from_file(cls, path):
-        """Load a `tokenizer.json` in the format of HF `tokenizers` (byte-level BPE)."""
+        """Load a `tokenizer.json` in the format of HF `tokenizers` (byte-level BPE); a file with an
+        option we do not apply is refused (InputError naming it) rather than encoded differently."""
         from .files import read_hf_json
 
-        return cls._checked(path, *read_hf_json(path))
+        vocab, merges, special_tokens, options = read_hf_json(path)
+        return cls._checked(path, vocab, merges, special_tokens, **options)
 
     @classmethod
     def from_gpt2_files(cls, vocab_path, merges_path, special_tokens=("<|endoftext|>",)):
@@ -143,19 +165,25 @@ class Tokenizer:
         return cls._checked(merges_path, *read_gpt2_files(vocab_path, merges_path, special_tokens))
 
     @classmethod
-    def _checked(cls, path, vocab, merges, special_tokens):
+    def _checked(cls, path, vocab, merges, special_tokens, **options):
         try:
-            return cls(vocab, merges, special_tokens)
+            return cls(vocab, merges, special_tokens, **options)
         except ValueError as e:
             raise InputError(f"{path}: {e}") from None
 
     def save(self, path):
         """Write `tokenizer.json` (HF `tokenizers` format) atomically."""
-        from .files import write_hf_json
+        from .files import hf_json, write_json
 
-        write_hf_json(path, self.vocab, self.merges, self.special_tokens)
+        write_json(path, hf_json(self))
 
     # -- encoding ----------------------------------------------------------------------------
+
+    def safe_cut(self, text, end):
+        """The largest position <= `end` at which `text` can be cut into two parts whose ids,
+        one after the other, are the ids of `text`; 0 if there is none (or none this
+        tokenizer's pattern and normalizer are known to allow). Special tokens aside."""
+        return self._cut(text, end)
 
     def encode(self, text, allowed_special="all"):
         """The ids of `text`. Special tokens in `allowed_special` ("all", or a set of their
@@ -165,16 +193,15 @@ class Tokenizer:
     def encode_iterable(self, texts, allowed_special="all"):
         """Yield the ids of the concatenation of `texts` (e.g. a file object), in bounded memory.
 
-        Each piece is cut where the cut cannot change the result: before a whitespace
-        character that precedes a non-whitespace one, and never inside or just before a
-        possible special token; the rest waits for the next piece.
+        Each piece is cut where the cut cannot change the result (`safe_cut`), and never
+        inside or just before a possible special token; the rest waits for the next piece.
         """
         special_re = self._special_re(allowed_special)
         longest_special = max(map(len, self.special_tokens), default=1) if special_re else 1
         carry = ""
         for text in texts:
             buffer = carry + text
-            cut = split.safe_cut(buffer, len(buffer) - longest_special)
+            cut = self.safe_cut(buffer, len(buffer) - longest_special)
             if special_re and cut:
                 # A special token straddling the cut ends before the cut or starts after it.
                 for m in special_re.finditer(buffer, max(0, cut - longest_special), cut + longest_special):
@@ -226,8 +253,10 @@ class Tokenizer:
             specials = [[*map(self._special_bytes.__getitem__, special_re.findall(t)), b""] for t in texts]
         else:
             segments, specials = [[t] for t in texts], [[b""]] * len(texts)
-        chunked = list(map(split.chunks, chain.from_iterable(segments)))
-        heads = [split.PRETOKEN.findall(c[0]) for c in chunked]
+        if self._normalize:  # special tokens are matched in the text as given, the rest is normalized (as HF does)
+            segments = [list(map(self._normalize, s)) for s in segments]
+        chunked = list(map(self._chunks_of, chain.from_iterable(segments)))
+        heads = list(map(self._pretokens_of, (c[0] for c in chunked)))
         head_ids = map(b"".join, _groups(self._ids_of_pretokens(list(chain.from_iterable(heads))), map(len, heads)))
         tails = list(chain.from_iterable(islice(c, 1, None) for c in chunked))
         tail_ids = list(map(self._chunk_ids.get, tails))
@@ -262,8 +291,16 @@ class Tokenizer:
         return ids
 
     def _merge_pretokens(self, pretokens):
-        """The ids of each pre-token, packed: most merged together in numpy rounds, the long ones
-        (whose rounds would be as many as their merges) one merge at a time."""
+        """The ids of each pre-token, packed: with `ignore_merges` a pre-token that is a token is
+        that token; the others merged, most together in numpy rounds, the long ones (whose
+        rounds would be as many as their merges) one merge at a time."""
+        if self.ignore_merges:
+            whole = [self._whole_token_ids.get(p.encode("utf-8")) for p in pretokens]
+            merged = iter(self._merge_pretokens_by_rank([p for p, w in zip(pretokens, whole) if w is None]))
+            return [w if w is not None else next(merged) for w in whole]
+        return self._merge_pretokens_by_rank(pretokens)
+
+    def _merge_pretokens_by_rank(self, pretokens):
         short = iter(self._bpe_many([p for p in pretokens if len(p) <= _LONG]))
         return [self._bpe_long(p) if len(p) > _LONG else next(short) for p in pretokens]
 
@@ -342,6 +379,10 @@ class Tokenizer:
     def decode(self, ids):
         """The text of `ids`; bytes that are not valid UTF-8 become U+FFFD."""
         return self.decode_bytes(ids).decode("utf-8", errors="replace")
+
+
+def _one_chunk(text):
+    return [text]
 
 
 def _groups(items, sizes):

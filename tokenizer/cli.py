@@ -108,13 +108,19 @@ def decode(path, ids):
 @cli.command()
 @tokenizer_option
 def info(path):
-    """Vocabulary size, merges, special tokens and fingerprint of a tokenizer.json."""
+    """Vocabulary size, merges, special tokens, normalizer, pattern and fingerprint of a tokenizer.json."""
+    from .split import GPT2_PATTERN
+
     tokenizer = _load(path)
     specials = ", ".join(f"{s} = {i}" for s, i in tokenizer.special_tokens.items()) or "none"
     click.echo(f"file: {path}")
     click.echo(f"vocab size: {tokenizer.vocab_size:,}")
     click.echo(f"merges: {len(tokenizer.merges):,}")
     click.echo(f"special tokens: {specials}")
+    click.echo(f"normalizer: {' + '.join(tokenizer.normalizer) or 'none'}")
+    click.echo(f"pre-tokenizer: {'GPT-2 pattern' if tokenizer.pattern == GPT2_PATTERN else 'pattern ' + tokenizer.pattern}")
+    if tokenizer.ignore_merges:
+        click.echo("ignore_merges: a pre-token that is a token is taken whole")
     click.echo(f"fingerprint: {tokenizer.fingerprint}")
 
 

@@ -2,11 +2,25 @@
 
 Both write tokens in GPT-2's byte-level alphabet: each byte is shown as a printable
 character (a space as "Ġ"), so that a token is a plain string without spaces.
+
+A tokenizer.json is read exactly or refused: every field that can change the ids HF
+`tokenizers` gives for a text is either applied (the normalizers, the pre-tokenizer's
+pattern, `ignore_merges`) or, set to anything else than its neutral value, refused in one
+line naming the file and the field. The ids compared are those of the text alone
+(`encode(text, add_special_tokens=False)`): a post-processor's template, the BOS that
+Llama 3's file adds, frames a text rather than tokenizing it, so it is left to the caller.
 """
 import json
 
+import regex
+
 from shared.errors import InputError
 from shared.files import atomic_write
+
+from . import split
+
+_MODEL_FIELDS = {"type", "vocab", "merges", "dropout", "unk_token", "continuing_subword_prefix", "end_of_word_suffix",
+                 "fuse_unk", "byte_fallback", "ignore_merges"}
 
 
 def _byte_alphabet():
@@ -76,19 +90,86 @@ def read_hf_json(path):
 
 
 def _parse_hf_json(path, data):
+    """(vocab, merges, special tokens, the Tokenizer's keyword options) of a tokenizer.json."""
     model = data.get("model") if isinstance(data, dict) else None
     if not isinstance(model, dict) or model.get("type") != "BPE" or not isinstance(model.get("vocab"), dict):
         raise InputError(f"{path}: expected a tokenizer.json with a BPE model (HF tokenizers format)")
-    pre = data.get("pre_tokenizer") or {}
-    if pre.get("type") != "ByteLevel" or pre.get("add_prefix_space") or pre.get("use_regex") is False:
-        raise InputError(f"{path}: expected a ByteLevel pre-tokenizer with the GPT-2 pattern and no prefix space")
+    _check_model_options(path, model)
+    for field in ("truncation", "padding"):
+        if data.get(field) is not None:
+            raise InputError(f"{path}: {field} is set; not supported (ids are those of whole texts): expected null")
+    normalizer = _normalizer_names(path, data.get("normalizer"))
+    options = {"pattern": _pattern(path, data.get("pre_tokenizer")), "normalizer": normalizer,
+               "ignore_merges": bool(model.get("ignore_merges"))}
     token_ids = dict(model["vocab"])
     special_tokens = {}
     for added in data.get("added_tokens") or []:
+        _check_added_token(path, added, normalizer)
         token_ids[added["content"]] = added["id"]
         special_tokens[added["content"]] = added["id"]
     merges = [_split_merge(m, path) for m in model.get("merges", [])]
-    return _assemble(path, token_ids, merges, special_tokens)
+    return (*_assemble(path, token_ids, merges, special_tokens), options)
+
+
+def _unsupported(path, field, value, expected):
+    return InputError(f"{path}: {field} {json.dumps(value, ensure_ascii=False)} is not supported; expected {expected}")
+
+
+def _check_model_options(path, model):
+    unknown = sorted(set(model) - _MODEL_FIELDS)
+    if unknown:
+        raise InputError(f"{path}: model.{unknown[0]} is not a BPE option this reader knows (it could change the ids)")
+    if model.get("dropout"):  # 0 drops nothing
+        raise _unsupported(path, "model.dropout", model["dropout"], "null (dropout makes the ids random)")
+    for field in ("continuing_subword_prefix", "end_of_word_suffix"):
+        if model.get(field):
+            raise _unsupported(path, f"model.{field}", model[field], "null (a byte-level BPE marks no word pieces)")
+    if model.get("byte_fallback"):
+        raise _unsupported(path, "model.byte_fallback", True, "false")
+
+
+def _normalizer_names(path, node):
+    """The names of split.NORMALIZERS that `node` (a normalizer, a Sequence of them, or null) applies, in order."""
+    if node is None:
+        return ()
+    if node.get("type") == "Sequence":
+        return tuple(name for step in node["normalizers"] for name in _normalizer_names(path, step))
+    if node.get("type") not in split.NORMALIZERS or set(node) != {"type"}:
+        raise _unsupported(path, "normalizer", node, f"null, {', '.join(split.NORMALIZERS)} or a Sequence of them")
+    return (node["type"],)
+
+
+def _pattern(path, node):
+    """The pre-tokenization pattern of a ByteLevel pre-tokenizer (GPT-2's) or of
+    Sequence[Split(Regex, Isolated), ByteLevel(use_regex=false)] (Llama 3's, Qwen2's, GPT-4o's)."""
+    expected = ("a ByteLevel pre-tokenizer (GPT-2), or a Sequence of a Split (a Regex pattern, behavior Isolated, "
+                "invert false) and a ByteLevel with use_regex false (Llama 3, Qwen2), without add_prefix_space")
+    if not isinstance(node, dict):
+        raise _unsupported(path, "pre_tokenizer", node, expected)
+    if node.get("type") == "ByteLevel" and node.get("use_regex", True) and not node.get("add_prefix_space"):
+        return split.GPT2_PATTERN
+    steps = node.get("pretokenizers") if node.get("type") == "Sequence" else None
+    if not (isinstance(steps, list) and len(steps) == 2 and isinstance(steps[0], dict) and isinstance(steps[1], dict)):
+        raise _unsupported(path, "pre_tokenizer", node, expected)
+    cut, byte_level = steps
+    pattern = cut.get("pattern") if cut.get("type") == "Split" else None
+    if (not isinstance(pattern, dict) or list(pattern) != ["Regex"] or cut.get("behavior") != "Isolated" or cut.get("invert")
+            or byte_level.get("type") != "ByteLevel" or byte_level.get("use_regex", True) or byte_level.get("add_prefix_space")):
+        raise _unsupported(path, "pre_tokenizer", node, expected)
+    try:
+        regex.compile(pattern["Regex"])
+    except (regex.error, TypeError) as e:
+        raise InputError(f"{path}: the pre-tokenizer's pattern {pattern['Regex']!r} does not compile ({e})") from None
+    return pattern["Regex"]
+
+
+def _check_added_token(path, added, normalizer):
+    for option in ("single_word", "lstrip", "rstrip"):
+        if added.get(option):
+            raise _unsupported(path, f"added token {added['content']!r}: {option}", True, "false")
+    if normalizer and added.get("normalized"):
+        # HF would look for it in the normalized text, where normalizing can make one up.
+        raise _unsupported(path, f"added token {added['content']!r}: normalized", True, "false with a normalizer")
 
 
 def read_gpt2_files(vocab_path, merges_path, special_tokens):
@@ -105,20 +186,28 @@ def read_gpt2_files(vocab_path, merges_path, special_tokens):
     return _assemble(vocab_path, token_ids, merges, specials, merges_path)
 
 
-def write_hf_json(path, vocab, merges, special_tokens):
-    special_ids = set(special_tokens.values())
-    texts = [t.decode("utf-8") if i in special_ids else token_text(t) for i, t in enumerate(vocab)]
+def hf_json(tokenizer):
+    """The tokenizer.json of a Tokenizer, as a dict: what HF `tokenizers` reads to give the same ids."""
+    special_ids = set(tokenizer.special_tokens.values())
+    texts = [t.decode("utf-8") if i in special_ids else token_text(t) for i, t in enumerate(tokenizer.vocab)]
     byte_level = {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": True}
-    data = {
+    if tokenizer.pattern == split.GPT2_PATTERN:
+        pre_tokenizer = byte_level
+    else:
+        pre_tokenizer = {"type": "Sequence", "pretokenizers": [
+            {"type": "Split", "pattern": {"Regex": tokenizer.pattern}, "behavior": "Isolated", "invert": False},
+            {**byte_level, "use_regex": False},
+        ]}
+    return {
         "version": "1.0",
         "truncation": None,
         "padding": None,
         "added_tokens": [
             {"id": i, "content": s, "single_word": False, "lstrip": False, "rstrip": False, "normalized": False, "special": True}
-            for s, i in sorted(special_tokens.items(), key=lambda item: item[1])
+            for s, i in sorted(tokenizer.special_tokens.items(), key=lambda item: item[1])
         ],
-        "normalizer": None,
-        "pre_tokenizer": byte_level,
+        "normalizer": {"type": "Sequence", "normalizers": [{"type": name} for name in tokenizer.normalizer]} if tokenizer.normalizer else None,
+        "pre_tokenizer": pre_tokenizer,
         "post_processor": None,
         "decoder": byte_level,
         "model": {
@@ -129,12 +218,15 @@ def write_hf_json(path, vocab, merges, special_tokens):
             "end_of_word_suffix": None,
             "fuse_unk": False,
             "byte_fallback": False,
-            "ignore_merges": False,
+            "ignore_merges": tokenizer.ignore_merges,
             "vocab": {text: i for i, text in enumerate(texts)},
             # "a b" strings: every version of `tokenizers` reads them, and byte-level tokens hold no space.
-            "merges": [f"{texts[a]} {texts[b]}" for a, b in merges],
+            "merges": [f"{texts[a]} {texts[b]}" for a, b in tokenizer.merges],
         },
     }
+
+
+def write_json(path, data):
     with atomic_write(path, encoding="utf-8") as f:
         json.dump(data, f, ensure_ascii=False, indent=1)
         f.write("\n")

@@ -1,9 +1,10 @@
-"""How text is cut before byte-pair merges: GPT-2 pre-tokens, and cheaper "chunks" made of them.
+"""How text is prepared and cut before byte-pair merges: normalizers, pre-tokens, and for
+the GPT-2 pattern cheaper "chunks" made of them.
 
-The GPT-2 pattern is the specification. Running it over every byte of a corpus is the
-slowest part of a Python encoder, so both the encoder and the trainer first cut text into
-chunks with `str.split(" ")`, which runs at C speed, and apply the pattern only to chunks
-they have not seen before.
+A pre-tokenization pattern is the specification. Running it over every byte of a corpus is
+the slowest part of a Python encoder, so with the GPT-2 pattern (the one our trainer uses)
+both the encoder and the trainer first cut text into chunks with `str.split(" ")`, which
+runs at C speed, and apply the pattern only to chunks they have not seen before.
 
 Why that is exact: a space followed by a non-whitespace character always starts a new
 pre-token (` ?\\p{L}+`, ` ?\\p{N}+` and ` ?[^\\s\\p{L}\\p{N}]+` take it, and no pre-token
@@ -11,14 +12,28 @@ ends in a space that is followed by a non-space), and the pre-tokens on either s
 it do not depend on the text on the other side. So the pre-tokens of a text are the
 pre-tokens of its chunks, one after the other. Only a space followed by whitespace or
 the end of the text is not such a boundary; `chunks()` glues the piece after it back on.
+
+That argument is about the GPT-2 pattern. A tokenizer.json may bring any other (Llama 3's,
+Qwen2's, GPT-4o's, or one of its own, which could for instance match several words at
+once), so other patterns are run over the whole text (`pretokens`).
 """
 import re
+import unicodedata
 
 import numpy as np
 import regex
 
 GPT2_PATTERN = r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
 PRETOKEN = regex.compile(GPT2_PATTERN)
+
+# The patterns of the tokenizer.json files of Llama 3 (tiktoken's first cl100k_base), Qwen2 and GPT-4o (o200k_base).
+LLAMA3_PATTERN = r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"""
+QWEN2_PATTERN = r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"""
+O200K_PATTERN = "|".join([
+    r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
+    r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
+    r"""\p{N}{1,3}""", r""" ?[^\s\p{L}\p{N}]+[\r\n/]*""", r"""\s*[\r\n]+""", r"""\s+(?!\S)""", r"""\s+""",
+])
 
 # A space that is not a chunk boundary. `regex`'s \s (the pattern's) differs from `re`'s
 # only at U+001C..U+001F, which `re` calls whitespace; `re` scans this much faster.
@@ -77,3 +92,69 @@ def pretokens_of_chunks(chunks):
     pretoken_ends = np.cumsum(np.fromiter(map(len, pretokens), np.int64, len(pretokens)))
     chunk_ends = np.cumsum(np.fromiter(map(len, chunks), np.int64, len(chunks)) + 1)
     return pretokens, np.diff(np.searchsorted(pretoken_ends, chunk_ends, side="right"), prepend=0).tolist()
+
+
+# -- other patterns and normalizers (HF tokenizer.json files) ----------------------------------
+
+
+def pretokens(pattern, text):
+    """The pre-tokens of `text` under a compiled `pattern`, as HF `tokenizers`' Split pre-tokenizer
+    with the "Isolated" behaviour makes them: each match, and each stretch of text between
+    matches, is a pre-token; empty ones are dropped."""
+    pieces = pattern.findall(text) if not pattern.groups else [m.group() for m in pattern.finditer(text)]
+    if sum(map(len, pieces)) != len(text):  # text between matches: a pattern that does not cover every character
+        pieces, last = [], 0
+        for m in pattern.finditer(text):
+            pieces += text[last : m.start()], m.group()
+            last = m.end()
+        pieces.append(text[last:])
+    return [p for p in pieces if p] if "" in pieces else pieces
+
+
+def _lowercase(text):
+    # HF lowercases each character alone (Rust's char::to_lowercase); Python's str.lower() also
+    # applies the final-sigma rule, so a capital sigma is lowered on its own first.
+    return text.replace("Σ", "σ").lower()
+
+
+NORMALIZERS = {
+    "NFC": lambda text: unicodedata.normalize("NFC", text),
+    "NFD": lambda text: unicodedata.normalize("NFD", text),
+    "NFKC": lambda text: unicodedata.normalize("NFKC", text),
+    "NFKD": lambda text: unicodedata.normalize("NFKD", text),
+    "Lowercase": _lowercase,
+}
+
+
+def normalize(names, text):
+    """`text` through the named normalizers (keys of NORMALIZERS), in order."""
+    for name in names:
+        text = NORMALIZERS[name](text)
+    return text
+
+
+# Patterns under which a space that follows a printable ASCII character always starts a
+# pre-token, whatever the text around: no alternative of theirs takes a space except as the
+# first character of its match or inside a run of whitespace, and none looks behind. The
+# space is also a safe cut for every normalizer of NORMALIZERS (it composes with nothing,
+# and stops the reordering of combining marks), so cutting there changes no id.
+_ASCII_SPACE_CUT_PATTERNS = frozenset({GPT2_PATTERN, LLAMA3_PATTERN, QWEN2_PATTERN, O200K_PATTERN})
+_LAST_ASCII_SPACE = regex.compile(r"(?<=[!-~]) ", flags=regex.REVERSE)
+
+
+def cutter(pattern, normalized):
+    """The `safe_cut` for a tokenizer with this pattern, normalized or not: a function
+    (text, end) -> the largest position <= `end` at which `text` can be cut without changing
+    its ids, or 0. A pattern we know nothing about may look any distance ahead: no cut."""
+    if pattern == GPT2_PATTERN and not normalized:
+        return safe_cut
+    return ascii_space_cut if pattern in _ASCII_SPACE_CUT_PATTERNS else no_cut
+
+
+def ascii_space_cut(text, end):
+    m = _LAST_ASCII_SPACE.search(text, 0, min(end + 1, len(text)))
+    return m.start() if m else 0
+
+
+def no_cut(text, end):
+    return 0

@@ -3,15 +3,22 @@ when the model uses QK-norm, which Llama lacks), loadable by `transformers`, vLL
 converter and the Hub, with the tokenizer for `AutoTokenizer`.
 
 Our RoPE already uses Llama's "rotate half" layout, so the weights are only renamed.
+
+The exported model generates what `sample` generates: `sample` puts <|endoftext|> before the
+prompt, since every training document starts after one, so the exported tokenizer.json adds
+it too (a TemplateProcessing post-processor: `AutoTokenizer(text)` gives [eot] + the ids
+of text), and config.json and generation_config.json name it as BOS, EOS and padding. The
+tokenizer.json of our own checkpoints and data directories has no post-processor: there the
+ids of a text are the text's alone, and the code that frames documents adds the eot itself.
 """
 from __future__ import annotations
 
 import json
 import os
-import shutil
 from pathlib import Path
 
 from shared.files import atomic_write
+from tokenizer.files import hf_json
 
 from .checkpoint import load_model, model_tensors
 
@@ -66,8 +73,25 @@ def hf_config(config, eot_id):
         "initializer_range": config.init_std,
         "bos_token_id": eot_id,
         "eos_token_id": eot_id,
+        "pad_token_id": eot_id,
         "torch_dtype": "float32",
     }
+
+
+def hf_tokenizer_json(tokenizer, bos_token):
+    """The tokenizer.json to export: ours, and a post-processor putting `bos_token` before each text
+    (and between the two texts of a pair, as between documents in training)."""
+    data = hf_json(tokenizer)
+    if bos_token is not None:
+        bos = {"SpecialToken": {"id": bos_token, "type_id": 0}}
+        text_a, text_b = ({"Sequence": {"id": name, "type_id": 0}} for name in "AB")
+        data["post_processor"] = {
+            "type": "TemplateProcessing",
+            "single": [bos, text_a],
+            "pair": [bos, text_a, bos, text_b],
+            "special_tokens": {bos_token: {"id": bos_token, "ids": [tokenizer.special_tokens[bos_token]], "tokens": [bos_token]}},
+        }
+    return data
 
 
 def export_hf(checkpoint, out_dir, eot_token="<|endoftext|>"):
@@ -76,6 +100,8 @@ def export_hf(checkpoint, out_dir, eot_token="<|endoftext|>"):
 
     model, tokenizer = load_model(checkpoint)
     eot_id = tokenizer.special_tokens.get(eot_token)
+    if eot_id is None:
+        eot_token = None  # sample puts nothing before the prompt then, and neither does the export
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     tensors = {hf_name(k): v.contiguous() for k, v in model_tensors(model).items()}
@@ -87,15 +113,15 @@ def export_hf(checkpoint, out_dir, eot_token="<|endoftext|>"):
         tmp.unlink(missing_ok=True)
     files = {
         "config.json": hf_config(model.config, eot_id),
-        "generation_config.json": {"bos_token_id": eot_id, "eos_token_id": eot_id},
+        "generation_config.json": {"bos_token_id": eot_id, "eos_token_id": eot_id, "pad_token_id": eot_id},
         "tokenizer_config.json": {
             "tokenizer_class": "PreTrainedTokenizerFast",
             "model_max_length": model.config.context_length,
-            **({"bos_token": eot_token, "eos_token": eot_token} if eot_id is not None else {}),
+            **({"bos_token": eot_token, "eos_token": eot_token, "pad_token": eot_token} if eot_token else {}),
         },
+        "tokenizer.json": hf_tokenizer_json(tokenizer, eot_token),
     }
     for name, content in files.items():
-        with atomic_write(out_dir / name) as f:
-            f.write(json.dumps(content, indent=2) + "\n")
-    shutil.copyfile(Path(checkpoint) / "tokenizer.json", out_dir / "tokenizer.json")
+        with atomic_write(out_dir / name, encoding="utf-8") as f:
+            f.write(json.dumps(content, indent=2, ensure_ascii=False) + "\n")
     return out_dir

@@ -18,7 +18,6 @@ from tests.conftest import assert_input_error
 from tokenizer.bpe import Tokenizer
 
 EOT = "<|endoftext|>"
-SENTENCE = "The little cat sat on the big red mat, and then it said: don't! 42 café"
 
 
 def cfg(**kw):
@@ -486,21 +485,6 @@ def test_hf_export_logits_match(tmp_path, small_tokenizer, kw, arch):
     idx = tokens(config, 2, 40)
     with torch.no_grad():
         torch.testing.assert_close(hf(idx).logits, model(idx)[0], atol=1e-4, rtol=0)
-
-
-def test_hf_export_tokenizer(tmp_path, small_tokenizer):
-    transformers = pytest.importorskip("transformers")
-    from model.hf import export_hf
-
-    tok, _ = small_tokenizer
-    save_model(build(ckpt_config(tok)), tok, tmp_path / "ckpt")
-    export_hf(tmp_path / "ckpt", tmp_path / "hf")
-    hf_tok = transformers.AutoTokenizer.from_pretrained(tmp_path / "hf")
-    assert hf_tok.eos_token == EOT and hf_tok.eos_token_id == tok.special_tokens[EOT]
-    for text in [SENTENCE, f"one story.{EOT}Another one"]:
-        assert hf_tok(text)["input_ids"] == list(tok.encode(text))
-    hf_config = json.loads((tmp_path / "hf" / "config.json").read_text())
-    assert hf_config["eos_token_id"] == tok.special_tokens[EOT]
 
 
 # -- command line ----------------------------------------------------------------------------

@@ -1,0 +1,102 @@
+"""The Hugging Face export generates what `sample` generates: its tokenizer puts <|endoftext|>
+before the text as `sample` does, and greedy decoding in `transformers` gives our ids."""
+import json
+
+import pytest
+import torch
+
+from model.checkpoint import save_model
+from model.config import ModelConfig
+from model.hf import export_hf
+from model.model import TransformerLM
+from sample.generate import generate
+from tokenizer import Tokenizer, split
+
+transformers = pytest.importorskip("transformers")
+
+EOT = "<|endoftext|>"
+PROMPTS = ["Once upon a time, the little cat", "東京 café: don't stop 42\n\n  ok"]
+
+
+def random_model(tokenizer, seed=0, **kw):
+    """A random model whose norm gains are not 1 and whose weights are large enough for its
+    logits to be far apart, so that greedy decoding has no near-ties to break differently."""
+    config = ModelConfig(vocab_size=tokenizer.vocab_size, context_length=64, d_model=64, n_layers=2, n_heads=4, n_kv_heads=2, d_ff=128,
+                         init_std=0.2, **kw)
+    torch.manual_seed(seed)
+    model = TransformerLM(config).eval()
+    with torch.no_grad():
+        for p in model.parameters():
+            if p.dim() == 1:
+                p.uniform_(0.5, 1.5)
+    return model
+
+
+def sample_prompt_ids(tokenizer, prompt):
+    """The ids `sample` starts from (sample/cli.py): the end-of-text token, then the prompt."""
+    return [tokenizer.special_tokens[EOT]] + tokenizer.encode(prompt, allowed_special=())
+
+
+def exported(tmp_path, tokenizer, **kw):
+    model = random_model(tokenizer, **kw)
+    save_model(model, tokenizer, tmp_path / "ckpt")
+    export_hf(tmp_path / "ckpt", tmp_path / "hf")
+    return model, tmp_path / "hf"
+
+
+@pytest.mark.parametrize("kw", [{}, {"qk_norm": True}], ids=["llama", "qwen3"])
+def test_greedy_generate_matches_our_sampler(tmp_path, small_tokenizer, kw):
+    tok, _ = small_tokenizer
+    model, hf_dir = exported(tmp_path, tok, **kw)
+    hf_tok = transformers.AutoTokenizer.from_pretrained(hf_dir)
+    hf_model = transformers.AutoModelForCausalLM.from_pretrained(hf_dir).eval()
+    eot_id = tok.special_tokens[EOT]
+    compared = 0
+    for prompt in PROMPTS:
+        prompt_ids = sample_prompt_ids(tok, prompt)
+        inputs = hf_tok(prompt, return_tensors="pt")
+        assert inputs["input_ids"][0].tolist() == prompt_ids
+        ours = [int(step[0]) for step in generate(model, prompt_ids, max_new_tokens=24, temperature=0)]
+        theirs = hf_model.generate(**inputs, max_new_tokens=24, do_sample=False)[0, len(prompt_ids):].tolist()
+        until_eot = ours[: ours.index(eot_id) + 1] if eot_id in ours else ours  # transformers stops at the EOS
+        assert theirs == until_eot
+        compared += len(theirs)
+    assert compared >= 24
+
+
+def test_exported_tokenizer_adds_the_bos_and_names_it(tmp_path, small_tokenizer):
+    tok, _ = small_tokenizer
+    _, hf_dir = exported(tmp_path, tok)
+    hf_tok = transformers.AutoTokenizer.from_pretrained(hf_dir)
+    eot_id = tok.special_tokens[EOT]
+    assert (hf_tok.bos_token, hf_tok.eos_token, hf_tok.pad_token) == (EOT, EOT, EOT)
+    assert hf_tok.bos_token_id == hf_tok.eos_token_id == hf_tok.pad_token_id == eot_id
+    for text in PROMPTS + [f"one story.{EOT}Another one", ""]:
+        ids = tok.encode(text)
+        assert hf_tok(text)["input_ids"] == [eot_id] + ids
+        assert hf_tok(text, add_special_tokens=False)["input_ids"] == ids
+        assert hf_tok.decode([eot_id] + ids, skip_special_tokens=True) == text.replace(EOT, "")
+    for name in ("config.json", "generation_config.json"):
+        config = json.loads((hf_dir / name).read_text())
+        assert config["bos_token_id"] == config["eos_token_id"] == config["pad_token_id"] == eot_id
+    # Our own checkpoint keeps the plain tokenizer: there the code framing documents adds the eot.
+    assert json.loads((tmp_path / "ckpt" / "tokenizer.json").read_text(encoding="utf-8"))["post_processor"] is None
+    assert Tokenizer.from_file(hf_dir / "tokenizer.json").fingerprint == tok.fingerprint
+
+
+def test_export_keeps_pattern_and_normalizer(tmp_path, small_tokenizer):
+    tok, _ = small_tokenizer
+    llama_like = Tokenizer(tok.vocab, tok.merges, tok.special_tokens, pattern=split.LLAMA3_PATTERN, normalizer=("NFC",))
+    _, hf_dir = exported(tmp_path, llama_like)
+    hf_tok = transformers.AutoTokenizer.from_pretrained(hf_dir)
+    text = "Cafe\u0301 12345 東京\n\n\n  x"  # NFC composes é; Llama 3's pattern cuts the digits by three
+    assert hf_tok(text)["input_ids"] == [tok.special_tokens[EOT]] + llama_like.encode(text)
+    assert llama_like.encode(text) != tok.encode(text)
+
+
+def test_export_without_an_eot_adds_nothing(tmp_path):
+    no_eot = Tokenizer([bytes([b]) for b in range(256)], [], {})
+    _, hf_dir = exported(tmp_path, no_eot)
+    hf_tok = transformers.AutoTokenizer.from_pretrained(hf_dir)
+    assert hf_tok("hi")["input_ids"] == [104, 105]
+    assert json.loads((hf_dir / "config.json").read_text())["pad_token_id"] is None

@@ -32,7 +32,7 @@ from tests.conftest import assert_input_error, english_like
 from train.cli import cli
 from train.config import TrainConfig, load_train_config, preset_names
 from train.data import Loader, ShardData
-from train.optim import AdamW, Muon, build_optimizers, lr_scale, orthogonalize
+from train.optim import AdamW, Muon, Schedule, build_optimizers, lr_scale, orthogonalize
 from train.trainer import Trainer, TrainingError, train
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -427,10 +427,61 @@ def test_resume_refuses_changed_settings_and_fresh_runs_refuse_a_used_dir(data, 
     assert res.exit_code == 0, res.output
     assert_input_error(invoke(*base), "--out", "--resume")  # a fresh run into a run directory
     assert_input_error(invoke("--out", run, "--resume", "--lr", "0.5"), "lr", "0.5")
-    assert_input_error(invoke("--out", run, "--resume", "--max-steps", "3"), "max_steps")
+    assert_input_error(invoke("--out", run, "--resume", "--max-steps", "1"), "--max-steps", "has done 2 steps")
     assert_input_error(invoke("--out", tmp_path / "none", "--resume"), "config.json")
     res = invoke("--out", run, "--resume", "--log-interval", "5")  # not a fixed setting: resumes (nothing left to do)
     assert res.exit_code == 0, res.output
+
+
+@pytest.mark.parametrize("schedule", ["cosine", "wsd"])
+def test_a_replanned_schedule_goes_on_without_a_jump_and_ends_at_min_lr(schedule):
+    c = TrainConfig(data="d", out="o", lr=1e-3, min_lr=1e-4, warmup_steps=10, schedule=schedule)
+    for before, after, at in ((100, 300, 60), (100, 70, 60), (100, 300, 95), (100, 300, 5)):
+        old = Schedule(c, before)
+        new = old.replan(at, after)
+        assert new(at) == pytest.approx(old(at)) and new(after - 1) == pytest.approx(0.1)
+        assert all(new(s) >= new(s + 1) - 1e-12 for s in range(max(at, 10), after - 1))  # no rise after the warmup
+    assert Schedule(c, 100).replan(5, 300).replanned_at is None  # in the warmup: simply the plan for 300 steps
+    if schedule == "wsd":  # in the stable phase: the cool-down moves to the new end
+        assert Schedule(c, 100).replan(60, 300).replanned_at is None
+
+
+def test_resume_extends_or_shortens_a_run_from_where_it_stopped(data, model_json, tmp_path):
+    common = dict(max_steps=8, checkpoint_interval=4, warmup_steps=2)
+    train(config(data, tmp_path / "straight", model_json, **common))
+    for name, steps in (("longer", 12), ("shorter", 6)):
+        run = tmp_path / name
+        shutil.copytree(tmp_path / "straight", run, symlinks=True)
+        shutil.rmtree(run / "checkpoints" / sorted(p.name for p in (run / "checkpoints").iterdir())[-1])
+        (run / "latest").unlink()
+        (run / "latest").symlink_to(Path("checkpoints") / "step-000004_tokens-512")
+        res = invoke("--config", "tiny", "--out", run, "--resume", "--max-steps", steps)  # --config: the Makefile's
+        assert res.exit_code == 0, (res.output, res.exception)
+        assert f"--config tiny is not applied" in res.stderr and f"re-planned: 8 -> {steps} steps" in res.stdout
+        logs, straight = records(run), records(tmp_path / "straight")
+        assert [r["step"] for r in logs] == list(range(1, steps + 1))
+        assert [r["loss"] for r in logs[:5]] == [r["loss"] for r in straight[:5]]  # the first step after the resume too
+        assert logs[4]["lr"] == straight[4]["lr"] and logs[-1]["lr"] == pytest.approx(1e-4)  # no jump; min_lr at the end
+        (replan,) = [r for r in map(json.loads, (run / "metrics.jsonl").read_text().splitlines()) if "replan" in r]
+        assert replan["step"] == 4 and replan["replan"]["total_steps"] == steps
+        assert json.loads((run / "config.json").read_text())["max_steps"] == steps
+        assert json.loads((run / "latest/trainer_state.json").read_text())["schedule"]["total_steps"] == steps
+
+
+def test_max_time_plans_the_steps_to_end_on_time(data, model_json, tmp_path, monkeypatch):
+    monkeypatch.setattr("train.trainer.UNPLANNED", 50_000)  # a planning bug ends the test instead of running forever
+    run = tmp_path / "run"
+    res = invoke(*flags(data=data, out=run, model=model_json, device="cpu", batch_size=4, context_length=32, max_time="2s",
+                        warmup_steps=2, eval_interval=0, eval_tokens=256, log_interval=5, checkpoint_interval=0))
+    assert res.exit_code == 0, (res.output, res.exception)
+    assert "steps 0 -> 2s of training" in res.stdout and "/? (timing the steps)" in res.stdout
+    replans = [r for r in map(json.loads, (run / "metrics.jsonl").read_text().splitlines()) if "replan" in r]
+    assert replans and all("--max-time 2s" in r["replan"]["reason"] for r in replans)
+    logs = records(run)
+    assert logs[-1]["step"] == replans[-1]["replan"]["total_steps"] < 50_000  # the last plan was carried out
+    assert logs[-1]["lr"] == pytest.approx(1e-4)  # and the schedule ended with it (min_lr)
+    assert json.loads((run / "latest/trainer_state.json").read_text())["step"] == logs[-1]["step"]
+    assert_input_error(invoke(*flags(data=data, out=tmp_path / "r2", model=model_json, max_time="soon")), "--max-time", "soon")
 
 
 def test_train_restores_signal_handlers(data, model_json, tmp_path):

@@ -11,7 +11,7 @@ import click
 from shared.cli import DefaultGroup
 from shared.errors import InputError
 
-from .config import HELP, TrainConfig, load_train_config, option_specs, preset_names
+from .config import HELP, TrainConfig, load_train_config, option_specs, preset_names, with_length
 
 
 def _setting_options(command):
@@ -45,8 +45,10 @@ def run(config_name, resume, **settings):
         if "out" not in overrides:
             raise InputError("--resume: give the run directory with --out")
         saved = load_run_config(overrides["out"])
-        base = load_train_config(config_name).to_dict() if config_name else {}
-        config = TrainConfig(**{**saved, **base, **overrides})
+        if config_name:  # `make train ARGS=--resume` passes the Makefile's CONFIG whatever the run was made with
+            click.echo(f"note: --resume continues with the settings saved in {overrides['out']}/config.json; "
+                       f"--config {config_name} is not applied", err=True)
+        config = TrainConfig(**{**saved, **with_length(saved, overrides)})
     else:
         config = load_train_config(config_name, overrides)
     train(config.check(), resume=resume)

@@ -4,6 +4,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -28,9 +29,10 @@ class TrainConfig:
     grad_accum: int = 1
     context_length: int | None = None  # default: the model's
     loader: str = "random"  # random | sequential
-    # Length: max_tokens, when set, decides the number of steps.
+    # Length: max_tokens, when set, decides the number of steps; else max_time; else max_steps.
     max_steps: int = 1000
     max_tokens: int | None = None
+    max_time: str | None = None  # a duration ("2m", "90s", "1h30m"): steps planned from the measured throughput
     # Optimizer.
     optimizer: str = "adamw"  # adamw | muon (Muon for hidden matrices, AdamW for the rest)
     lr: float = 1e-3
@@ -76,6 +78,8 @@ class TrainConfig:
                 raise InputError(f"--{name.replace('_', '-')} {getattr(self, name)}: expected 0 or more")
         if not 0 <= self.cooldown_fraction <= 1:
             raise InputError(f"--cooldown-fraction {self.cooldown_fraction}: expected a fraction in [0, 1]")
+        if self.max_time is not None:
+            parse_duration(self.max_time)
         if self.data is None or self.out is None:
             raise InputError("--data and --out: both are needed (a pretokenize directory and a run directory)")
         return self
@@ -89,10 +93,12 @@ class TrainConfig:
         return hashlib.sha256(json.dumps(fixed, sort_keys=True).encode()).hexdigest()[:16]
 
 
-# Changing these would make a resumed run differ from an uninterrupted one.
+# Changing these would make a resumed run differ from an uninterrupted one. The length
+# (LENGTH) may change: the schedule is re-planned from the step where the run resumes.
 RESUME_FIXED = ("data", "model", "seed", "batch_size", "grad_accum", "context_length", "loader", "optimizer", "lr",
                 "min_lr", "beta1", "beta2", "eps", "weight_decay", "decay_embeddings", "muon_lr", "muon_momentum",
-                "grad_clip", "schedule", "warmup_steps", "decay_steps", "cooldown_fraction", "max_steps", "max_tokens")
+                "grad_clip", "schedule", "warmup_steps", "decay_steps", "cooldown_fraction")
+LENGTH = ("max_steps", "max_tokens", "max_time")
 
 FIELDS = {f.name: f for f in dataclasses.fields(TrainConfig)}
 
@@ -106,8 +112,10 @@ HELP = {
     "grad_accum": "Micro-steps per optimizer step.",
     "context_length": "Tokens per sequence (at most the model's context; default: the model's).",
     "loader": "random (uniform offsets) | sequential (the token stream in order).",
-    "max_steps": "Optimizer steps.",
+    "max_steps": "Optimizer steps (with --resume: extend or shorten the run to this many).",
     "max_tokens": "Train on this many tokens instead (sets the number of steps).",
+    "max_time": "Train for this long instead (e.g. 2m, 90s, 1h30m): the steps are planned from the measured "
+                "throughput so that the schedule ends on time.",
     "optimizer": "adamw | muon (Muon for hidden matrices, AdamW for embeddings, head and gains).",
     "lr": "Peak learning rate (AdamW).",
     "min_lr": "Learning rate at the end of the schedule.",
@@ -141,12 +149,32 @@ def load_train_config(name_or_path=None, overrides=None) -> TrainConfig:
         unknown = sorted(set(settings) - set(FIELDS))
         if unknown:
             raise InputError(f"--config {path}: unknown setting {unknown[0]!r} (known: {', '.join(FIELDS)})")
+    return TrainConfig(**{**settings, **with_length(settings, overrides)})
+
+
+def with_length(settings, overrides):
+    """`overrides` without None values, and with the length settings of `settings` (a preset,
+    or a resumed run's) cleared when the overrides give a length: the command line's wins."""
     overrides = {k: v for k, v in (overrides or {}).items() if v is not None}
-    if "max_steps" in overrides and "max_tokens" in overrides:
-        raise InputError("--max-steps and --max-tokens: give one or the other (both set the length of the run)")
-    if "max_steps" in overrides:
-        settings.pop("max_tokens", None)  # the length given on the command line beats the preset's
-    return TrainConfig(**{**settings, **overrides})
+    given = [k for k in LENGTH if k in overrides]
+    if len(given) > 1:
+        flags = " and ".join(f"--{k.replace('_', '-')}" for k in given)
+        raise InputError(f"{flags}: give one (each sets the length of the run)")
+    if given:
+        return {**{k: None for k in ("max_tokens", "max_time") if k in settings}, **overrides}
+    return overrides
+
+
+DURATION = re.compile(r"(?:(\d+(?:\.\d+)?)h)?(?:(\d+(?:\.\d+)?)m)?(?:(\d+(?:\.\d+)?)s?)?")
+
+
+def parse_duration(text) -> float:
+    """Seconds in a duration: "90" or "90s", "2m", "1.5h", "1h30m", "2m30s"."""
+    match = DURATION.fullmatch(str(text).strip())
+    seconds = match and sum(float(v) * unit for v, unit in zip(match.groups(), (3600, 60, 1)) if v)
+    if not seconds:
+        raise InputError(f"--max-time {text!r}: expected a duration above 0 such as 90s, 2m or 1h30m")
+    return seconds
 
 
 def option_specs():

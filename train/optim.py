@@ -170,6 +170,38 @@ def lr_scale(step, config, total_steps):
     return 1.0 - (step - start + 1) / cooldown * (1.0 - floor)
 
 
+class Schedule:
+    """The learning-rate scale of every step of a run that ends after `total_steps`.
+
+    A run's length can change on the way: `--resume --max-steps N` extends or shortens it, and
+    `--max-time` sets it once the throughput is measured. `replan(step, total_steps)` continues
+    from `step` towards the new end without a jump: the fresh plan for the new length where it
+    takes the same value at `step` (warmup, the stable phase of wsd, a fixed --decay-steps),
+    else from the current value down to min_lr along the schedule's own curve (a half cosine,
+    or wsd's straight line) over the remaining steps.
+    """
+
+    def __init__(self, config, total_steps, replanned_at=None, scale_then=None):
+        self.config, self.total_steps = config, total_steps
+        self.replanned_at, self.scale_then = replanned_at, scale_then
+
+    def __call__(self, step):
+        if self.replanned_at is None or step < self.replanned_at:
+            return lr_scale(step, self.config, self.total_steps)
+        floor = self.config.min_lr / self.config.lr if self.config.lr else 0.0
+        ratio = min((step - self.replanned_at) / max(self.total_steps - 1 - self.replanned_at, 1), 1.0)
+        shape = 0.5 * (1.0 + math.cos(math.pi * ratio)) if self.config.schedule == "cosine" else 1.0 - ratio
+        return floor + shape * (self.scale_then - floor)
+
+    def replan(self, step, total_steps):
+        fresh = Schedule(self.config, total_steps)
+        now = self(step)
+        return fresh if fresh(step) == now else Schedule(self.config, total_steps, step, now)
+
+    def state(self):
+        return {"total_steps": self.total_steps, "replanned_at": self.replanned_at, "scale_then": self.scale_then}
+
+
 def build_optimizers(model, config, rank=0, world_size=1):
     """AdamW for everything, or Muon for the hidden matrices and AdamW for the rest. Weight decay
     goes to matrices only (not norm gains), and to the embedding only if decay_embeddings.

@@ -32,13 +32,15 @@ from shared.errors import InputError
 from shared.files import atomic_write
 from shared.shards import read_manifest
 
-from .config import RESUME_FIXED, TrainConfig
+from .config import LENGTH, RESUME_FIXED, TrainConfig, parse_duration
 from .data import Loader, ShardData, data_tokenizer, eval_sequences
-from .optim import build_optimizers, lr_scale
+from .optim import Schedule, build_optimizers
 
 PEAK_BF16_FLOPS = {"H100": 989e12, "H200": 989e12, "A100": 312e12}  # dense, per GPU
 CHECKPOINTS, LATEST = "checkpoints", "latest"
 OPTIMIZER_FILE, STATE_FILE = "optimizer.safetensors", "trainer_state.json"
+UNPLANNED = 10**12  # the length of a --max-time run until its throughput is measured
+PLAN_AT = (0.05, 0.25, 0.5, 0.75, 0.9)  # fractions of --max-time where a timed run plans its length
 
 
 class TrainingError(InputError):
@@ -90,7 +92,8 @@ class Trainer:
         self.eval_set = eval_sequences(self.val_data, self.context, config.eval_tokens)
         self.token_bytes = torch.tensor(_token_bytes(self.tokenizer), device=device)
         self.tokens_per_step = config.batch_size * self.context * config.grad_accum
-        self.total_steps = -(-config.max_tokens // self.tokens_per_step) if config.max_tokens else config.max_steps
+        self.time_budget = parse_duration(config.max_time) if config.max_time and not config.max_tokens else None
+        self.schedule = Schedule(config, self._planned_steps())
 
         torch.manual_seed(config.seed)
         self.model = TransformerLM(model_config).to(device)
@@ -101,6 +104,8 @@ class Trainer:
         else:
             self._start_run_dir()
         self.first_step = self.step
+        # --max-time: (seconds since the loop started, step) as rank 0 measured them at syncs
+        self.clock, self.timing_pending, self.timed_from, self.timed_last, self.plans = 0.0, None, None, None, 0
         self.batches = self._batches()
         self.flops_per_token = model_cost(model_config).flops_per_token
         self.autocast = torch.autocast("cuda", torch.bfloat16) if device.type == "cuda" else contextlib.nullcontext()
@@ -117,6 +122,16 @@ class Trainer:
         self.compiled = compile_model
         self.stop_signal = None
 
+    @property
+    def total_steps(self):
+        return self.schedule.total_steps
+
+    def _planned_steps(self):
+        config = self.config
+        if config.max_tokens:
+            return -(-config.max_tokens // self.tokens_per_step)
+        return UNPLANNED if self.time_budget else config.max_steps
+
     # -- the loop ---------------------------------------------------------------------------------
 
     def run(self):
@@ -129,10 +144,11 @@ class Trainer:
 
     def _loop(self):
         config = self.config
+        length = f"{self.config.max_time} of training" if self.total_steps == UNPLANNED else self.total_steps
         self._log(f"training {self.model.num_params():,} parameters on {self.device} x {self.world} ({self.backend}"
                   f"{', compiled' if self.compiled else ''}), {self.tokens_per_step:,} tokens per step, "
-                  f"steps {self.step} -> {self.total_steps}")
-        start_time = last_log = time.perf_counter()
+                  f"steps {self.step} -> {length}")
+        start_time = last_log = self.loop_start = time.perf_counter()
         timed_tokens, window = 0, []
         while self.step < self.total_steps:
             window.append(self._train_step())
@@ -144,13 +160,18 @@ class Trainer:
             sample_due = config.sample_interval and self.step % config.sample_interval == 0
             save_due = last or self._checkpoint_due()
             signalled_here = not self.ddp and self.stop_signal is not None  # under DDP, ranks learn of it at the next sync
-            if not (log_due or eval_due or sample_due or save_due or signalled_here):
+            timing_starts = self.time_budget and self.step == self.first_step + 1
+            if not (log_due or eval_due or sample_due or save_due or signalled_here or timing_starts):
                 continue  # the host runs ahead of the device: no sync on this step
             loss, grad_norm, stopping = self._sync(window)
             window = []
+            if self.time_budget:
+                self._plan_for_time()
+                last = self.step == self.total_steps
+                eval_due, save_due = eval_due or last, save_due or last
             if log_due or stopping:
                 now = time.perf_counter()
-                self._log_step(loss, grad_norm, self.config.lr * lr_scale(self.step - 1, config, self.total_steps),
+                self._log_step(loss, grad_norm, self.config.lr * self.schedule(self.step - 1),
                                timed_tokens / (now - last_log), now - start_time)
                 timed_tokens, last_log = 0, now
             if eval_due:
@@ -171,7 +192,7 @@ class Trainer:
         """One optimizer step, queued on the device: (loss, gradient norm before clipping), both
         tensors still on the device, the loss this rank's."""
         config = self.config
-        lr = lr_scale(self.step, config, self.total_steps)
+        lr = self.schedule(self.step)
         self.model.train()
         loss_sum = torch.zeros((), device=self.device)
         for micro in range(config.grad_accum):
@@ -194,19 +215,50 @@ class Trainer:
         the stop decision; a non-finite loss or norm in the window stops training, before any
         checkpoint could be written from the damaged model."""
         losses = torch.stack([loss for loss, _ in window])
-        stop = torch.tensor([float(self.stop_signal is not None)], device=self.device)
-        shared = torch.cat([losses, stop])
+        # rank 0's clock at the previous sync (measured once the device had finished) rides along,
+        # so that every rank plans a --max-time run from the same numbers
+        clock = self.clock if self.master and self.timing_pending else 0.0
+        flags = torch.tensor([float(self.stop_signal is not None), clock], device=self.device)
+        shared = torch.cat([losses, flags])
         if self.ddp:
             dist.all_reduce(shared)  # a sum: gloo has no average
             shared[: len(window)] /= self.world
         values = torch.cat([shared, torch.stack([norm for _, norm in window]).float()]).tolist()
-        losses, stop, norms = values[: len(window)], values[len(window)], values[len(window) + 1 :]
+        n = len(window)
+        losses, stop, clock, norms = values[:n], values[n], values[n + 1], values[n + 2 :]
+        if self.timing_pending is not None:  # the clock of the previous sync, now the same on every rank
+            if self.timed_from is None:
+                self.timed_from = (clock, self.timing_pending)
+            else:
+                self.timed_last = (clock, self.timing_pending)
+        self.clock, self.timing_pending = time.perf_counter() - self.loop_start, self.step
         first_step = self.step - len(window) + 1
         for i, (loss, norm) in enumerate(zip(losses, norms)):
             if not (math.isfinite(loss) and math.isfinite(norm)):
                 what = f"the loss is {loss}" if not math.isfinite(loss) else f"the gradient norm is {norm}"
                 raise TrainingError(f"step {first_step + i}: {what}; stopping ({self._last_checkpoint_note()})")
         return losses[-1], norms[-1], stop > 0
+
+    def _plan_for_time(self):
+        """Set a --max-time run's length from its throughput since the session's first step
+        (which pays for warm-ups and compilation), at the PLAN_AT fractions of the budget."""
+        if self.timed_last is None or self.plans == len(PLAN_AT):
+            return
+        (start_clock, start_step), (clock, step) = self.timed_from, self.timed_last
+        if clock < PLAN_AT[self.plans] * self.time_budget:
+            return
+        seconds_per_step = (clock - start_clock) / (step - start_step)
+        self.plans += 1
+        total = max(self.step + 1, step + int((self.time_budget - clock) / seconds_per_step))
+        self._replan(total, f"--max-time {self.config.max_time}: {1000 * seconds_per_step:.1f} ms per step so far")
+
+    def _replan(self, total, reason):
+        before = self.total_steps
+        self.schedule = self.schedule.replan(self.step, total)
+        lr = self.config.lr * self.schedule(self.step)
+        self._record({"step": self.step, "tokens": self.tokens, "replan": {"total_steps": total, "lr": lr, "reason": reason}},
+                     f"step {self.step} | schedule re-planned: {'?' if before == UNPLANNED else before} -> {total} steps "
+                     f"({reason}); the learning rate goes on from {lr:.2e}")
 
     def _last_checkpoint_note(self):
         latest = self.run_dir / LATEST
@@ -301,14 +353,15 @@ class Trainer:
         record = {"step": self.step, "tokens": self.tokens, "loss": loss, "ppl": math.exp(min(loss, 50)), "lr": lr,
                   "grad_norm": grad_norm, "tokens_per_s": tokens_per_s, "elapsed_s": elapsed}
         mfu = self._mfu(tokens_per_s)
-        line = (f"step {self.step}/{self.total_steps} ({100 * self.step / self.total_steps:.1f}%) | loss {loss:.4f} | "
-                f"ppl {record['ppl']:.2f} | lr {lr:.2e} | grad norm {grad_norm:.3f} | tokens {self.tokens:,} | "
-                f"{tokens_per_s:,.0f} tok/s")
+        planned = self.total_steps != UNPLANNED
+        progress = f"{self.total_steps} ({100 * self.step / self.total_steps:.1f}%)" if planned else "? (timing the steps)"
+        line = (f"step {self.step}/{progress} | loss {loss:.4f} | ppl {record['ppl']:.2f} | lr {lr:.2e} | "
+                f"grad norm {grad_norm:.3f} | tokens {self.tokens:,} | {tokens_per_s:,.0f} tok/s")
         if mfu is not None:
             record["mfu"] = mfu
             line += f" | MFU {100 * mfu:.1f}%"
         eta = elapsed / max(self.step - self.first_step, 1) * (self.total_steps - self.step)
-        line += f" | {_hms(elapsed)} elapsed, ETA {_hms(eta)}"
+        line += f" | {_hms(elapsed)} elapsed, ETA {_hms(eta) if planned else '?'}"
         self._record(record, line)
 
     def _mfu(self, tokens_per_s):
@@ -355,6 +408,7 @@ class Trainer:
         state = {
             "step": self.step, "tokens": self.tokens, "config_digest": self.config.digest(),
             "optimizer_steps": {k: getattr(o, "steps", self.step) for k, o in self.optimizers.items()},
+            "schedule": self.schedule.state(),
             "loader": self.loader.state(),
             "rng": {"torch": torch.get_rng_state().numpy().tobytes().hex(),
                     "cuda": [s.numpy().tobytes().hex() for s in torch.cuda.get_rng_state_all()] if self.device.type == "cuda" else []},
@@ -399,6 +453,30 @@ class Trainer:
             kept = [line for line in metrics.read_text().splitlines() if json.loads(line)["step"] <= self.step]
             with atomic_write(metrics) as f:
                 f.write("".join(line + "\n" for line in kept))
+        self._resume_schedule(state.get("schedule"))
+
+    def _resume_schedule(self, saved):
+        """The run's own plan; or, when this resume gives a new length (--max-steps, --max-tokens,
+        --max-time), a plan re-made from this step, recorded in config.json and metrics.jsonl."""
+        if saved is not None:
+            self.schedule = Schedule(self.config, **saved)
+        then = load_run_config(self.run_dir)
+        if all(then.get(k) == getattr(self.config, k) for k in LENGTH):
+            if self.total_steps != UNPLANNED:
+                self.time_budget = None  # a timed run resumes on the plan it made
+            return
+        total = self._planned_steps()
+        if total <= self.step:
+            flag = "--max-tokens" if self.config.max_tokens else "--max-steps"
+            raise InputError(f"{flag}: the run in {self.run_dir} has done {self.step:,} steps, "
+                             f"{'all' if total == self.step else 'more than'} the {total:,} asked for")
+        if self.master:
+            with atomic_write(self.run_dir / "config.json") as f:
+                f.write(json.dumps(self.config.to_dict(), indent=2) + "\n")
+        if self.time_budget:  # planned from this session's throughput, once it is measured
+            self.schedule = self.schedule.replan(self.step, UNPLANNED)
+        else:
+            self._replan(total, "--resume with a new length")
 
     def _on_signal(self, signum, frame):
         self.stop_signal = signal.Signals(signum).name

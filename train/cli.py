@@ -74,22 +74,40 @@ def plot(run_dir, out):
     val = [r for r in records if "val_loss" in r]
     if not train:
         raise InputError(f"{metrics}: no training records yet")
-    fig, loss_axis = plt.subplots(figsize=(9, 5))
+    fig, (loss_axis, bpb_axis) = plt.subplots(1, 2, figsize=(12, 5), width_ratios=(2, 1), layout="constrained")
     loss_axis.plot([r["tokens"] for r in train], [r["loss"] for r in train], label="train loss", color="tab:blue")
     if val:
         loss_axis.plot([r["tokens"] for r in val], [r["val_loss"] for r in val], "o-", label="validation loss", color="tab:orange")
+    entropy = _unigram_entropy(run_dir)
+    if entropy is not None:
+        loss_axis.axhline(entropy, linestyle="--", color="tab:red", label=f"unigram entropy of the training tokens ({entropy:.2f})")
     loss_axis.set_xlabel("tokens")
     loss_axis.set_ylabel("loss (nats per token)")
     lr_axis = loss_axis.twinx()
     lr_axis.plot([r["tokens"] for r in train], [r["lr"] for r in train], label="learning rate", color="tab:gray", alpha=0.5)
     lr_axis.set_ylabel("learning rate")
     handles = loss_axis.get_lines() + lr_axis.get_lines()
-    loss_axis.legend(handles, [h.get_label() for h in handles], loc="center right")
-    loss_axis.set_title(str(run_dir))
-    fig.tight_layout()
+    fig.legend(handles, [h.get_label() for h in handles], loc="outside lower center", ncols=len(handles))  # off the data
+    bpb = [r for r in val if "val_bpb" in r]
+    bpb_axis.plot([r["tokens"] for r in bpb], [r["val_bpb"] for r in bpb], "o-", color="tab:green")
+    bpb_axis.set_xlabel("tokens")
+    bpb_axis.set_ylabel("validation bits per byte of text")
+    bpb_axis.set_title("tokenizer-independent" if bpb else "no bits per byte recorded")
+    fig.suptitle(str(run_dir))
     out = out or run_dir / "loss.png"
     fig.savefig(out, dpi=120)
     click.echo(f"wrote {out}")
+
+
+def _unigram_entropy(run_dir):
+    """The unigram entropy of the run's training tokens, from its data directory's manifest."""
+    from shared.shards import read_manifest
+
+    try:
+        data = json.loads((run_dir / "config.json").read_text())["data"]
+        return (read_manifest(data) or {}).get("totals", {}).get("train", {}).get("unigram_entropy")
+    except (OSError, ValueError, KeyError, InputError):
+        return None
 
 
 def main():

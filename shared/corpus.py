@@ -1,14 +1,24 @@
-"""Stream documents out of text corpora: .txt, .jsonl, .parquet, and gzipped .txt/.jsonl.
+"""Stream documents out of text corpora: any text file, .jsonl and .parquet; text and .jsonl
+also compressed (.gz, .xz, .bz2, .zst).
+
+A file named as an input is read whatever its name: .jsonl and .parquet by their formats,
+anything else as UTF-8 text (a file with a NUL byte in its first block is refused as binary).
+A directory contributes only its .txt, .jsonl and .parquet files (compressed or not), hidden
+ones and those in hidden directories left out, so that the checksums, partial downloads and
+READMEs beside a corpus are not read as part of it.
 
 Memory stays bounded by the block and piece sizes (or the longest .jsonl line / a
 parquet batch), never by the file, so corpora far larger than RAM can be read.
 """
 from __future__ import annotations
 
+import bz2
 import codecs
 import glob
 import gzip
+import io
 import json
+import lzma
 import os
 import sys
 import threading
@@ -18,10 +28,22 @@ from typing import Iterator, Sequence
 
 from shared.errors import InputError
 
+try:
+    from compression import zstd  # the standard library's, from Python 3.14
+except ImportError:
+    try:
+        import zstandard as zstd
+    except ImportError:
+        zstd = None  # only .zst files need it: they say so when opened
+
 DEFAULT_SEPARATOR = "<|endoftext|>"
-SUFFIXES = (".txt", ".jsonl", ".parquet", ".txt.gz", ".jsonl.gz")
+COMPRESSIONS = (".gz", ".xz", ".bz2", ".zst")
+DIRECTORY_FORMATS = (".txt", ".jsonl", ".parquet")  # what a directory given as input contributes
 BLOCK_BYTES = 1 << 20  # .txt read size; a module global so tests can make it tiny
+SNIFF_BYTES = 1 << 16  # how much of a text file is checked for NUL bytes before reading it
 PARQUET_BATCH_ROWS = 1024
+ZSTD_WINDOW_LOG_MAX = 31  # large corpora are compressed with `zstd --long=31`; the default limit refuses them
+READ_ERRORS = (OSError, EOFError, zlib.error, lzma.LZMAError) + ((zstd.ZstdError,) if zstd else ())
 
 
 class _Replaced(threading.local):
@@ -39,9 +61,54 @@ def _replace_and_count(exc):
 codecs.register_error("corpus-replace", _replace_and_count)
 
 
-def _kind(path: Path) -> str | None:
-    name = path.name.lower()
-    return next((s for s in SUFFIXES if name.endswith(s)), None)
+def _compression(path: Path) -> str | None:
+    return next((c for c in COMPRESSIONS if path.name.lower().endswith(c)), None)
+
+
+def _format(path: Path) -> str:
+    """".jsonl", ".parquet" or ".txt" (any other name is text), after a compression suffix."""
+    name = path.name.lower().removesuffix(_compression(path) or "")
+    return next((f for f in (".jsonl", ".parquet") if name.endswith(f)), ".txt")
+
+
+def _in_directory(path: Path, directory: Path) -> bool:
+    """Whether a file found in a directory given as input is part of the corpus."""
+    hidden = any(part.startswith(".") for part in path.relative_to(directory).parts)
+    name = path.name.lower().removesuffix(_compression(path) or "")
+    return not hidden and name.endswith(DIRECTORY_FORMATS)
+
+
+def _decompressed(path: Path, raw):
+    """The bytes of an open file, decompressed as its name says."""
+    compression = _compression(path)
+    if compression == ".gz":
+        return gzip.GzipFile(fileobj=raw)
+    if compression == ".xz":
+        return lzma.LZMAFile(raw)
+    if compression == ".bz2":
+        return bz2.BZ2File(raw)
+    if compression == ".zst":
+        if zstd is None:
+            raise InputError(f"{path}: reading .zst files needs the zstandard package: pip install zstandard")
+        if hasattr(zstd, "ZstdFile"):
+            return zstd.ZstdFile(raw, options={zstd.DecompressionParameter.window_log_max: ZSTD_WINDOW_LOG_MAX})
+        return io.BufferedReader(zstd.ZstdDecompressor(max_window_size=1 << ZSTD_WINDOW_LOG_MAX).stream_reader(raw))
+    return raw
+
+
+def _check_readable(path: Path):
+    """Refuse, before any work, a file that cannot be opened, decompressed or read as text."""
+    if not os.access(path, os.R_OK):
+        raise InputError(f"{path}: permission denied")
+    if _format(path) == ".parquet":
+        return  # its reader checks it
+    try:
+        with open(path, "rb") as raw, _decompressed(path, raw) as f:
+            start = f.read(SNIFF_BYTES)
+    except READ_ERRORS as e:
+        raise InputError(f"{path}: cannot read as {_format(path)}{_compression(path) or ''} ({e})") from e
+    if b"\0" in start:
+        raise InputError(f"{path}: a binary file (NUL bytes in it), not text")
 
 
 def expand_inputs(inputs: Sequence[str | os.PathLike]) -> list[Path]:
@@ -58,17 +125,15 @@ def expand_inputs(inputs: Sequence[str | os.PathLike]) -> list[Path]:
         files = []
         for match in map(Path, matches):
             if match.is_dir():
-                files += sorted(f for f in match.rglob("*") if f.is_file() and _kind(f))
+                files += sorted(f for f in match.rglob("*") if f.is_file() and _in_directory(f, match))
             else:
                 files.append(match)
         if not files:
-            raise InputError(f"{item}: no .txt, .jsonl or .parquet files in it")
+            raise InputError(f"{item}: no .txt, .jsonl or .parquet files in it (other files are read when named)")
         for f in files:
-            if not _kind(f):
-                raise InputError(f"{f}: unknown file type, expected .txt, .jsonl, .parquet (or .txt.gz/.jsonl.gz)")
-            if not os.access(f, os.R_OK):
-                raise InputError(f"{f}: permission denied")
-            found.setdefault(f.resolve(), f)
+            if f.resolve() not in found:
+                _check_readable(f)
+                found[f.resolve()] = f
     return list(found.values())
 
 
@@ -82,7 +147,7 @@ class Corpus:
     """The documents of some input files, streamed as (text, ends_document) pieces.
 
     Inputs are expanded and checked up front, so bad paths fail before any work.
-    `total_bytes` and `bytes_read` (on-disk bytes, compressed for .gz) drive progress bars.
+    `total_bytes` and `bytes_read` (on-disk bytes, compressed for compressed files) drive progress bars.
     """
 
     def __init__(self, inputs, *, separator: str | None = DEFAULT_SEPARATOR, text_field: str = "text"):
@@ -100,19 +165,33 @@ class Corpus:
         A document's last piece is non-empty and the only one with ends_document=True;
         documents never span files and are never merged.
         """
-        self.bytes_read = self.invalid_utf8 = 0
-        self._first_invalid = None
-        for path in self.paths:
-            start, kind = self.bytes_read, _kind(path)
-            read = self._parquet if kind == ".parquet" else self._jsonl if kind.startswith(".jsonl") else self._txt
-            try:
-                yield from read(path, start, piece_chars)
-            except (OSError, EOFError, zlib.error) as e:
-                raise InputError(f"{path}: cannot read as {kind} ({e})") from e
-            self.bytes_read = start + path.stat().st_size
+        yield from self._pieces(piece_chars)
         if self.invalid_utf8:
             print(f"warning: {self.invalid_utf8} invalid UTF-8 sequence(s) replaced with U+FFFD "
                   f"(first in {self._first_invalid})", file=sys.stderr)
+
+    def count(self, max_documents: int) -> tuple[int, int]:
+        """(documents, characters) of the corpus, reading no further than `max_documents`
+        documents (the characters are those of the documents read)."""
+        documents = characters = 0
+        for text, ends in self._pieces(1 << 20):
+            characters += len(text)
+            documents += ends
+            if documents == max_documents:
+                break
+        return documents, characters
+
+    def _pieces(self, piece_chars):
+        self.bytes_read = self.invalid_utf8 = 0
+        self._first_invalid = None
+        for path in self.paths:
+            start, kind = self.bytes_read, _format(path)
+            read = self._parquet if kind == ".parquet" else self._jsonl if kind == ".jsonl" else self._txt
+            try:
+                yield from read(path, start, piece_chars)
+            except READ_ERRORS as e:
+                raise InputError(f"{path}: cannot read as {kind}{_compression(path) or ''} ({e})") from e
+            self.bytes_read = start + path.stat().st_size
 
     def _decode(self, path, decoder, data: bytes, final: bool) -> str:
         before = _replaced.count
@@ -129,8 +208,7 @@ class Corpus:
         hold = len(sep) if sep else 1
         decoder = codecs.getincrementaldecoder("utf-8")("corpus-replace")
         buf = ""
-        with open(path, "rb") as raw:
-            f = gzip.GzipFile(fileobj=raw) if path.name.lower().endswith(".gz") else raw
+        with open(path, "rb") as raw, _decompressed(path, raw) as f:
             while True:
                 block = f.read(BLOCK_BYTES)
                 self.bytes_read = start + raw.tell()
@@ -150,8 +228,7 @@ class Corpus:
     def _jsonl(self, path, start, piece_chars):
         field = self.text_field
         decoder = codecs.getincrementaldecoder("utf-8")("corpus-replace")
-        with open(path, "rb") as raw:
-            f = gzip.GzipFile(fileobj=raw) if path.name.lower().endswith(".gz") else raw
+        with open(path, "rb") as raw, _decompressed(path, raw) as f:
             for lineno, line in enumerate(f, 1):
                 text = self._decode(path, decoder, line, final=True)
                 if not text.strip():
@@ -165,7 +242,6 @@ class Corpus:
                     raise InputError(f"{path}:{lineno}: no string field {field!r} (use --text-field)")
                 self.bytes_read = start + raw.tell()
                 yield from _split(doc, piece_chars)
-
     def _parquet(self, path, start, piece_chars):
         import pyarrow as pa  # here, not above: it costs 35 MB of memory and 50 ms to import
         import pyarrow.parquet as pq

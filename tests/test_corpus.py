@@ -1,5 +1,7 @@
+import bz2
 import gzip
 import json
+import lzma
 import os
 
 import pyarrow as pa
@@ -158,21 +160,62 @@ def test_jsonl_invalid_utf8_inside_string(tmp_path, capsys):
     assert "1 invalid UTF-8" in capsys.readouterr().err
 
 
-# --- .gz ---
+# --- compressed ---
 
-def test_gzipped_txt_and_jsonl(tmp_path, monkeypatch):
+def zstd_compress(data):
+    if corpus.zstd is None:
+        pytest.skip("no zstd module (Python < 3.14 without the zstandard package)")
+    if hasattr(corpus.zstd, "compress"):
+        return corpus.zstd.compress(data)  # compression.zstd
+    return corpus.zstd.ZstdCompressor().compress(data)
+
+
+COMPRESS = {".gz": gzip.compress, ".xz": lzma.compress, ".bz2": bz2.compress, ".zst": zstd_compress}
+
+
+@pytest.mark.parametrize("suffix", list(COMPRESS))
+def test_compressed_txt_and_jsonl(tmp_path, monkeypatch, suffix):
     monkeypatch.setattr(corpus, "BLOCK_BYTES", 5)
-    a = write(tmp_path / "a.txt.gz", gzip.compress(f"one{SEP}twö{SEP}".encode()))
-    b = write(tmp_path / "b.jsonl.gz", gzip.compress(b'{"text": "three"}\n{"text": "four"}\n'))
-    c = Corpus([a, b])
-    assert docs_of(c) == ["one", "twö", "three", "four"]
-    assert c.bytes_read == c.total_bytes == a.stat().st_size + b.stat().st_size
+    compress = COMPRESS[suffix]
+    a = write(tmp_path / f"a.txt{suffix}", compress(f"one{SEP}twö{SEP}".encode()))
+    b = write(tmp_path / f"b.jsonl{suffix}", compress(b'{"text": "three"}\n{"text": "four"}\n'))
+    e = write(tmp_path / f"corpus.en{suffix}", compress("five\nsix".encode()))
+    c = Corpus([a, b, e])
+    assert docs_of(c) == ["one", "twö", "three", "four", "five\nsix"]
+    assert c.bytes_read == c.total_bytes == sum(p.stat().st_size for p in (a, b, e))
 
 
-@pytest.mark.parametrize("name", ["a.txt.gz", "a.jsonl.gz"])
-def test_bad_gzip_names_the_file(tmp_path, name):
-    p = write(tmp_path / name, b"this is not gzip")
-    with pytest.raises(InputError, match=rf"{name}: cannot read as"):
+def test_a_long_zst_frame_window_is_read(tmp_path):
+    """`zstd --long=31` writes frames whose window the decompressors refuse by default."""
+    zstandard = pytest.importorskip("zstandard")
+    text = "".join(f"line {i}\n" for i in range(20000))
+    params = zstandard.ZstdCompressionParameters.from_level(3, window_log=28, enable_ldm=True)
+    p = write(tmp_path / "a.txt.zst", zstandard.ZstdCompressor(compression_params=params).compress(text.encode()))
+    assert docs_of(Corpus([p])) == [text]
+
+
+def test_zst_without_a_zstd_module_says_what_to_install(tmp_path, monkeypatch):
+    p = write(tmp_path / "a.jsonl.zst", b"whatever")
+    monkeypatch.setattr(corpus, "zstd", None)
+    with pytest.raises(InputError) as info:
+        Corpus([p])
+    assert info.value.message == f"{p}: reading .zst files needs the zstandard package: pip install zstandard"
+
+
+@pytest.mark.parametrize("name", ["a.txt.gz", "a.jsonl.gz", "a.txt.xz", "a.jsonl.bz2", "a.txt.zst"])
+def test_bad_compressed_file_names_the_file(tmp_path, name):
+    if name.endswith(".zst") and corpus.zstd is None:
+        pytest.skip("no zstd module")
+    p = write(tmp_path / name, b"this is not compressed data")
+    with pytest.raises(InputError, match=rf"{name}: cannot read as \.(txt|jsonl)\.") as info:
+        docs_of(Corpus([p]))
+    assert "\n" not in info.value.message
+
+
+def test_a_corrupt_end_of_a_compressed_file_names_the_file(tmp_path):
+    data = lzma.compress(("x" * 100 + SEP).encode() * 1000)
+    p = write(tmp_path / "a.txt.xz", data[: len(data) // 2])  # the first block reads fine
+    with pytest.raises(InputError, match=r"a\.txt\.xz: cannot read as \.txt\.xz"):
         docs_of(Corpus([p]))
 
 
@@ -228,13 +271,43 @@ def test_missing_path_or_empty_glob(tmp_path):
         Corpus([tmp_path / "missing.txt"])
 
 
-def test_unknown_suffix_and_empty_directory(tmp_path):
-    csv = write(tmp_path / "x.csv", "a,b")
-    with pytest.raises(InputError, match=r"x\.csv: unknown file type, expected \.txt, \.jsonl, \.parquet"):
-        expand_inputs([csv])
-    (tmp_path / "empty").mkdir()
-    with pytest.raises(InputError, match=r"empty: no \.txt, \.jsonl or \.parquet files"):
-        expand_inputs([tmp_path / "empty"])
+def test_a_named_file_of_any_other_name_is_text(tmp_path):
+    names = ["corpus.en", "notes.md", "data.csv", "README", "book.text"]
+    paths = [write(tmp_path / name, f"text of {name}\n{SEP}more") for name in names]
+    assert expand_inputs(paths) == paths
+    assert docs_of(Corpus(paths)) == [d for name in names for d in (f"text of {name}\n", "more")]
+
+
+def test_a_directory_holds_its_txt_jsonl_parquet_files_not_hidden_or_other_ones(tmp_path):
+    for name in ["d/a.txt", "d/a.txt.sha256", "d/a.txt.part", "d/README.md", "d/corpus.en", "d/.hidden.txt",
+                 "d/.cache/x.txt", "d/sub/e.TXT"]:
+        write(tmp_path / name, "")
+    write(tmp_path / "d/b.jsonl.bz2", bz2.compress(b""))
+    write(tmp_path / "d/c.txt.xz", lzma.compress(b""))
+    d = tmp_path / "d"
+    assert expand_inputs([d]) == [d / "a.txt", d / "b.jsonl.bz2", d / "c.txt.xz", d / "sub/e.TXT"]
+    (tmp_path / "other").mkdir()
+    write(tmp_path / "other/corpus.en", "x")
+    with pytest.raises(InputError, match=r"other: no \.txt, \.jsonl or \.parquet files in it \(other files are read when named\)"):
+        expand_inputs([tmp_path / "other"])
+    assert expand_inputs([str(tmp_path / "other/*")]) == [tmp_path / "other/corpus.en"]  # a glob names its files
+
+
+@pytest.mark.parametrize("name, data", [
+    ("model.bin", b"\x00\x01\x02 weights"),
+    ("utf16.txt", "text".encode("utf-16")),
+    ("archive.txt.gz", gzip.compress(b"ok so far\x00")),
+])
+def test_a_binary_file_is_refused_in_one_line(tmp_path, name, data):
+    path = write(tmp_path / name, data)
+    with pytest.raises(InputError) as info:
+        Corpus([write(tmp_path / "fine.txt", "fine"), path])
+    assert info.value.message == f"{path}: a binary file (NUL bytes in it), not text"
+
+
+def test_a_nul_byte_after_the_first_block_is_text(tmp_path):
+    p = write(tmp_path / "a.txt", b"x" * corpus.SNIFF_BYTES + b"\x00y")
+    assert docs_of(Corpus([p])) == ["x" * corpus.SNIFF_BYTES + "\x00y"]
 
 
 @pytest.mark.skipif(hasattr(os, "geteuid") and os.geteuid() == 0, reason="root can read anything")

@@ -40,7 +40,9 @@ EXTENSION_MARKER = int.from_bytes(b"gptk", "little")
 EXTENSION_VERSION = 1
 MAX_TOKENS = 2**31 - 1  # the count is an int32
 MANIFEST = "manifest.json"
-SHARD_NAME = re.compile(r"_(train|val)_(\d{6})\.bin$")
+SHARD_NAME = re.compile(r"_(train|val)_(\d{6})\.bin$")  # ours
+# llm.c's: tiny_shakespeare_val.bin, TinyStories_train.bin, fineweb_train_000001.bin, ...
+LLMC_SHARD_NAME = re.compile(r"_(train|val)(?:_\d+)?\.bin$")
 VERIFY_STEP = 1 << 24  # tokens checked at a time: bounds the memory of verify_shard
 
 
@@ -222,13 +224,15 @@ def shard_paths(directory, split: str) -> list[Path]:
     """The shards of one split ("train" or "val") of a directory, in order.
 
     Taken from manifest.json when there is one; a directory of plain llm.c shards (no
-    manifest) is listed by name. Our shards without a manifest are an unfinished run.
+    manifest) is listed by name, in natural order (shard 2 before shard 10). Our shards
+    without a manifest are an unfinished run.
     """
     directory = Path(directory)
     manifest = read_manifest(directory)
     if manifest is not None:
         return [directory / s["file"] for s in manifest["shards"] if s["split"] == split]
-    paths = sorted(p for p in directory.glob("*.bin") if (m := SHARD_NAME.search(p.name)) and m[1] == split)
+    paths = [p for p in directory.glob("*.bin") if (m := LLMC_SHARD_NAME.search(p.name)) and m[1] == split]
+    paths.sort(key=lambda p: [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", p.name)])
     if any(read_header(p).extended for p in paths):
         raise ShardError(f"{directory}: shards but no {MANIFEST}: an unfinished pretokenize run? Run it again")
     return paths

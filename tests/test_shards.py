@@ -145,6 +145,18 @@ def test_shard_paths_of_plain_llmc_directory_by_name(tmp_path):
     assert [p.name for p in shard_paths(tmp_path, "val")] == ["fineweb_val_000000.bin"]
 
 
+@pytest.mark.parametrize("names, train, val", [
+    (["tiny_shakespeare_val.bin", "tiny_shakespeare_train.bin"], ["tiny_shakespeare_train.bin"], ["tiny_shakespeare_val.bin"]),
+    (["TinyStories_train.bin", "TinyStories_val.bin", "TinyStories_training_notes.bin"], ["TinyStories_train.bin"], ["TinyStories_val.bin"]),
+    (["s_train_10.bin", "s_train_2.bin", "s_val_1.bin", "s_train_1.bin"], ["s_train_1.bin", "s_train_2.bin", "s_train_10.bin"], ["s_val_1.bin"]),
+])
+def test_shard_paths_finds_llmcs_own_names(tmp_path, names, train, val):
+    for name in names:
+        write_llmc(tmp_path / name, [1, 2, 3], U16)
+    assert [p.name for p in shard_paths(tmp_path, "train")] == train
+    assert [p.name for p in shard_paths(tmp_path, "val")] == val
+
+
 def test_shard_paths_refuses_our_shards_without_manifest(tmp_path):
     write_ours(tmp_path / "d_val_000000.bin", [1, 2])
     write_ours(tmp_path / "d_train_000001.bin", [3, 4])

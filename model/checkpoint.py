@@ -1,7 +1,8 @@
 """A TransformerLM to and from a checkpoint directory (the layout is in shared/checkpoint.py)."""
 from __future__ import annotations
 
-from shared.checkpoint import MODEL_FILE, TOKENIZER_FILE, CheckpointError, read_checkpoint_config, read_tensors, write_checkpoint
+from shared.checkpoint import (MODEL_FILE, TOKENIZER_FILE, CheckpointError, check_file, read_checkpoint_config, read_tensors,
+                               write_checkpoint)
 
 from .config import ModelConfig
 from .model import TransformerLM
@@ -15,8 +16,8 @@ def model_tensors(model: TransformerLM) -> dict:
     return state
 
 
-def save_model(model: TransformerLM, tokenizer, directory, extra_files=None):
-    write_checkpoint(directory, model_tensors(model), model.config.to_dict(), tokenizer, extra_files)
+def save_model(model: TransformerLM, tokenizer, directory, extra_files=None, overwrite=False):
+    write_checkpoint(directory, model_tensors(model), model.config.to_dict(), tokenizer, extra_files, overwrite)
 
 
 def load_model(directory, device="cpu"):
@@ -26,14 +27,14 @@ def load_model(directory, device="cpu"):
 
     config = read_checkpoint_config(directory)
     model_config = ModelConfig.from_dict(config["model"], source=f"{directory}/config.json")
-    tokenizer = Tokenizer.from_file(f"{directory}/{TOKENIZER_FILE}")
+    tokenizer = Tokenizer.from_file(check_file(directory, TOKENIZER_FILE, config))
     if tokenizer.vocab_size != model_config.vocab_size:
         raise CheckpointError(f"{directory}/{TOKENIZER_FILE}: {tokenizer.vocab_size:,} tokens, the model's vocabulary has {model_config.vocab_size:,}")
     expected_fp = config.get("tokenizer", {}).get("fingerprint")
     if expected_fp and tokenizer.fingerprint != expected_fp:
         raise CheckpointError(f"{directory}/{TOKENIZER_FILE}: tokenizer {tokenizer.fingerprint}, the model was made for {expected_fp}")
     model = TransformerLM(model_config)
-    tensors = read_tensors(directory)
+    tensors = read_tensors(directory, config=config)
     expected = model_tensors(model)
     for name, tensor in expected.items():
         if name not in tensors:

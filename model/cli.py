@@ -46,11 +46,13 @@ def info(config_name, batch_size):
 @config_option
 @click.option("--tokenizer", "-t", "tokenizer_path", required=True, metavar="PATH", help="The tokenizer.json the model is for; sets vocab_size.")
 @click.option("--out", required=True, metavar="DIR", help="The checkpoint directory to write.")
-@click.option("--seed", type=int, default=0, show_default=True)
-def init(config_name, tokenizer_path, out, seed):
+@click.option("--seed", type=click.IntRange(0, 2**63 - 1), default=0, show_default=True)
+@click.option("--overwrite", is_flag=True, help="Replace --out even if it is not a checkpoint.")
+def init(config_name, tokenizer_path, out, seed, overwrite):
     """Write a randomly initialized checkpoint (model.safetensors, config.json, tokenizer.json)."""
     import torch
 
+    from shared.checkpoint import check_target
     from tokenizer import Tokenizer
 
     from .checkpoint import save_model
@@ -59,6 +61,7 @@ def init(config_name, tokenizer_path, out, seed):
     config = load_config(config_name)
     if not Path(tokenizer_path).is_file():
         raise InputError(f"--tokenizer {tokenizer_path}: no such file")
+    check_target(out, overwrite)
     tokenizer = Tokenizer.from_file(tokenizer_path)
     if config.vocab_size != tokenizer.vocab_size:
         click.echo(f"note: vocab_size {config.vocab_size:,} -> {tokenizer.vocab_size:,}, the tokenizer's", err=True)
@@ -66,7 +69,7 @@ def init(config_name, tokenizer_path, out, seed):
     torch.manual_seed(seed)
     model = TransformerLM(config)
     try:
-        save_model(model, tokenizer, out)
+        save_model(model, tokenizer, out, overwrite=overwrite)
     except OSError as e:
         raise InputError(f"--out {out}: cannot write ({e.strerror})") from None
     click.echo(f"wrote {out}: {model.num_params():,} parameters, tokenizer {tokenizer.fingerprint}")

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -31,8 +32,16 @@ class ModelConfig:
             self.n_kv_heads = self.n_heads
         sizes = ("vocab_size", "context_length", "d_model", "n_layers", "n_heads", "n_kv_heads", "d_ff")
         for name in sizes:
-            if not isinstance(getattr(self, name), int) or getattr(self, name) < 1:
-                raise ValueError(f"{name} must be a whole number, at least 1 (got {getattr(self, name)!r})")
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be a whole number, at least 1 (got {value!r})")
+        for name in ("rope_theta", "norm_eps", "init_std"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < math.inf:
+                raise ValueError(f"{name} must be a number above 0 (got {value!r})")
+        for name in ("tie_embeddings", "qk_norm"):
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(f"{name} must be true or false (got {getattr(self, name)!r})")
         problems = [
             (self.d_model % self.n_heads != 0, f"d_model {self.d_model} is not a multiple of n_heads {self.n_heads}"),
             (self.n_heads % self.n_kv_heads != 0, f"n_heads {self.n_heads} is not a multiple of n_kv_heads {self.n_kv_heads}"),

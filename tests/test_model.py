@@ -314,7 +314,10 @@ def test_config_errors_name_the_problem(tmp_path):
     with pytest.raises(InputError, match="unknown model config key 'n_layer'"):
         ModelConfig.from_dict({"vocab_size": 10, "n_layer": 4})
     for bad, needle in [(dict(d_model=100, n_heads=16), "n_heads 16"), (dict(n_heads=16, n_kv_heads=3), "n_kv_heads 3"),
-                        (dict(d_model=48, n_heads=16), "even"), (dict(vocab_size=0), "vocab_size")]:
+                        (dict(d_model=48, n_heads=16), "even"), (dict(vocab_size=0), "vocab_size"),
+                        (dict(rope_theta="10000"), "rope_theta"), (dict(norm_eps=float("nan")), "norm_eps"),
+                        (dict(init_std=-0.02), "init_std"), (dict(n_layers=True), "n_layers"), (dict(n_layers=2.5), "n_layers"),
+                        (dict(tie_embeddings="yes"), "tie_embeddings")]:
         with pytest.raises(InputError, match=needle):
             ModelConfig.from_dict({"vocab_size": 10, **bad})
     path = tmp_path / "bad.json"
@@ -416,6 +419,54 @@ def ckpt(tmp_path, small_tokenizer):
     return path
 
 
+def recorded_anew(ckpt):
+    """A checkpoint edited by hand with its checksums recorded again: consistent files whose
+    content is wrong, which the checks after the checksum must catch."""
+    from shared.checkpoint import file_crc32
+
+    config = json.loads((ckpt / "config.json").read_text())
+    config["crc32"] = {p.name: file_crc32(p) for p in ckpt.iterdir() if p.name != "config.json"}
+    (ckpt / "config.json").write_text(json.dumps(config))
+    return ckpt
+
+
+def test_a_flipped_bit_in_any_checkpoint_file_is_caught(ckpt):
+    for name in ("model.safetensors", "tokenizer.json"):
+        path = ckpt / name
+        original = path.read_bytes()
+        damaged = bytearray(original)
+        damaged[len(damaged) // 2] ^= 0x04
+        path.write_bytes(bytes(damaged))
+        with pytest.raises(InputError, match=f"{name}: corrupted"):
+            load_model(ckpt)
+        path.write_bytes(original)
+    config = json.loads((ckpt / "config.json").read_text())
+    assert set(config["crc32"]) == {"model.safetensors", "tokenizer.json"}
+    del config["crc32"]  # a checkpoint from before checksums were recorded still loads
+    (ckpt / "config.json").write_text(json.dumps(config))
+    load_model(ckpt)
+
+
+def test_init_never_replaces_what_is_not_a_checkpoint(small_tokenizer, tmp_path):
+    small_tokenizer[0].save(tmp_path / "tok.json")
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "notes.txt").write_text("precious")
+    (tmp_path / "file").write_text("precious too")
+    base = ["init", "--config", "tiny", "--tokenizer", str(tmp_path / "tok.json")]
+    for target in ("mine", "file"):
+        res = CliRunner().invoke(cli, [*base, "--out", str(tmp_path / target)])
+        assert_input_error(res, str(tmp_path / target), "--overwrite")
+    assert (tmp_path / "mine" / "notes.txt").read_text() == "precious" and (tmp_path / "file").read_text() == "precious too"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["file", "mine", "tok.json"]  # nothing left beside them
+    for args in (["--out", str(tmp_path / "ckpt")], ["--out", str(tmp_path / "ckpt"), "--seed", "1"],  # ours: replaced
+                 ["--out", str(tmp_path / "file"), "--overwrite"]):
+        res = CliRunner().invoke(cli, [*base, *args])
+        assert res.exit_code == 0, res.output
+    load_model(tmp_path / "ckpt")
+    load_model(tmp_path / "file")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ckpt", "file", "mine", "tok.json"]
+
+
 @pytest.mark.parametrize("name", ["model.safetensors", "config.json", "tokenizer.json"])
 def test_checkpoint_missing_file(ckpt, name):
     (ckpt / name).unlink()
@@ -445,25 +496,25 @@ def test_checkpoint_errors_name_the_problem(ckpt, tmp_path):
     tensors = load_file(weights)
     save_file({**tensors, "layers.9.extra": torch.zeros(2)}, weights)
     with pytest.raises(InputError, match="'layers.9.extra' is not part of the model"):
-        load_model(ckpt)
+        load_model(recorded_anew(ckpt))
     save_file({k: v for k, v in tensors.items() if k != "norm.weight"}, weights)
     with pytest.raises(InputError, match="no tensor 'norm.weight'"):
-        load_model(ckpt)
+        load_model(recorded_anew(ckpt))
     weights.write_bytes(b"not safetensors at all")
     with pytest.raises(InputError, match="not a readable safetensors file"):
-        load_model(ckpt)
+        load_model(recorded_anew(ckpt))
 
 
 def test_checkpoint_tokenizer_mismatch(ckpt, tmp_path):
     byte_tokenizer().save(ckpt / "tokenizer.json")
     with pytest.raises(InputError, match=r"tokenizer\.json: 257 tokens, the model's vocabulary has 450"):
-        load_model(ckpt)
+        load_model(recorded_anew(ckpt))
     # same size, different tokenizer: the fingerprint tells
     other = tmp_path / "bytes"
     save_model(build(cfg(vocab_size=257)), byte_tokenizer(), other)
     byte_tokenizer("<|end|>").save(other / "tokenizer.json")
     with pytest.raises(InputError, match="the model was made for"):
-        load_model(other)
+        load_model(recorded_anew(other))
 
 
 # -- Hugging Face export ---------------------------------------------------------------------

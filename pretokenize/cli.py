@@ -23,11 +23,12 @@ def cli():
 
 @cli.command()
 @click.option("--tokenizer", "-t", "tokenizer_path", default="tokenizer.json", show_default=True, metavar="PATH", help="A tokenizer.json.")
-@click.option("--input", "inputs", multiple=True, metavar="PATH", help="A .txt/.jsonl/.parquet file (.gz for txt/jsonl), a directory or a glob. Repeatable; extra paths may follow it.")
+@click.option("--input", "inputs", multiple=True, metavar="PATH", help="A text, .jsonl or .parquet file (text and .jsonl also .gz/.xz/.bz2/.zst), a directory (its .txt/.jsonl/.parquet files) or a glob. Repeatable; extra paths may follow it.")
 @click.argument("more_inputs", nargs=-1, metavar="[PATH]...")
 @click.option("--out-dir", required=True, metavar="DIR", help="Where the shards go; they are named after it: DIR/NAME_train_000001.bin ...")
-@click.option("--val-fraction", type=click.FloatRange(0, 1, min_open=True, max_open=True), help="Hold out this fraction of the documents, evenly spaced.  [default: 0.01]")
-@click.option("--val-tokens", type=click.IntRange(min=1), metavar="N", help="Hold out the leading documents, until N tokens (instead of --val-fraction).")
+@click.option("--val-fraction", type=click.FloatRange(0, 1, min_open=True, max_open=True), help="Hold out this fraction of the documents, evenly spaced (of the text, its tail, when the documents are too few).  [default: 0.01]")
+@click.option("--val-tokens", type=click.IntRange(min=1), metavar="N", help="Hold out the leading documents, until N tokens (the last N tokens of the text when the documents are too few).")
+@click.option("--val-input", "val_inputs", multiple=True, metavar="PATH", help="The validation split is all of this corpus (file, directory or glob; repeatable), the training split all of --input.")
 @click.option("--shard-tokens", type=click.IntRange(1, MAX_TOKENS), default=DEFAULT_SHARD_TOKENS, show_default=True, metavar="N", help="Tokens per shard at most.")
 @click.option("--workers", type=click.IntRange(min=1), default=os.cpu_count(), show_default="all cores", help="Encoding processes.")
 @click.option("--text-field", default="text", show_default=True, help="The text field of .jsonl records / column of .parquet files.")
@@ -36,8 +37,8 @@ def cli():
 @click.option("--no-eot", is_flag=True, help="Write no token between documents.")
 @click.option("--overwrite", is_flag=True, help="Replace shards of another tokenizer in --out-dir.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress display.")
-def encode(tokenizer_path, inputs, more_inputs, out_dir, val_fraction, val_tokens, shard_tokens, workers, text_field,
-           separator, eot_token, no_eot, overwrite, quiet):
+def encode(tokenizer_path, inputs, more_inputs, out_dir, val_fraction, val_tokens, val_inputs, shard_tokens, workers,
+           text_field, separator, eot_token, no_eot, overwrite, quiet):
     """Encode documents into train/validation token shards, in parallel, in bounded memory."""
     from tokenizer import Tokenizer
 
@@ -46,21 +47,27 @@ def encode(tokenizer_path, inputs, more_inputs, out_dir, val_fraction, val_token
         raise InputError("--input: give at least one corpus file, directory or glob")
     if val_fraction is not None and val_tokens is not None:
         raise InputError("--val-fraction and --val-tokens: give one or the other")
+    if val_inputs and (val_fraction is not None or val_tokens is not None):
+        flag = "--val-fraction" if val_fraction is not None else "--val-tokens"
+        raise InputError(f"--val-input and {flag}: give one or the other (all of --val-input is the validation split)")
     split = Split(val_tokens=val_tokens) if val_tokens is not None else Split(val_fraction=val_fraction or 0.01)
     if not Path(tokenizer_path).is_file():
         raise InputError(f"--tokenizer {tokenizer_path}: no such file (train one with `tokenizer train`)")
     tokenizer = Tokenizer.from_file(tokenizer_path)
     corpus = Corpus(inputs, separator=separator or None, text_field=text_field)
+    val_corpus = Corpus(val_inputs, separator=separator or None, text_field=text_field) if val_inputs else None
     start = time.perf_counter()
-    manifest = encode_corpus(corpus, tokenizer, out_dir, split=split, shard_tokens=shard_tokens, workers=workers,
-                             eot_token=None if no_eot else eot_token, tokenizer_source=tokenizer_path,
+    manifest = encode_corpus(corpus, tokenizer, out_dir, split=split, val_corpus=val_corpus, shard_tokens=shard_tokens,
+                             workers=workers, eot_token=None if no_eot else eot_token, tokenizer_source=tokenizer_path,
                              overwrite=overwrite, quiet=quiet)
     seconds = time.perf_counter() - start
-    totals = manifest["totals"]
-    click.echo(f"wrote {out_dir}: {len(manifest['shards'])} shard(s), {manifest['dtype']}, {corpus.total_bytes / 1e6:,.1f} MB "
-               f"in {seconds:.1f} s ({corpus.total_bytes / 1e6 / seconds:,.1f} MB/s)")
+    totals, total_bytes = manifest["totals"], corpus.total_bytes + (val_corpus.total_bytes if val_corpus else 0)
+    click.echo(f"wrote {out_dir}: {len(manifest['shards'])} shard(s), {manifest['dtype']}, {total_bytes / 1e6:,.1f} MB "
+               f"in {seconds:.1f} s ({total_bytes / 1e6 / seconds:,.1f} MB/s)")
     for name in ("train", "val"):
         click.echo(f"  {name}: {totals[name]['documents']:,} documents, {totals[name]['tokens']:,} tokens")
+    if manifest["split"]["rule"] in ("tail", "given"):
+        click.echo(f"  split: {manifest['split']['text']}")
 
 
 @cli.command()
@@ -80,7 +87,7 @@ def inspect(path, tokenizer_path):
         paths = shard_paths(path, "val") + shard_paths(path, "train")
         paths.sort(key=lambda p: p.name[-10:])
         if not paths:
-            raise InputError(f"{path}: no shards (*_train_NNNNNN.bin, *_val_NNNNNN.bin)")
+            raise InputError(f"{path}: no shards (*_train*.bin, *_val*.bin)")
     else:
         paths = [path]
     for shard in paths:
@@ -150,11 +157,12 @@ def verify(path):
 
 @cli.command()
 @click.argument("dataset", metavar="DATASET")
-@click.option("--out-dir", metavar="DIR", help="Where the files go.  [default: data/DATASET]")
+@click.option("--out-dir", metavar="DIR", help="Where the training files go; official validation files go to DIR-val.  [default: data/DATASET]")
 @click.option("--quiet", "-q", is_flag=True, help="No progress display.")
 def download(dataset, out_dir, quiet):
     """Download a public corpus (tinystories, fineweb-edu: a 10BT-sample parquet file), resumable,
-    checked against the SHA-256 the server publishes."""
+    checked against the SHA-256 the server publishes. Encode it with `--input DIR`, and
+    `--val-input DIR-val` where the dataset has an official validation file (tinystories)."""
     from .download import download_dataset
 
     for path in download_dataset(dataset, out_dir or f"data/{dataset}", quiet):

@@ -6,6 +6,11 @@ takes the results in submission order, sends each document to the train or valid
 split, and appends it to that split's current shard. Jobs in flight are bounded, so memory
 does not grow with the corpus, and the output does not depend on the number of workers.
 
+A corpus with too few documents for the split rule (one book in one .txt file) is split as
+text instead: validation is its tail. The documents are counted first, only up to the number
+the rule needs (all of them when they are fewer), so that costs a read of the text only for
+such a corpus; the tail's texts are held back in memory until enough text follows them.
+
 All shards are written under temporary names and renamed into place, with the manifest,
 only when the whole corpus is done: an interrupted run leaves the directory as it was.
 """
@@ -22,6 +27,7 @@ from itertools import accumulate
 from pathlib import Path
 
 import numpy as np
+import regex
 
 from shared.errors import InputError
 from shared.files import atomic_write
@@ -35,6 +41,14 @@ DEFAULT_SHARD_TOKENS = 100_000_000
 MANIFEST_VERSION = 1
 JOB_CHARS = 1 << 20  # characters of text per worker job
 IN_FLIGHT_PER_WORKER = 2  # jobs queued per worker: keeps them busy, bounds memory
+
+# Where a validation tail may begin: at the newline ending a line, when a non-space character is
+# on one side of it. The pre-tokens on either side of such a cut do not depend on the other side
+# (no pre-token runs from a non-space into a space, and a newline followed by a non-space ends
+# its pre-token), so the tokens of the text are those of its two parts. `regex`'s \S, the
+# GPT-2 pattern's.
+LINE_END = regex.compile(r"(?<=\S)\n|\n(?=\S)")
+_LAST_LINE_END = regex.compile(LINE_END.pattern, flags=regex.REVERSE)
 
 
 @dataclass(frozen=True)
@@ -59,15 +73,58 @@ class Split:
         num, den = self._fraction
         return (doc_index + 1) * num // den > doc_index * num // den
 
+    def fewest_documents(self):
+        """The fewest documents with which this rule can leave neither split empty."""
+        if self.val_tokens is not None:
+            return 2
+        num, den = self._fraction
+        return -(-den // num)
+
     @functools.cached_property
     def _fraction(self):
         f = Fraction(str(self.val_fraction))  # exact, so the rule is the same on every machine
         return f.numerator, f.denominator
 
 
-def encode_corpus(corpus, tokenizer, out_dir, *, split=Split(val_fraction=0.01), shard_tokens=DEFAULT_SHARD_TOKENS,
-                  workers=1, eot_token=DEFAULT_EOT, tokenizer_source=None, overwrite=False, quiet=False):
-    """Encode every document of `corpus` into shards in `out_dir`; returns the manifest."""
+@dataclass(frozen=True)
+class TailSplit:
+    """For a corpus with too few documents for `Split`'s rule: validation is the tail of the
+    text, as nanoGPT cuts its Shakespeare. It is the shortest tail that holds at least `target`
+    characters (the --val-fraction of the text) or tokens (--val-tokens) and begins at a document
+    start or at the newline ending a line (the newline goes to validation; see LINE_END). A
+    document cut in two is two documents, each followed by the end-of-text token."""
+
+    rule: Split
+    documents: int
+    target: int
+    unit: str  # "characters" or "tokens"
+
+    @classmethod
+    def of(cls, rule, documents, characters):
+        if rule.val_tokens is not None:
+            return cls(rule, documents, rule.val_tokens, "tokens")
+        num, den = rule._fraction
+        return cls(rule, documents, -(-characters * num // den), "characters")
+
+    def describe(self):
+        given = {"val_tokens": self.rule.val_tokens} if self.unit == "tokens" else {"val_fraction": self.rule.val_fraction}
+        return {"rule": "tail", **given, "documents": self.documents, "val_at_least": self.target, "unit": self.unit,
+                "text": f"{self.documents:,} document(s), too few to hold out whole ones: validation is the shortest "
+                        f"tail of the text with at least {self.target:,} {self.unit} that begins at a document start "
+                        f"or at the newline ending a line"}
+
+    def size(self, held):
+        return len(held.text) if self.unit == "characters" else len(held.tokens)
+
+
+def encode_corpus(corpus, tokenizer, out_dir, *, split=Split(val_fraction=0.01), val_corpus=None,
+                  shard_tokens=DEFAULT_SHARD_TOKENS, workers=1, eot_token=DEFAULT_EOT, tokenizer_source=None,
+                  overwrite=False, quiet=False):
+    """Encode every document of `corpus` into shards in `out_dir`; returns the manifest.
+
+    With `val_corpus`, all of it is the validation split and all of `corpus` the training one;
+    otherwise `split` says which documents are held out, or the tail of the text is (`TailSplit`)
+    when there are too few documents for it."""
     out_dir = Path(out_dir)
     eot_id = None
     if eot_token is not None:
@@ -76,12 +133,29 @@ def encode_corpus(corpus, tokenizer, out_dir, *, split=Split(val_fraction=0.01),
             raise InputError(f"{tokenizer_source or 'the tokenizer'}: no special token {eot_token!r} "
                              f"(it has: {', '.join(tokenizer.special_tokens) or 'none'}); use --eot-token or --no-eot")
     _check_out_dir(out_dir, tokenizer.fingerprint, overwrite)
-    shards = ShardSet(out_dir, tokenizer, eot_id, shard_tokens)
+    if val_corpus is not None:
+        for flag, each in (("--val-input ", val_corpus), ("--input ", corpus)):
+            if each.count(1)[0] == 0:
+                raise InputError(f"{flag}{', '.join(map(str, each.paths))}: no documents (every file is empty)")
+    else:
+        documents, characters = corpus.count(split.fewest_documents())
+        if documents == 0:
+            raise InputError(f"{', '.join(map(str, corpus.paths))}: no documents (every file is empty)")
+        if documents < split.fewest_documents():
+            split = TailSplit.of(split, documents, characters)
+    encode = functools.partial(_encode, corpus=corpus, val_corpus=val_corpus, tokenizer=tokenizer, eot_id=eot_id,
+                               workers=workers, quiet=quiet)
     start = time.perf_counter()
+    shards = ShardSet(out_dir, tokenizer, eot_id, shard_tokens)
     try:
-        shards.begin()
-        counts = _encode_into(shards, corpus, tokenizer, split, eot_id, workers, quiet)
-        manifest = _manifest(shards, corpus, tokenizer, tokenizer_source, eot_token, eot_id, split, counts)
+        try:
+            counts = encode(shards, split)
+        except _LeadingSplitTakesAll as e:  # documents few or short for --val-tokens: encode again, as text
+            shards.discard()
+            split = TailSplit.of(split, e.documents, characters=None)
+            shards = ShardSet(out_dir, tokenizer, eot_id, shard_tokens)
+            counts = encode(shards, split)
+        manifest = _manifest(shards, corpus, val_corpus, tokenizer, tokenizer_source, eot_token, eot_id, split, counts)
         manifest["seconds"] = round(time.perf_counter() - start, 3)
         shards.commit(manifest)
     except OSError as e:
@@ -92,6 +166,31 @@ def encode_corpus(corpus, tokenizer, out_dir, *, split=Split(val_fraction=0.01),
         shards.discard()
         raise
     return manifest
+
+
+def _encode(shards, split, *, corpus, val_corpus, tokenizer, eot_id, workers, quiet):
+    """Encode into `shards` by the split rule; returns the documents and tokens of each split."""
+    shards.begin()
+    counts = {"train": [0, 0], "val": [0, 0]}  # documents, tokens
+    if val_corpus is not None:
+        for name, each in (("val", val_corpus), ("train", corpus)):
+            _encode_documents(shards, each, tokenizer, eot_id, workers, quiet, counts, lambda doc_index: name)
+    elif isinstance(split, TailSplit):
+        _encode_tail(shards, corpus, tokenizer, eot_id, workers, quiet, counts, split)
+    else:
+        _encode_documents(shards, corpus, tokenizer, eot_id, workers, quiet, counts,
+                          lambda doc_index: "val" if split.is_val(doc_index, counts["val"][1]) else "train")
+        if counts["train"][0] == 0:  # only --val-tokens can take every document
+            raise _LeadingSplitTakesAll(counts["val"][0])
+    shards.finish_all()
+    return counts
+
+
+class _LeadingSplitTakesAll(Exception):
+    """--val-tokens took every document: the corpus is to be split as text."""
+
+    def __init__(self, documents):
+        self.documents = documents
 
 
 def _check_out_dir(out_dir, fingerprint, overwrite):
@@ -186,15 +285,15 @@ class ShardSet:
             self.out_dir.rmdir()
 
 
-def _encode_into(shards, corpus, tokenizer, split, eot_id, workers, quiet):
+def _encode_documents(shards, corpus, tokenizer, eot_id, workers, quiet, counts, split_of):
+    """Send each document, whole, to the split `split_of(its index)` names, counting into `counts`."""
     progress = Progress("encoding", "MB", total=corpus.total_bytes, scale=1e6, quiet=quiet)
-    counts = {"train": [0, 0], "val": [0, 0]}  # documents, tokens
     doc_index, doc_split = 0, None
-    for ends, tokens, lengths in _encoded_jobs(corpus, tokenizer, eot_id, shards.dtype, workers):
+    for job, tokens, lengths in _encoded_jobs(corpus, tokenizer, eot_id, shards.dtype, workers):
         # Consecutive texts of the same split are written together: one write per run of documents.
         run_split, run_start, run_ends, position = None, 0, [], 0
-        for end, length in zip(ends, lengths):
-            doc_split = doc_split or ("val" if split.is_val(doc_index, counts["val"][1]) else "train")
+        for (_, end), length in zip(job, lengths):
+            doc_split = doc_split or split_of(doc_index)
             if doc_split != run_split:
                 if run_split:
                     shards.write(run_split, tokens[run_start:position], run_ends)
@@ -206,31 +305,106 @@ def _encode_into(shards, corpus, tokenizer, split, eot_id, workers, quiet):
                 counts[doc_split][0] += 1
                 doc_index, doc_split = doc_index + 1, None
         shards.write(run_split, tokens[run_start:position], run_ends)
-        total_tokens = counts["train"][1] + counts["val"][1]
-        progress.update(corpus.bytes_read, f"{doc_index:,} docs, {total_tokens:,} tokens")
+        _show(progress, corpus, counts)
     progress.close()
-    if doc_index == 0:
-        raise InputError(f"{', '.join(map(str, corpus.paths))}: no documents (every file is empty)")
-    for name, (docs, _) in counts.items():
-        if docs == 0:
-            flag, value = ("--val-tokens", split.val_tokens) if split.val_tokens is not None else ("--val-fraction", split.val_fraction)
-            raise InputError(
-                f"{corpus.paths[0]}{' ...' if len(corpus.paths) > 1 else ''}: {doc_index:,} document(s) leave the {name} "
-                f"split empty with {flag} {value}; give more documents (.txt files are cut at --separator) or another {flag}"
-            )
-    shards.finish_all()
-    return counts
 
 
-def _jobs(corpus):
+@dataclass
+class _Held:
+    """A text of the corpus kept back while it may still belong to the validation tail."""
+
+    text: str
+    tokens: np.ndarray
+    ends: bool  # the text ends a document (its tokens end with the end-of-text token)
+    starts_doc: bool
+    starts_at_line_end: bool = False
+
+    @property
+    def may_start_tail(self):
+        return self.starts_doc or self.starts_at_line_end
+
+
+def _encode_tail(shards, corpus, tokenizer, eot_id, workers, quiet, counts, split):
+    """Training is the text up to the cut, validation the tail after it (see TailSplit)."""
+    progress = Progress("encoding", "MB", total=corpus.total_bytes, scale=1e6, quiet=quiet)
+    held, held_size, last = deque(), 0, None
+    for job, tokens, lengths in _encoded_jobs(corpus, tokenizer, eot_id, shards.dtype, workers, cut=_last_line_end):
+        for (text, ends), start, stop in zip(job, accumulate([0, *lengths]), accumulate(lengths)):
+            # A text starts at a line end only where _jobs cut at one; the lookbehind needs the text before.
+            at_line_end = last is not None and not last.ends and LINE_END.match(last.text[-1] + text, 1) is not None
+            last = _Held(text, tokens[start:stop], ends, last is None or last.ends, at_line_end)
+            held.append(last)
+            held_size += split.size(last)
+            # The oldest text can go to training once the texts after it hold a whole tail.
+            while len(held) > 1 and held[1].may_start_tail and held_size - split.size(held[0]) >= split.target:
+                held_size -= split.size(held[0])
+                _write_held(shards, "train", held.popleft(), counts)
+        _show(progress, corpus, counts)
+    progress.close()
+    found = _tail_cut(held, split, tokenizer, first_held_is_first_text=counts["train"][1] == 0)
+    if found is None:
+        flag = "--val-tokens" if split.unit == "tokens" else "--val-fraction"
+        raise InputError(
+            f"{corpus.paths[0]}{' ...' if len(corpus.paths) > 1 else ''}: {split.documents:,} document(s), too few to "
+            f"hold out whole ones, and no line end before the last {split.target:,} {split.unit} ({flag}) to cut a "
+            "validation tail at; give more text, more documents or --val-input"
+        )
+    index, chars, tokens_before = found
+    for _ in range(index):
+        _write_held(shards, "train", held.popleft(), counts)
+    cut = held.popleft()
+    if not (chars == 0 and cut.starts_doc):  # the text before the cut becomes a document
+        eot = np.array([] if eot_id is None else [eot_id], shards.dtype)
+        head = np.concatenate([cut.tokens[:tokens_before], eot])
+        _write_held(shards, "train", _Held(cut.text[:chars], head, ends=True, starts_doc=cut.starts_doc), counts)
+    _write_held(shards, "val", _Held(cut.text[chars:], cut.tokens[tokens_before:], cut.ends, starts_doc=True), counts)
+    for rest in held:
+        _write_held(shards, "val", rest, counts)
+
+
+def _tail_cut(held, split, tokenizer, first_held_is_first_text):
+    """Where the validation tail begins: (index of the held text, characters and tokens into it)."""
+    after = 0  # the size of the held texts after held[i]
+    for i in reversed(range(len(held))):
+        h = held[i]
+        if after + split.size(h) >= split.target:
+            starts = [m.start() for m in LINE_END.finditer(h.text) if m.start() > 0]
+            if h.may_start_tail:
+                starts.insert(0, 0)
+            # Each part between two possible starts has the tokens it has in the whole text (see LINE_END).
+            parts = [h.text[a:b] for a, b in zip([0, *starts], starts)]
+            part_tokens = (len(ids) // 4 for ids in tokenizer.encode_packed(parts, allowed_special=()))
+            tokens_before = list(accumulate(part_tokens, initial=0))[1:]
+            for chars, before in reversed(list(zip(starts, tokens_before))):
+                size = len(h.text) - chars if split.unit == "characters" else len(h.tokens) - before
+                if after + size >= split.target and not (i == 0 and chars == 0 and first_held_is_first_text):
+                    return i, chars, before
+        after += split.size(h)
+    return None
+
+
+def _write_held(shards, name, held, counts):
+    if len(held.tokens):
+        shards.write(name, held.tokens, [len(held.tokens)] if held.ends else [])
+    counts[name][0] += held.ends
+    counts[name][1] += len(held.tokens)
+
+
+def _show(progress, corpus, counts):
+    documents, tokens = (sum(c[i] for c in counts.values()) for i in (0, 1))
+    progress.update(corpus.bytes_read, f"{documents:,} docs, {tokens:,} tokens")
+
+
+def _jobs(corpus, cut=safe_cut):
     """Lists of (text, ends_document) of about JOB_CHARS characters, cut only between documents
-    or, inside a long document, where the cut cannot change its tokens."""
+    or, inside a long document, where the cut cannot change its tokens (`cut(text, end)`: the
+    last such place at or before `end`)."""
     job, size, carry = [], 0, ""
     for text, ends in corpus.pieces():
         text, carry = carry + text, ""
         if not ends:
-            cut = safe_cut(text, len(text) - 1)
-            text, carry = text[:cut], text[cut:]
+            at = cut(text, len(text) - 1)
+            text, carry = text[:at], text[at:]
         if text:
             job.append((text, ends))
             size += len(text)
@@ -241,24 +415,31 @@ def _jobs(corpus):
         yield job
 
 
-def _encoded_jobs(corpus, tokenizer, eot_id, dtype, workers):
-    """(ends, tokens, token counts) per job, in order: `workers` processes, a bounded queue."""
+def _last_line_end(text, end):
+    """The last line end (see LINE_END) at or before `end`, where a validation tail may begin; else
+    any place where a cut cannot change the tokens (a line longer than a piece of the corpus)."""
+    m = _LAST_LINE_END.search(text, 0, end + 1)
+    return m.start() if m and m.start() > 0 else safe_cut(text, end)
+
+
+def _encoded_jobs(corpus, tokenizer, eot_id, dtype, workers, cut=safe_cut):
+    """(job, tokens, token counts of its texts) per job, in order: `workers` processes, a bounded queue."""
     worker_args = (tokenizer, eot_id, dtype)
     if workers <= 1:
         _start_worker(*worker_args)
-        for job in _jobs(corpus):
-            yield [e for _, e in job], *_encode_job(job)
+        for job in _jobs(corpus, cut):
+            yield job, *_encode_job(job)
         return
     with process_pool(workers, _start_worker, worker_args) as pool:
         pending = deque()
-        for job in _jobs(corpus):
-            pending.append(([e for _, e in job], pool.submit(_encode_job, job)))
+        for job in _jobs(corpus, cut):
+            pending.append((job, pool.submit(_encode_job, job)))
             if len(pending) > IN_FLIGHT_PER_WORKER * workers:
-                ends, future = pending.popleft()
-                yield ends, *future.result()
+                job, future = pending.popleft()
+                yield job, *future.result()
         while pending:
-            ends, future = pending.popleft()
-            yield ends, *future.result()
+            job, future = pending.popleft()
+            yield job, *future.result()
 
 
 _worker = None
@@ -282,7 +463,12 @@ def _encode_job(job):
     return np.frombuffer(b"".join(parts), np.uint32).astype(dtype), lengths
 
 
-def _manifest(shards, corpus, tokenizer, tokenizer_source, eot_token, eot_id, split, counts):
+def _manifest(shards, corpus, val_corpus, tokenizer, tokenizer_source, eot_token, eot_id, split, counts):
+    if val_corpus is not None:
+        split = {"rule": "given", "text": "validation is all of --val-input, training all of --input"}
+    else:
+        split = split.describe()
+    corpora = [corpus] if val_corpus is None else [corpus, val_corpus]
     return {
         "format": "gptkit-shards",
         "version": MANIFEST_VERSION,
@@ -293,9 +479,10 @@ def _manifest(shards, corpus, tokenizer, tokenizer_source, eot_token, eot_id, sp
         "eot_id": eot_id,
         "dtype": shards.dtype.name,
         "shard_tokens": shards.shard_tokens,
-        "split": split.describe(),
+        "split": split,
         "sources": [{"path": str(p), "bytes": p.stat().st_size} for p in corpus.paths],
-        "invalid_utf8_replaced": corpus.invalid_utf8,
+        **({"val_sources": [{"path": str(p), "bytes": p.stat().st_size} for p in val_corpus.paths]} if val_corpus else {}),
+        "invalid_utf8_replaced": sum(c.invalid_utf8 for c in corpora),
         "totals": {name: {"documents": docs, "tokens": tokens, "unigram_entropy": _entropy(shards.unigrams[name])}
                    for name, (docs, tokens) in counts.items()},
         "shards": [

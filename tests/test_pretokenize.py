@@ -1,6 +1,7 @@
 """The pretokenize stage: corpora -> shards through `encode_corpus` and the CLI, then `inspect` and `verify`."""
 import functools
 import json
+import math
 import os
 import random
 
@@ -16,7 +17,7 @@ from pretokenize.cli import cli
 from pretokenize.encode import Split, encode_corpus
 from shared.corpus import Corpus
 from shared.shards import open_shard, read_header, read_manifest, shard_paths
-from tests.conftest import assert_input_error, english_like
+from tests.conftest import assert_input_error, english_like, shared_file
 from tokenizer import Tokenizer, train_bpe
 
 EOT = "<|endoftext|>"
@@ -278,6 +279,147 @@ def test_progress_line_counts_docs_and_tokens(tmp_path, tok, capsys):
     assert f"8 docs, {tokens:,} tokens" in capsys.readouterr().err
 
 
+# -- too few documents: the tail of the text -------------------------------------------------
+
+
+def odd_text(n_words, seed):
+    """Lines with the whitespace that tempts a tokenizer to change at a cut: runs of spaces and
+    newlines, tabs, spaces before and after newlines, blank lines."""
+    rng = random.Random(seed)
+    words = english_like(n_words, seed).split(" ")
+    glue = [" ", " ", " ", "\n", "\n\n", "  \n", "\n  ", " \n\n\t ", "\t", "   "]
+    return "".join(w + rng.choice(glue) for w in words)
+
+
+def split_text(tok, out):
+    """(training text, validation text) of a directory, each document followed by <|endoftext|>."""
+    return tuple(tok.decode(tokens_of(out, name).tolist()) for name in ("train", "val"))
+
+
+def assert_cut_at_a_line_end(tok, out, text, at_least, unit="characters"):
+    """Validation is the shortest tail with `at_least` characters or tokens that begins at a
+    newline with a non-space on one side of it; both parts encode as documents of their own."""
+    train, val = split_text(tok, out)
+    head, tail = train.removesuffix(EOT), val.removesuffix(EOT)
+    assert head + tail == text and head and EOT not in head + tail
+    assert tail[0] == "\n" and (not head[-1].isspace() or not tail[1:2].isspace())
+    eot = tok.special_tokens[EOT]
+    assert tokens_of(out, "train").tolist() == tok.encode(head, allowed_special=()) + [eot]
+    assert tokens_of(out, "val").tolist() == tok.encode(tail, allowed_special=()) + [eot]
+
+    def size(t):
+        return len(t) if unit == "characters" else len(tok.encode(t, allowed_special=())) + 1
+
+    assert size(tail) >= at_least
+    later = [i for i in range(len(head) + 1, len(text)) if text[i] == "\n" and (not text[i - 1].isspace() or not text[i + 1:i + 2].isspace())]
+    assert all(size(text[i:]) < at_least for i in later), "not the shortest such tail"
+
+
+def test_one_document_splits_into_training_and_the_tail_of_its_text(tmp_path, tok, tok_path):
+    text = odd_text(3000, 1)
+    out = tmp_path / "data"
+    res = ok(encode_cli(tok_path, [write_txt(tmp_path / "book.txt", [text])], out, "--val-fraction", "0.1"))
+    at_least = math.ceil(len(text) / 10)
+    assert_cut_at_a_line_end(tok, out, text, at_least)
+    split = read_manifest(out)["split"]
+    assert split == {"rule": "tail", "val_fraction": 0.1, "documents": 1, "val_at_least": at_least, "unit": "characters",
+                     "text": split["text"]}
+    assert f"at least {at_least:,} characters" in split["text"] and "newline ending a line" in split["text"]
+    assert "train: 1 documents" in res.stdout and "val: 1 documents" in res.stdout
+    assert f"split: 1 document(s), too few to hold out whole ones" in res.stdout
+
+
+def test_one_document_with_val_tokens_holds_out_that_many_tokens_of_its_tail(tmp_path, tok, tok_path):
+    text = odd_text(3000, 2)
+    out = tmp_path / "data"
+    ok(encode_cli(tok_path, [write_txt(tmp_path / "book.txt", [text])], out, "--val-tokens", 500))
+    assert_cut_at_a_line_end(tok, out, text, 500, unit="tokens")
+    split = read_manifest(out)["split"]
+    assert (split["rule"], split["val_tokens"], split["val_at_least"], split["unit"]) == ("tail", 500, 500, "tokens")
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_the_tail_is_found_across_many_small_pieces_and_jobs(tmp_path, monkeypatch, tok, workers):
+    """Held-back texts are released as the text goes on; the cut and the tokens stay the same."""
+    monkeypatch.setattr(shared.corpus, "BLOCK_BYTES", 4096)
+    monkeypatch.setattr(Corpus, "pieces", functools.partialmethod(Corpus.pieces, piece_chars=997))
+    monkeypatch.setattr(encode, "JOB_CHARS", 3000)
+    text = odd_text(6000, 3)
+    path = write_txt(tmp_path / "book.txt", [text])
+    encode_corpus(Corpus([path]), tok, tmp_path / "data", split=Split(val_fraction=0.05), workers=workers, quiet=True)
+    assert_cut_at_a_line_end(tok, tmp_path / "data", text, math.ceil(len(text) / 20))
+    for n in (1, 700):
+        encode_corpus(Corpus([path]), tok, tmp_path / "data", split=Split(val_tokens=n), workers=workers, quiet=True)
+        assert_cut_at_a_line_end(tok, tmp_path / "data", text, n, unit="tokens")
+
+
+def test_a_few_documents_are_cut_as_one_text(tmp_path, tok, tok_path):
+    docs = [odd_text(300, 4), odd_text(40, 5), odd_text(400, 6)]  # 3 documents: --val-fraction 0.25 needs 4
+    out = tmp_path / "data"
+    ok(encode_cli(tok_path, [write_txt(tmp_path / "c.txt", docs)], out, "--val-fraction", "0.25"))
+    train, val = split_text(tok, out)
+    train_docs, val_docs = train.split(EOT)[:-1], val.split(EOT)[:-1]
+    assert len(train_docs) + len(val_docs) == 4  # the last document, cut in two
+    assert train_docs[:2] == docs[:2] and train_docs[2] + val_docs[0] == docs[2]
+    assert len(val_docs[0]) >= math.ceil(sum(map(len, docs)) / 4)
+    totals = read_manifest(out)["totals"]
+    assert (totals["train"]["documents"], totals["val"]["documents"]) == (3, 1)
+
+
+def test_val_tokens_that_would_take_every_document_cuts_the_text_instead(tmp_path, tok, tok_path):
+    docs = ["a short first document", odd_text(2000, 7)]
+    first = len(tok.encode(docs[0])) + 1
+    out = tmp_path / "data"
+    ok(encode_cli(tok_path, [write_txt(tmp_path / "c.txt", docs)], out, "--val-tokens", first + 1))
+    train, val = split_text(tok, out)
+    assert train.startswith(docs[0] + EOT) and train.removeprefix(docs[0] + EOT).removesuffix(EOT) + val.removesuffix(EOT) == docs[1]
+    split = read_manifest(out)["split"]
+    assert (split["rule"], split["documents"]) == ("tail", 2)
+
+
+def test_tiny_shakespeare_splits_with_the_default_flags(tmp_path, tok, tok_path):
+    book = shared_file("tinyshakespeare.txt")
+    out = tmp_path / "shakespeare"
+    res = ok(run("--tokenizer", tok_path, "--input", book, "--out-dir", out, "--quiet"))
+    assert "split: 1 document(s), too few" in res.stdout
+    text = book.read_text(encoding="utf-8")
+    train, val = split_text(tok, out)
+    assert train.removesuffix(EOT) + val.removesuffix(EOT) == text
+    assert val.startswith("\n") and math.ceil(len(text) / 100) <= len(val.removesuffix(EOT)) < len(text) / 50
+
+
+# -- --val-input -----------------------------------------------------------------------------
+
+
+def test_val_input_is_the_whole_validation_split(tmp_path, tok, tok_path):
+    train_docs, val_docs = docs_of(5, seed=8), docs_of(2, seed=9)
+    out = tmp_path / "data"
+    train_path, val_path = write_txt(tmp_path / "train.txt", train_docs), write_jsonl(tmp_path / "valid.jsonl", val_docs)
+    res = ok(run("--tokenizer", tok_path, "--input", train_path, "--val-input", val_path, "--out-dir", out, "--quiet"))
+    assert split_docs(tokens_of(out, "val"), tok.special_tokens[EOT]) == expected(tok, val_docs)
+    assert split_docs(tokens_of(out, "train"), tok.special_tokens[EOT]) == expected(tok, train_docs)
+    manifest = read_manifest(out)
+    assert manifest["split"]["rule"] == "given" and "split: validation is all of --val-input" in res.stdout
+    assert [s["path"] for s in manifest["sources"]] == [str(train_path)]
+    assert [s["path"] for s in manifest["val_sources"]] == [str(val_path)]
+
+
+@pytest.mark.parametrize("flag, value", [("--val-fraction", "0.1"), ("--val-tokens", "10")])
+def test_val_input_with_a_split_rule_is_refused(tmp_path, tok_path, flag, value):
+    txt = write_txt(tmp_path / "c.txt", docs_of(5))
+    res = run("--tokenizer", tok_path, "--input", txt, "--val-input", txt, flag, value, "--out-dir", tmp_path / "data")
+    assert_input_error(res, "--val-input", flag)
+    assert not (tmp_path / "data").exists()
+
+
+def test_an_empty_val_input_is_refused(tmp_path, tok_path):
+    (tmp_path / "empty.txt").write_text("")
+    res = run("--tokenizer", tok_path, "--input", write_txt(tmp_path / "c.txt", docs_of(5)), "--val-input",
+              tmp_path / "empty.txt", "--out-dir", tmp_path / "data")
+    assert_input_error(res, "--val-input", "empty.txt", "no documents")
+    assert not (tmp_path / "data").exists()
+
+
 # -- bad input -------------------------------------------------------------------------------
 
 
@@ -289,9 +431,9 @@ def bad_case(case, tmp_path, tok_path):
     if case == "empty corpus":
         (tmp_path / "empty.txt").write_text("")
         return tok_path, [tmp_path / "empty.txt"], out, ["empty.txt", "no documents"]
-    if case == "csv":
-        (tmp_path / "c.csv").write_text("text\nhello\n")
-        return tok_path, [tmp_path / "c.csv"], out, ["c.csv", "unknown file type"]
+    if case == "binary file":
+        (tmp_path / "c.bin").write_bytes(b"\x00\x01 weights")
+        return tok_path, [txt, tmp_path / "c.bin"], out, ["c.bin", "binary file"]
     if case == "parquet without the column":
         return tok_path, [write_parquet(tmp_path / "c.parquet", docs_of(5), "body")], out, ["no column 'text'", "body"]
     if case == "bad jsonl line after many shards":
@@ -299,8 +441,8 @@ def bad_case(case, tmp_path, tok_path):
         with open(path, "a") as f:
             f.write("{oops\n")
         return tok_path, [path], out, ["c.jsonl:41", "invalid JSON"]
-    if case == "one document":
-        return tok_path, [write_txt(tmp_path / "one.txt", ["a single document"])], out, ["1 document(s)", "val split empty"]
+    if case == "one line":
+        return tok_path, [write_txt(tmp_path / "one.txt", ["a single document"])], out, ["one.txt", "1 document(s)", "no line end"]
     if case == "out dir is a file":
         out.write_text("precious")
         return tok_path, [txt], out, ["exists and is not a directory"]
@@ -316,8 +458,8 @@ def bad_case(case, tmp_path, tok_path):
 
 
 @pytest.mark.parametrize("case", [
-    "missing tokenizer", "empty corpus", "csv", "parquet without the column", "bad jsonl line after many shards",
-    "one document", "out dir is a file",
+    "missing tokenizer", "empty corpus", "binary file", "parquet without the column", "bad jsonl line after many shards",
+    "one line", "out dir is a file",
     "out dir inside a file", "unwritable parent",
 ])
 def test_bad_input_is_one_error_line_and_leaves_nothing(tmp_path, tok_path, case):

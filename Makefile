@@ -13,7 +13,9 @@ DATASET    ?= tinystories
 DEMO       ?= out/demo
 VOCAB_SIZE ?= 4096
 TOKENIZER  ?= out/tokenizer.json
-DATA       ?= out/$(basename $(notdir $(CORPUS)))
+DATA       ?= out/$(basename $(notdir $(patsubst %/,%,$(CORPUS))))
+# A corpus's own validation text, kept beside it as CORPUS-val (make data puts TinyStories' there).
+VAL_CORPUS ?= $(wildcard $(patsubst %/,%,$(CORPUS))-val)
 CONFIG     ?= tiny
 RUN        ?= runs/$(notdir $(DATA))
 CKPT       ?= $(RUN)/latest
@@ -29,7 +31,8 @@ PY := $(VENV)/bin/python
 
 help: ## List the targets and their variables.
 	@grep -E '^[a-z]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
-	@echo "variables: CORPUS=$(CORPUS) CORPUS_SIZE=$(CORPUS_SIZE) DATASET=$(DATASET) VOCAB_SIZE=$(VOCAB_SIZE) TOKENIZER=$(TOKENIZER) DATA=$(DATA) CONFIG=$(CONFIG)"
+	@echo "variables: CORPUS=$(CORPUS) VAL_CORPUS=$(VAL_CORPUS) CORPUS_SIZE=$(CORPUS_SIZE) DATASET=$(DATASET) VOCAB_SIZE=$(VOCAB_SIZE)"
+	@echo "           TOKENIZER=$(TOKENIZER) DATA=$(DATA) CONFIG=$(CONFIG)"
 	@echo "           RUN=$(RUN) GPUS=$(GPUS) ARGS='$(ARGS)' CKPT=$(CKPT) PROMPT='$(PROMPT)' WORKERS=$(WORKERS)"
 	@echo "           BENCH_DATA=$(BENCH_DATA)"
 
@@ -65,14 +68,15 @@ corpus: install ## Generate CORPUS_SIZE of simple English stories (the embedded 
 data/stories.txt: | $(VENV)/.installed
 	$(PY) -m stories --out $@ --size $(CORPUS_SIZE)
 
-data: install ## Download DATASET (tinystories | fineweb-edu) into data/DATASET; then CORPUS=data/DATASET.
+data: install ## Download DATASET (tinystories | fineweb-edu) into data/DATASET, its validation file into data/DATASET-val; then CORPUS=data/DATASET.
 	$(PY) -m pretokenize download $(DATASET) --out-dir data/$(DATASET)
 
 tokenizer: install $(filter data/stories.txt,$(CORPUS)) ## Train a byte-level BPE on CORPUS with VOCAB_SIZE tokens, written to TOKENIZER.
 	$(PY) -m tokenizer train --input $(CORPUS) --vocab-size $(VOCAB_SIZE) --out $(TOKENIZER) --workers $(WORKERS)
 
-encode: install $(filter data/stories.txt,$(CORPUS)) ## Encode CORPUS with TOKENIZER into train/val token shards in DATA.
-	$(PY) -m pretokenize --tokenizer $(TOKENIZER) --input $(CORPUS) --out-dir $(DATA) --workers $(WORKERS)
+encode: install $(filter data/stories.txt,$(CORPUS)) ## Encode CORPUS with TOKENIZER into train/val token shards in DATA; VAL_CORPUS, if any, is the val split.
+	$(PY) -m pretokenize --tokenizer $(TOKENIZER) --input $(CORPUS) $(if $(VAL_CORPUS),--val-input $(VAL_CORPUS)) \
+		--out-dir $(DATA) --workers $(WORKERS)
 
 train: install ## Train the CONFIG preset on DATA into RUN; GPUS=N>1 runs torchrun; ARGS adds flags (e.g. --resume).
 	$(if $(filter-out 0 1,$(GPUS)),$(PY) -m torch.distributed.run --standalone --nproc_per_node=$(GPUS),$(PY)) -m train \

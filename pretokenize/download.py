@@ -18,20 +18,42 @@ from shared.progress import Progress
 
 HF = "https://huggingface.co/datasets"
 DATASETS = {
-    # name: the files, whose directory `pretokenize --input` then takes
-    "tinystories": [f"{HF}/roneneldan/TinyStories/resolve/main/TinyStoriesV2-GPT4-train.txt",
-                    f"{HF}/roneneldan/TinyStories/resolve/main/TinyStoriesV2-GPT4-valid.txt"],
-    "fineweb-edu": [f"{HF}/HuggingFaceFW/fineweb-edu/resolve/main/sample/10BT/000_00000.parquet"],
+    # name: (training files, official validation files); `pretokenize --input DIR --val-input DIR-val`
+    "tinystories": ([f"{HF}/roneneldan/TinyStories/resolve/main/TinyStoriesV2-GPT4-train.txt"],
+                    [f"{HF}/roneneldan/TinyStories/resolve/main/TinyStoriesV2-GPT4-valid.txt"]),
+    "fineweb-edu": ([f"{HF}/HuggingFaceFW/fineweb-edu/resolve/main/sample/10BT/000_00000.parquet"], []),
 }
 CHUNK = 1 << 20
 
 
+def val_dir(out_dir) -> Path:
+    """Where a dataset's official validation files go: beside its training files, not among
+    them, so that a directory given as a corpus is training text only."""
+    out_dir = Path(out_dir)
+    return out_dir.with_name(out_dir.name + "-val")
+
+
 def download_dataset(name, out_dir, quiet=False) -> list[Path]:
+    """Training files into `out_dir`, official validation files into `val_dir(out_dir)`."""
     if name not in DATASETS:
         raise InputError(f"DATASET {name!r}: unknown (known: {', '.join(DATASETS)})")
     out_dir = Path(out_dir)
+    train_urls, val_urls = DATASETS[name]
     out_dir.mkdir(parents=True, exist_ok=True)
-    return [download(url, out_dir / url.rsplit("/", 1)[1], quiet) for url in DATASETS[name]]
+    paths = [download(url, out_dir / _file_name(url), quiet) for url in train_urls]
+    for url in val_urls:
+        val_dir(out_dir).mkdir(exist_ok=True)
+        # Earlier versions downloaded validation files among the training files: move them (and
+        # their checksum or partial download) out, rather than fetch them again.
+        for name in (_file_name(url), f"{_file_name(url)}.sha256", f"{_file_name(url)}.part"):
+            if (out_dir / name).exists():
+                os.replace(out_dir / name, val_dir(out_dir) / name)
+        paths.append(download(url, val_dir(out_dir) / _file_name(url), quiet))
+    return paths
+
+
+def _file_name(url):
+    return url.rsplit("/", 1)[1]
 
 
 def download(url, path, quiet=False) -> Path:

@@ -1,7 +1,10 @@
 """pretokenize download: resume with Range, SHA-256 check against the published hash, a clear error offline."""
 import hashlib
 import io
+import shutil
+import subprocess
 import urllib.error
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -80,3 +83,43 @@ def test_offline_is_one_clear_line(tmp_path, monkeypatch):
 
 def test_unknown_dataset():
     assert_input_error(CliRunner().invoke(cli, ["download", "wikipedia"]), "wikipedia", "tinystories", "fineweb-edu")
+
+
+@pytest.fixture
+def two_file_dataset(monkeypatch):
+    """A dataset of one training and one validation file, both PAYLOAD, served by a FakeServer."""
+    server = FakeServer()
+    monkeypatch.setattr(dl.urllib.request, "urlopen", server)
+    monkeypatch.setitem(dl.DATASETS, "stories", (["https://example.org/s-train.txt"], ["https://example.org/s-valid.txt"]))
+    return server
+
+
+def test_the_validation_file_goes_beside_the_training_files_not_among_them(tmp_path, two_file_dataset):
+    paths = dl.download_dataset("stories", tmp_path / "stories", quiet=True)
+    assert paths == [tmp_path / "stories/s-train.txt", tmp_path / "stories-val/s-valid.txt"]
+    assert sorted(p.name for p in (tmp_path / "stories").iterdir()) == ["s-train.txt", "s-train.txt.sha256"]
+    assert sorted(p.name for p in (tmp_path / "stories-val").iterdir()) == ["s-valid.txt", "s-valid.txt.sha256"]
+
+
+def test_a_validation_file_left_among_the_training_files_is_moved_out_not_fetched_again(tmp_path, two_file_dataset):
+    old = tmp_path / "stories"
+    old.mkdir()
+    (old / "s-valid.txt").write_bytes(PAYLOAD)
+    (old / "s-valid.txt.sha256").write_text(hashlib.sha256(PAYLOAD).hexdigest() + "\n")
+    dl.download_dataset("stories", old, quiet=True)
+    assert two_file_dataset.ranges == [0]  # the training file only
+    assert not (old / "s-valid.txt").exists() and (tmp_path / "stories-val/s-valid.txt").read_bytes() == PAYLOAD
+
+
+@pytest.mark.skipif(shutil.which("make") is None, reason="no make")
+@pytest.mark.parametrize("with_val", [True, False])
+def test_make_encode_takes_the_validation_text_beside_the_corpus(tmp_path, with_val):
+    corpus = tmp_path / "data/tinystories"
+    corpus.mkdir(parents=True)
+    if with_val:
+        (tmp_path / "data/tinystories-val").mkdir()
+    res = subprocess.run(["make", "-n", "-C", str(Path(__file__).parents[1]), "encode", f"CORPUS={corpus}"],
+                         capture_output=True, text=True, check=True)
+    line = next(line for line in res.stdout.splitlines() if "-m pretokenize" in line)
+    assert f"--input {corpus} " in line
+    assert (f"--val-input {corpus}-val" in line) == with_val

@@ -5,6 +5,7 @@ import sys
 import click
 
 from shared.errors import InputError
+from shared.text import decode_utf8, without_surrogates
 
 DEFAULT_EOT = "<|endoftext|>"
 
@@ -12,13 +13,13 @@ DEFAULT_EOT = "<|endoftext|>"
 @click.command(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.option("--checkpoint", required=True, metavar="DIR", help="A checkpoint directory (model.safetensors, config.json, tokenizer.json).")
 @click.option("--prompt", metavar="TEXT", help="The text to continue.  [default: standard input, or --prompt-file]")
-@click.option("--prompt-file", type=click.File("r", encoding="utf-8"), metavar="FILE", help="Read the prompt from FILE ('-': standard input).")
+@click.option("--prompt-file", type=click.File("rb"), metavar="FILE", help="Read the prompt from FILE ('-': standard input).")
 @click.option("--max-new-tokens", type=click.IntRange(min=1), default=256, show_default=True)
 @click.option("--temperature", type=float, default=0.8, show_default=True, help="0: greedy.")
 @click.option("--top-p", type=float, default=0.9, show_default=True, help="Nucleus sampling: keep the most likely tokens up to this probability mass.")
 @click.option("--top-k", type=int, help="Keep only the K most likely tokens.")
 @click.option("--num-samples", type=click.IntRange(min=1), default=1, show_default=True, help="Continuations of the prompt, generated as one batch.")
-@click.option("--seed", type=int, help="Random seed; the same seed gives the same text.  [default: random, printed]")
+@click.option("--seed", type=click.IntRange(0, 2**63 - 1), help="Random seed; the same seed gives the same text.  [default: random, printed]")
 @click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto", show_default=True)
 @click.option("--stop", "stops", multiple=True, metavar="STR", help="Stop a sample when it produces STR (repeatable). The end-of-text token always stops it.")
 def cli(checkpoint, prompt, prompt_file, max_new_tokens, temperature, top_p, top_k, num_samples, seed, device, stops):
@@ -32,7 +33,14 @@ def cli(checkpoint, prompt, prompt_file, max_new_tokens, temperature, top_p, top
     if prompt is not None and prompt_file is not None:
         raise InputError("--prompt and --prompt-file: give one or the other")
     if prompt is None:
-        prompt = (prompt_file or sys.stdin).read()
+        where = "standard input" if prompt_file is None else f"--prompt-file {getattr(prompt_file, 'name', '-')}"
+        prompt, replaced = decode_utf8((prompt_file or sys.stdin.buffer).read())
+    else:
+        prompt, replaced = without_surrogates(prompt)  # bytes of the command line that are not UTF-8
+        where = "--prompt"
+    if replaced:
+        click.echo(f"warning: {where}: {replaced} byte(s) that are not UTF-8 replaced by U+FFFD", err=True)
+    stops = [without_surrogates(stop)[0] for stop in stops]
 
     import torch
 

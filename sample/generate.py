@@ -50,7 +50,10 @@ def next_tokens(logits, temperature, top_p, top_k, generator):
     sampled with the CPU `generator`."""
     if temperature == 0:
         return logits.argmax(-1)
-    probs = filter_probs(torch.softmax(logits.float() / temperature, dim=-1), top_p, top_k)
+    # Shifted so the largest logit is 0: at a temperature near 0 the others go to -inf, not the
+    # largest to +inf (inf - inf would make every probability NaN).
+    logits = logits.float()
+    probs = filter_probs(torch.softmax((logits - logits.amax(-1, keepdim=True)) / temperature, dim=-1), top_p, top_k)
     return _draw(probs, generator)
 
 

@@ -457,7 +457,7 @@ def test_resume_extends_or_shortens_a_run_from_where_it_stopped(data, model_json
         (run / "latest").symlink_to(Path("checkpoints") / "step-000004_tokens-512")
         res = invoke("--config", "tiny", "--out", run, "--resume", "--max-steps", steps)  # --config: the Makefile's
         assert res.exit_code == 0, (res.output, res.exception)
-        assert f"--config tiny is not applied" in res.stderr and f"re-planned: 8 -> {steps} steps" in res.stdout
+        assert "--config tiny is not applied" in res.stderr and f"re-planned: 8 -> {steps} steps" in res.stdout
         logs, straight = records(run), records(tmp_path / "straight")
         assert [r["step"] for r in logs] == list(range(1, steps + 1))
         assert [r["loss"] for r in logs[:5]] == [r["loss"] for r in straight[:5]]  # the first step after the resume too

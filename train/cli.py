@@ -34,8 +34,10 @@ def cli():
 @cli.command("run")
 @click.option("--config", "config_name", metavar="PRESET|FILE", help=f"Settings: a preset ({', '.join(preset_names())}) or a JSON file.")
 @click.option("--resume", is_flag=True, help="Continue the run in --out from its latest checkpoint, with its saved settings.")
+@click.option("--from-checkpoint", metavar="DIR", help="With --resume: start from this checkpoint of the run instead of "
+              "the latest (e.g. when the latest is damaged).")
 @_setting_options
-def run(config_name, resume, **settings):
+def run(config_name, resume, from_checkpoint, **settings):
     """Train a Llama-style model on the shards of a pretokenize directory; checkpoints and
     metrics go to --out. Multi-GPU: torchrun --nproc_per_node=N -m train ..."""
     from .trainer import load_run_config, train
@@ -51,7 +53,9 @@ def run(config_name, resume, **settings):
         config = TrainConfig(**{**saved, **with_length(saved, overrides)})
     else:
         config = load_train_config(config_name, overrides)
-    train(config.check(), resume=resume)
+    if from_checkpoint and not resume:
+        raise InputError("--from-checkpoint: only with --resume")
+    train(config.check(), resume=from_checkpoint or resume)
 
 
 @cli.command()
@@ -69,7 +73,12 @@ def plot(run_dir, out):
     metrics = run_dir / "metrics.jsonl"
     if not metrics.is_file():
         raise InputError(f"{run_dir}: no metrics.jsonl (not a run directory?)")
-    records = [json.loads(line) for line in metrics.read_text().splitlines() if line.strip()]
+    records = []
+    for line in metrics.read_text(errors="replace").splitlines():
+        try:
+            records.append(json.loads(line))
+        except ValueError:
+            continue  # a line cut short (a full disk, a kill) or garbled: the plot goes on without it
     train = [r for r in records if "loss" in r]
     val = [r for r in records if "val_loss" in r]
     if not train:

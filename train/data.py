@@ -18,17 +18,20 @@ import sys
 import numpy as np
 
 from shared.errors import InputError
-from shared.shards import open_shard, read_manifest, shard_paths
+from shared.shards import open_shard, read_manifest, shard_paths, verify_shard
 
 
 class ShardData:
-    """The shards of one split, opened as memmaps and checked against the model's tokenizer."""
+    """The shards of one split, opened as memmaps and checked against the model's tokenizer.
+    With `verify`, every token is read once first: the CRC-32 in the header must match (one
+    flipped byte would otherwise train silently) and every id must be below the vocabulary
+    size (else the embedding lookup fails, on CUDA as a device-side assert)."""
 
-    def __init__(self, directory, split, vocab_size, fingerprint, context_length):
+    def __init__(self, directory, split, vocab_size, fingerprint, context_length, verify=True):
         paths = shard_paths(directory, split)
         if not paths:
             raise InputError(f"--data {directory}: no {split} shards (*_{split}_NNNNNN.bin); run pretokenize first")
-        self.shards = [open_shard(p, vocab_size) for p in paths]
+        self.shards = [(verify_shard if verify else open_shard)(p, vocab_size) for p in paths]
         plain = [s.path.name for s in self.shards if not s.header.extended]
         if plain:
             print(f"warning: {directory}: {len(plain)} plain llm.c shard(s) (e.g. {plain[0]}) carry no tokenizer "

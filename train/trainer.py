@@ -28,11 +28,12 @@ from model.checkpoint import load_model, save_model
 from model.config import ModelConfig, load_config
 from model.info import model_cost
 from model.model import TransformerLM
+from shared.checkpoint import CheckpointError, check_file, read_checkpoint_config, read_tensors
 from shared.errors import InputError
 from shared.files import atomic_write
 from shared.shards import read_manifest
 
-from .config import LENGTH, RESUME_FIXED, TrainConfig, parse_duration
+from .config import FIELDS, LENGTH, RESUME_FIXED, TrainConfig, parse_duration
 from .data import Loader, ShardData, data_tokenizer, eval_sequences
 from .optim import Schedule, build_optimizers
 
@@ -48,6 +49,8 @@ class TrainingError(InputError):
 
 
 def train(config: TrainConfig, resume=False):
+    """Run the training `config` describes. `resume`: False (a new run), True (from the run's
+    latest checkpoint), or a checkpoint directory of the run to resume from."""
     # Under torchrun (which sets RANK and WORLD_SIZE) the distributed path is taken even for one
     # process, so that a single GPU runs NCCL, the DDP wrapper and every collective.
     ddp = "RANK" in os.environ and "WORLD_SIZE" in os.environ
@@ -84,8 +87,8 @@ class Trainer:
         self.context = config.context_length or model_config.context_length
         if self.context > model_config.context_length:
             raise InputError(f"--context-length {self.context}: longer than the model's context of {model_config.context_length}")
-        self.train_data = ShardData(config.data, "train", self.tokenizer.vocab_size, self.tokenizer.fingerprint, self.context)
-        self.val_data = ShardData(config.data, "val", self.tokenizer.vocab_size, self.tokenizer.fingerprint, self.context)
+        self.train_data, self.val_data = (ShardData(config.data, split, self.tokenizer.vocab_size, self.tokenizer.fingerprint,
+                                                    self.context, config.verify_data) for split in ("train", "val"))
         if config.batch_size % world:
             raise InputError(f"--batch-size {config.batch_size}: not divisible among {world} processes (it counts the sequences of all of them)")
         self.loader = Loader(self.train_data, config.loader, config.batch_size // world, self.context, config.seed, rank, world, config.grad_accum)
@@ -100,7 +103,7 @@ class Trainer:
         self.optimizers = build_optimizers(self.model, config, rank, world)
         self.step, self.tokens = 0, 0
         if resume:
-            self._resume()
+            self._resume(self.run_dir / LATEST if resume is True else Path(resume))
         else:
             self._start_run_dir()
         self.first_step = self.step
@@ -384,13 +387,26 @@ class Trainer:
     # -- checkpoints -------------------------------------------------------------------------------
 
     def _start_run_dir(self):
-        if (self.run_dir / LATEST).exists():
-            raise InputError(f"--out {self.run_dir}: holds a run already; pass --resume to continue it, or choose another --out")
+        """A new run: --out is a new directory, or one a run of ours left without a checkpoint.
+        Anything else (a file, a directory of other files, a run with checkpoints) is refused."""
+        out = self.run_dir
+        if (out / LATEST).exists():
+            raise InputError(f"--out {out}: holds a run already; pass --resume to continue it, or choose another --out")
+        if out.exists() and not out.is_dir():
+            raise InputError(f"--out {out}: is a file; expected a run directory (new, or one of ours)")
+        ours = {"config.json", "metrics.jsonl", CHECKPOINTS}
+        foreign = sorted(p.name for p in out.iterdir() if p.name not in ours and not p.name.startswith(".")) if out.is_dir() else []
+        if foreign or (out.is_dir() and (out / "config.json").exists() and not _is_run_config(out / "config.json")):
+            raise InputError(f"--out {out}: a directory of other files ({(foreign or ['config.json'])[0]}, ...), "
+                             "not a run; choose a new --out")
         if self.master:
-            self.run_dir.mkdir(parents=True, exist_ok=True)
-            with atomic_write(self.run_dir / "config.json") as f:
-                f.write(json.dumps(self.config.to_dict(), indent=2) + "\n")
-            (self.run_dir / "metrics.jsonl").unlink(missing_ok=True)
+            try:
+                out.mkdir(parents=True, exist_ok=True)
+                with atomic_write(out / "config.json") as f:
+                    f.write(json.dumps(self.config.to_dict(), indent=2) + "\n")
+                (out / "metrics.jsonl").unlink(missing_ok=True)
+            except OSError as e:
+                raise InputError(f"--out {out}: cannot write there ({e.strerror})") from None
 
     def _checkpoint_due(self):
         c = self.config
@@ -430,18 +446,19 @@ class Trainer:
         for stale in (self.run_dir / CHECKPOINTS).glob(".step-*.tmp-*"):  # left by a process killed while saving
             shutil.rmtree(stale, ignore_errors=True)
 
-    def _resume(self):
-        from safetensors.torch import load_file
-
-        latest = self.run_dir / LATEST
-        if not latest.exists():
-            raise InputError(f"--out {self.run_dir}: no checkpoint to resume from ({LATEST} is missing)")
-        state = json.loads((latest / STATE_FILE).read_text())
-        if state["config_digest"] != self.config.digest():
-            raise InputError(f"--resume {self.run_dir}: the settings differ from the run's ({_config_difference(self.run_dir, self.config)})")
-        model, _ = load_model(latest, self.device)
+    def _resume(self, checkpoint):
+        if not checkpoint.exists():
+            raise InputError(f"--out {self.run_dir}: no checkpoint to resume from ({checkpoint} is missing)")
+        try:
+            state = self._read_state(checkpoint)
+            if state["config_digest"] != self.config.digest():
+                raise InputError(f"--resume {self.run_dir}: the settings differ from the run's "
+                                 f"({_config_difference(self.run_dir, self.config)})")
+            model, _ = load_model(checkpoint, self.device)
+            tensors = self._read_optimizer_state(checkpoint)
+        except CheckpointError as e:
+            raise CheckpointError(f"{e}; {self._intact_checkpoint_note(checkpoint)}") from None
         self.model.load_state_dict(model.state_dict())
-        tensors = load_file(latest / OPTIMIZER_FILE, device=str(self.device))
         for key, optimizer in self.optimizers.items():
             prefix = f"{key}/"
             optimizer.load_state_tensors({k[len(prefix):]: v for k, v in tensors.items() if k.startswith(prefix)},
@@ -450,10 +467,47 @@ class Trainer:
         self.step, self.tokens = state["step"], state["tokens"]
         metrics = self.run_dir / "metrics.jsonl"
         if self.master and metrics.exists():  # records from after the checkpoint belong to the interrupted attempt
-            kept = [line for line in metrics.read_text().splitlines() if json.loads(line)["step"] <= self.step]
+            kept = [line for line in metrics.read_text(errors="replace").splitlines() if _record_step(line) <= self.step]
             with atomic_write(metrics) as f:
                 f.write("".join(line + "\n" for line in kept))
         self._resume_schedule(state.get("schedule"))
+
+    def _read_state(self, checkpoint):
+        """A checkpoint's trainer_state.json, checked (its CRC-32 and every field a resume reads)."""
+        path = check_file(checkpoint, STATE_FILE, read_checkpoint_config(checkpoint))
+        try:
+            state = json.loads(path.read_text())
+        except (ValueError, UnicodeDecodeError) as e:
+            raise CheckpointError(f"{path}: damaged, not JSON ({e})") from None
+        problem = _state_problem(state, self.optimizers)
+        if problem:
+            raise CheckpointError(f"{path}: damaged ({problem})")
+        return state
+
+    def _read_optimizer_state(self, checkpoint):
+        path = checkpoint / OPTIMIZER_FILE
+        tensors = read_tensors(checkpoint, OPTIMIZER_FILE, device=self.device)
+        for key, optimizer in self.optimizers.items():
+            for name, tensor in optimizer.state_tensors().items():
+                saved = tensors.get(f"{key}/{name}")
+                if saved is None or saved.shape != tensor.shape:
+                    raise CheckpointError(f"{path}: damaged ({'no' if saved is None else 'a wrong shape of'} tensor {key}/{name})")
+        return tensors
+
+    def _intact_checkpoint_note(self, damaged):
+        """Which checkpoint of the run a resume could start from instead of a damaged one."""
+        for candidate in sorted((self.run_dir / CHECKPOINTS).glob("step-*"), reverse=True):
+            if candidate.resolve() == damaged.resolve():
+                continue
+            try:
+                config = read_checkpoint_config(candidate)
+                for name in config.get("crc32", {}):
+                    check_file(candidate, name, config)
+                self._read_state(candidate)
+            except CheckpointError:
+                continue
+            return f"{candidate.name} is intact: resume from it with --resume --from-checkpoint {candidate}"
+        return f"no intact checkpoint in {self.run_dir / CHECKPOINTS} to resume from"
 
     def _resume_schedule(self, saved):
         """The run's own plan; or, when this resume gives a new length (--max-steps, --max-tokens,
@@ -482,6 +536,38 @@ class Trainer:
         self.stop_signal = signal.Signals(signum).name
 
 
+def _state_problem(state, optimizers):
+    """What a trainer_state.json lacks for a resume, or None."""
+    if not isinstance(state, dict):
+        return "not a JSON object"
+    for key, kind in (("step", int), ("tokens", int), ("config_digest", str), ("optimizer_steps", dict), ("rng", dict)):
+        if not isinstance(state.get(key), kind):
+            return f"no {key!r}" if key not in state else f"{key!r} is not a {kind.__name__}"
+    missing = [k for k in optimizers if not isinstance(state["optimizer_steps"].get(k), int)]
+    if missing:
+        return f"no step count of optimizer {missing[0]!r}"
+    try:
+        bytes.fromhex(state["rng"]["torch"])
+    except (KeyError, TypeError, ValueError):
+        return "no random-number state"
+    return None
+
+
+def _record_step(line):
+    """The step of a metrics.jsonl line; a line cut short (a full disk) counts as past any step."""
+    try:
+        return json.loads(line)["step"]
+    except (ValueError, TypeError, KeyError):
+        return math.inf
+
+
+def _is_run_config(path):
+    try:
+        return set(json.loads(path.read_text())) <= set(FIELDS)
+    except (OSError, ValueError, TypeError):
+        return False
+
+
 def _token_bytes(tokenizer):
     """The length in bytes of each token's text; 0 for special tokens, which stand for no text."""
     special = set(tokenizer.special_tokens.values())
@@ -507,8 +593,17 @@ def _hms(seconds):
 
 
 def load_run_config(run_dir) -> dict:
+    """The settings a run saved in its config.json, checked."""
     path = Path(run_dir) / "config.json"
     if not path.is_file():
         raise InputError(f"--out {run_dir}: no config.json, so no run to resume")
-    return json.loads(path.read_text())
-
+    try:
+        saved = json.loads(path.read_text())
+    except (ValueError, UnicodeDecodeError) as e:
+        raise InputError(f"{path}: damaged, not JSON ({e})") from None
+    if not isinstance(saved, dict):
+        raise InputError(f"{path}: damaged, not a JSON object of training settings")
+    unknown = sorted(set(saved) - set(FIELDS))
+    if unknown:
+        raise InputError(f"{path}: unknown setting {unknown[0]!r}; was the file edited?")
+    return saved

@@ -1,0 +1,23 @@
+"""Text that came from outside (a file, standard input, the command line) made valid Unicode.
+
+Python decodes command-line arguments and, by default, standard input with `surrogateescape`,
+so bytes that are not UTF-8 arrive as lone surrogates, which no encoder accepts. As corpora
+do, invalid bytes become U+FFFD and the caller says how many were replaced.
+"""
+from __future__ import annotations
+
+import re
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def decode_utf8(data: bytes) -> tuple[str, int]:
+    """(text, number of invalid bytes replaced by U+FFFD)."""
+    text = data.decode("utf-8", errors="replace")
+    replaced = text.count("\ufffd") - data.decode("utf-8", errors="ignore").count("\ufffd")
+    return text, replaced
+
+
+def without_surrogates(text: str) -> tuple[str, int]:
+    """(text with every lone surrogate replaced by U+FFFD, how many there were)."""
+    return _SURROGATE.subn("\ufffd", text)

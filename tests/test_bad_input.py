@@ -1,0 +1,174 @@
+"""Damaged and bad input, stage by stage, as a user meets it: each case runs the real command and
+expects its exit status, one `Error:` line naming the file or flag (no traceback), and nothing
+left behind under a final name.
+
+A run directory is damaged in each of the ways a full disk, a kill or an editor can damage it;
+`--resume` must say what is damaged and which earlier checkpoint is intact.
+"""
+import dataclasses
+import shutil
+import zlib
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from model.checkpoint import load_model
+from sample.cli import cli as sample_cli
+from shared.shards import HEADER_BYTES, ShardHeader
+from tests.conftest import assert_input_error
+from tests.test_trainer import data, flags, model_json, records  # noqa: F401 (fixtures)
+from train.cli import cli as train_cli
+
+
+def invoke(cli, *args, **kwargs):
+    return CliRunner().invoke(cli, [str(a) for a in args], **kwargs)
+
+
+def run_args(data, out, model, **kw):
+    return flags(**{**dict(data=data, out=out, model=model, device="cpu", batch_size=4, context_length=32, warmup_steps=1,
+                           eval_interval=0, eval_tokens=256, log_interval=1), **kw})
+
+
+@pytest.fixture(scope="module")
+def finished_run(data, model_json, tmp_path_factory):
+    """A 4-step run with checkpoints at steps 2 and 4."""
+    run = tmp_path_factory.mktemp("finished") / "run"
+    res = invoke(train_cli, *run_args(data, run, model_json, max_steps=4, checkpoint_interval=2))
+    assert res.exit_code == 0, res.output
+    return run
+
+
+@pytest.fixture
+def run(finished_run, tmp_path):
+    copy = tmp_path / "run"
+    shutil.copytree(finished_run, copy, symlinks=True)
+    return copy
+
+
+def latest(run, name=""):
+    return (run / "latest").resolve() / name
+
+
+def truncate(path):
+    path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+
+
+# (what is done to the run, what the one error line must name)
+DAMAGE = {
+    "trainer_state.json missing": (lambda run: latest(run, "trainer_state.json").unlink(), ["trainer_state.json: missing"]),
+    "trainer_state.json garbled": (lambda run: latest(run, "trainer_state.json").write_text("{\"step\": 4, "),
+                                   ["trainer_state.json"]),
+    "trainer_state.json empty object": (lambda run: latest(run, "trainer_state.json").write_text("{}"), ["trainer_state.json"]),
+    "optimizer.safetensors truncated": (lambda run: truncate(latest(run, "optimizer.safetensors")),
+                                        ["optimizer.safetensors: corrupted"]),
+    "optimizer.safetensors missing": (lambda run: latest(run, "optimizer.safetensors").unlink(),
+                                      ["optimizer.safetensors: missing"]),
+    "model.safetensors flipped bit": (lambda run: flip_a_byte(latest(run, "model.safetensors")),
+                                      ["model.safetensors: corrupted"]),
+}
+
+
+def flip_a_byte(path, at=None):
+    data = bytearray(path.read_bytes())
+    at = len(data) // 2 if at is None else at
+    data[at] ^= 0x10
+    path.write_bytes(bytes(data))
+
+
+@pytest.mark.parametrize("case", DAMAGE)
+def test_a_damaged_latest_checkpoint_is_named_with_the_intact_one(run, case):
+    damage, needles = DAMAGE[case]
+    damage(run)
+    res = invoke(train_cli, "--out", run, "--resume", "--max-steps", 6)
+    assert_input_error(res, *needles, "step-000002_tokens-256 is intact", "--from-checkpoint")
+    earlier = run / "checkpoints" / "step-000002_tokens-256"
+    res = invoke(train_cli, "--out", run, "--resume", "--from-checkpoint", earlier, "--max-steps", 6)
+    assert res.exit_code == 0, res.output
+    assert [r["step"] for r in records(run)] == [1, 2, 3, 4, 5, 6]  # from step 2 on, the old steps 3-4 replaced
+    load_model(run / "latest")
+
+
+@pytest.mark.parametrize("content, needle", [("{oops", "not JSON"), ('{"lr": 0.1, "colour": "red"}', "unknown setting 'colour'"),
+                                             ("[1, 2]", "not a JSON object")])
+def test_a_damaged_run_config_is_named(run, content, needle):
+    (run / "config.json").write_text(content)
+    assert_input_error(invoke(train_cli, "--out", run, "--resume"), f"{run / 'config.json'}", needle)
+
+
+def test_a_partial_last_metrics_line_does_not_stop_a_resume(run):
+    with open(run / "metrics.jsonl", "a") as f:
+        f.write('{"step": 5, "loss": 3.1')  # a full disk cut the line short
+    res = invoke(train_cli, "--out", run, "--resume", "--max-steps", 5)
+    assert res.exit_code == 0, res.output
+    assert [r["step"] for r in records(run)] == [1, 2, 3, 4, 5]
+    pytest.importorskip("matplotlib")
+    assert invoke(train_cli, "plot", run).exit_code == 0
+
+
+def copy_data(data, tmp_path):
+    copy = tmp_path / "data"
+    shutil.copytree(data, copy)
+    return copy, sorted(copy.glob("*_train_*.bin"))[0]
+
+
+def test_a_flipped_byte_in_a_shard_stops_training_before_it_starts(data, model_json, tmp_path):
+    copy, shard = copy_data(data, tmp_path)
+    flip_a_byte(shard, HEADER_BYTES + 10)
+    res = invoke(train_cli, *run_args(copy, tmp_path / "r", model_json, max_steps=2))
+    assert_input_error(res, shard.name, "corrupted")
+    assert not (tmp_path / "r" / "latest").exists()
+    res = invoke(train_cli, *run_args(copy, tmp_path / "r2", model_json, max_steps=2), "--no-verify-data")  # trusted: skipped
+    assert res.exit_code == 0, res.output
+
+
+def test_a_token_id_past_the_vocabulary_is_refused(data, model_json, tmp_path):
+    copy, shard = copy_data(data, tmp_path)
+    header = ShardHeader.from_bytes(shard.read_bytes()[:HEADER_BYTES], shard)
+    tokens = np.fromfile(shard, header.dtype, offset=HEADER_BYTES)
+    tokens[7] = header.vocab_size + 3
+    header = dataclasses.replace(header, checksum=zlib.crc32(tokens.tobytes()))  # consistent, but out of range
+    shard.write_bytes(header.to_bytes() + tokens.tobytes())
+    res = invoke(train_cli, *run_args(copy, tmp_path / "r", model_json, max_steps=2))
+    assert_input_error(res, shard.name, f"token 7 is id {header.vocab_size + 3}", "vocabulary size")
+
+
+def test_out_that_is_not_a_run_directory(data, model_json, tmp_path):
+    (tmp_path / "file").write_text("mine")
+    (tmp_path / "notes").mkdir()
+    (tmp_path / "notes" / "todo.txt").write_text("mine too")
+    for out, needle in ((tmp_path / "file", "is a file"), (tmp_path / "notes", "todo.txt"),
+                        (tmp_path / "file" / "run", "cannot write there")):
+        assert_input_error(invoke(train_cli, *run_args(data, out, model_json, max_steps=1)), f"--out {out}", needle)
+    assert (tmp_path / "file").read_text() == "mine" and sorted(p.name for p in (tmp_path / "notes").iterdir()) == ["todo.txt"]
+
+
+@pytest.mark.parametrize("flag, value", [("lr", "nan"), ("beta1", "1.5"), ("eps", "-1"), ("checkpoint-tokens", "-1"),
+                                         ("max-tokens", "-5"), ("seed", str(2**70)), ("context-length", "-5"),
+                                         ("beta2", "inf"), ("muon-momentum", "1"), ("max-time", "soon")])
+def test_numbers_are_checked_at_the_boundary(data, model_json, tmp_path, flag, value):
+    res = invoke(train_cli, *run_args(data, tmp_path / "r", model_json, max_steps=1), f"--{flag}", value)
+    assert_input_error(res, f"--{flag}")
+    assert not (tmp_path / "r").exists()
+
+
+# -- sample -------------------------------------------------------------------------------------
+
+
+def test_prompts_that_are_not_utf8_are_replaced_and_said(finished_run, tmp_path):
+    ckpt = finished_run / "latest"
+    (tmp_path / "prompt.txt").write_bytes(b"the caf\xe9 ")
+    base = ["--checkpoint", ckpt, "--max-new-tokens", 3, "--seed", 1, "--device", "cpu"]
+    for extra, kwargs, where in ((["--prompt-file", tmp_path / "prompt.txt"], {}, "--prompt-file"),
+                                 ([], {"input": b"the caf\xe9 "}, "standard input"),
+                                 (["--prompt", "the caf\udce9 "], {}, "--prompt")):  # how Python hands over argv bytes
+        res = invoke(sample_cli, *base, *extra, **kwargs)
+        assert res.exit_code == 0, (res.output, res.exception)
+        assert res.stdout.startswith("the caf\ufffd ")
+        assert f"warning: {where}" in res.stderr and "1 byte(s)" in res.stderr
+
+
+def test_a_temperature_near_zero_samples_greedily(finished_run):
+    base = ["--checkpoint", finished_run / "latest", "--prompt", "the cat", "--max-new-tokens", 6, "--device", "cpu"]
+    greedy = invoke(sample_cli, *base, "--temperature", 0).stdout
+    assert invoke(sample_cli, *base, "--temperature", "1e-39", "--seed", 1).stdout == greedy != "the cat\n"

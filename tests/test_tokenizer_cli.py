@@ -308,11 +308,16 @@ def test_no_input_at_all(runner, out_dir):
     assert_input_error(res, "--input", out_dir=out_dir)
 
 
-def test_unknown_suffix(runner, tmp_path, out_dir):
-    csv = tmp_path / "corpus.csv"
-    csv.write_text("text\nthe cat sat\n")
-    res = runner.invoke(cli, train_args([csv], out_dir / "tok.json"))
-    assert_input_error(res, "corpus.csv", out_dir=out_dir)
+def test_any_suffix_is_text_and_a_binary_file_is_refused(runner, tmp_path, out_dir):
+    named = tmp_path / "corpus.en"
+    named.write_text("the cat sat on the mat " * 50)
+    res = runner.invoke(cli, train_args([named], out_dir / "tok.json"))
+    assert res.exit_code == 0, res.output
+    binary = tmp_path / "weights.bin"
+    binary.write_bytes(b"\x00\x01the cat\x00" * 100)
+    (tmp_path / "second").mkdir()
+    res = runner.invoke(cli, train_args([binary], tmp_path / "second" / "tok.json"))
+    assert_input_error(res, "weights.bin", out_dir=tmp_path / "second")
 
 
 @pytest.mark.parametrize("content", ["", EOT, EOT * 5])

@@ -3,6 +3,7 @@ from pathlib import Path
 
 import click
 
+from shared.cli import Group
 from shared.errors import InputError
 
 from .config import load_config, preset_names
@@ -13,7 +14,7 @@ config_option = click.option(
 )
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.group(cls=Group, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 def cli():
     """A Llama-style TransformerLM: presets, costs, checkpoints, export."""
 

@@ -4,13 +4,14 @@ import sys
 
 import click
 
+from shared.cli import Command
 from shared.errors import InputError
 from shared.text import decode_utf8, without_surrogates
 
 DEFAULT_EOT = "<|endoftext|>"
 
 
-@click.command(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.command(cls=Command, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.option("--checkpoint", required=True, metavar="DIR", help="A checkpoint directory (model.safetensors, config.json, tokenizer.json).")
 @click.option("--prompt", metavar="TEXT", help="The text to continue.  [default: standard input, or --prompt-file]")
 @click.option("--prompt-file", type=click.File("rb"), metavar="FILE", help="Read the prompt from FILE ('-': standard input).")

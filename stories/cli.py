@@ -6,6 +6,7 @@ from pathlib import Path
 
 import click
 
+from shared.cli import Command
 from shared.errors import InputError
 
 from .generate import write_corpus
@@ -26,7 +27,7 @@ def parse_size(text: str) -> int:
     return size
 
 
-@click.command(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.command(cls=Command, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.option("--out", default="data/stories.txt", show_default=True, metavar="PATH", help="The corpus file to write (its directory is created).")
 @click.option("--size", default="10MB", show_default=True, help="Stop at the first story that reaches this size: 500KB, 10MB, 1GB (powers of 1000; KiB/MiB/GiB: of 1024) or bytes.")
 @click.option("--seed", type=int, default=0, show_default=True, help="The same seed and size give the same bytes.")

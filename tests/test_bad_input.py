@@ -8,6 +8,7 @@ A run directory is damaged in each of the ways a full disk, a kill or an editor 
 import dataclasses
 import shutil
 import zlib
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -172,3 +173,29 @@ def test_a_temperature_near_zero_samples_greedily(finished_run):
     base = ["--checkpoint", finished_run / "latest", "--prompt", "the cat", "--max-new-tokens", 6, "--device", "cpu"]
     greedy = invoke(sample_cli, *base, "--temperature", 0).stdout
     assert invoke(sample_cli, *base, "--temperature", "1e-39", "--seed", 1).stdout == greedy != "the cat\n"
+
+
+# -- usage errors, every stage ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("module, args, needle", [
+    ("tokenizer", ["train", "--vocab-size", "many"], "--vocab-size"),
+    ("tokenizer", ["trian"], "No such command 'trian'"),
+    ("pretokenize", ["--val-fraction", "abc"], "--val-fraction"),
+    ("model", ["info", "--batch-size", "-"], "--batch-size"),
+    ("train", ["--lr-x", "3"], "--lr-x"),
+    ("train", ["plot"], "RUN"),
+    ("sample", ["--temperature", "warm", "--checkpoint", "c"], "--temperature"),
+    ("stories", ["--size"], "--size"),
+])
+def test_usage_errors_are_one_line(module, args, needle):
+    """Click's own usage errors (unknown option, bad value, missing argument) are one line too,
+    with the help command to run, exit status 2 (as a user meets them: the installed module)."""
+    import subprocess
+    import sys
+
+    res = subprocess.run([sys.executable, "-m", module, *args], capture_output=True, text=True, timeout=60,
+                         cwd=Path(__file__).resolve().parents[1])
+    assert res.returncode == 2 and res.stdout == "", res
+    lines = res.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("Error: ") and needle in lines[0], res.stderr

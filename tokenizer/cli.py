@@ -7,6 +7,7 @@ from pathlib import Path
 
 import click
 
+from shared.cli import Group
 from shared.corpus import DEFAULT_SEPARATOR, Corpus
 from shared.errors import InputError
 
@@ -16,7 +17,7 @@ tokenizer_option = click.option(
 )
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.group(cls=Group, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 def cli():
     """Byte-level BPE tokenizers in the format of HF `tokenizers` (tokenizer.json)."""
 

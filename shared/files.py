@@ -1,5 +1,6 @@
 """Atomic file writes: a killed process leaves either the old file or the new one."""
 import contextlib
+import glob
 import os
 from pathlib import Path
 
@@ -14,6 +15,7 @@ class AtomicFile:
 
     def __init__(self, path, mode="wb", **open_kwargs):
         self.path = Path(path)
+        remove_stale_temporaries(self.path)
         self.tmp = self.path.with_name(f".{self.path.name}.tmp-{os.getpid()}")
         self.file = open(self.tmp, mode, **open_kwargs)
 
@@ -53,3 +55,23 @@ def atomic_write(path, mode="w", **open_kwargs):
         atomic.discard()
         raise
     atomic.commit()
+
+
+def remove_stale_temporaries(path):
+    """Delete the temporary files of `path` that writers killed before their rename left
+    behind (`.NAME.tmp-PID` of a process that no longer runs); a live writer's stays."""
+    path = Path(path)
+    for tmp in path.parent.glob(f".{glob.escape(path.name)}.tmp-*"):
+        pid = tmp.name.rsplit("-", 1)[1]
+        if pid.isdigit() and not _running(int(pid)):
+            tmp.unlink(missing_ok=True)
+
+
+def _running(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True

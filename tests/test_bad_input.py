@@ -199,3 +199,51 @@ def test_usage_errors_are_one_line(module, args, needle):
     assert res.returncode == 2 and res.stdout == "", res
     lines = res.stderr.splitlines()
     assert len(lines) == 1 and lines[0].startswith("Error: ") and needle in lines[0], res.stderr
+
+
+# -- kills: workers die with their parent, temporaries are cleaned --------------------------------
+
+
+def test_workers_die_with_a_killed_parent_and_its_temporaries_are_cleaned(tmp_path):
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from tests.conftest import english_like
+
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("<|endoftext|>".join(english_like(3000, seed=i) for i in range(300)))
+    out = tmp_path / "tok.json"
+    (tmp_path / ".tok.json.tmp-999999999").write_text("left by a writer killed long ago")
+    proc = subprocess.Popen([sys.executable, "-m", "tokenizer", "train", "--input", str(corpus), "--vocab-size", "4000",
+                             "--out", str(out), "--workers", "2", "--quiet"], cwd=Path(__file__).resolve().parents[1])
+
+    def children():
+        try:
+            return [int(pid) for pid in Path(f"/proc/{proc.pid}/task/{proc.pid}/children").read_text().split()]
+        except OSError:
+            return []
+
+    deadline = time.monotonic() + 60
+    while len(children()) < 2 and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    workers = children()
+    assert len(workers) >= 2, "the workers never started"
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    deadline = time.monotonic() + 10
+    while any(Path(f"/proc/{pid}").exists() and "Z" not in Path(f"/proc/{pid}/stat").read_text().split()[2]
+              for pid in workers) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    alive = [pid for pid in workers if Path(f"/proc/{pid}").exists()
+             and Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"]
+    for pid in alive:
+        os.kill(pid, signal.SIGKILL)
+    assert not alive, "workers outlived their killed parent"
+
+    res = subprocess.run([sys.executable, "-m", "tokenizer", "train", "--input", str(corpus), "--vocab-size", "300",
+                          "--out", str(out), "--quiet"], cwd=Path(__file__).resolve().parents[1], capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["corpus.txt", "tok.json"]  # the stale temporary is gone

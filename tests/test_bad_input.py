@@ -169,6 +169,17 @@ def test_prompts_that_are_not_utf8_are_replaced_and_said(finished_run, tmp_path)
         assert f"warning: {where}" in res.stderr and "1 byte(s)" in res.stderr
 
 
+def test_tokenizer_input_that_is_not_utf8_is_replaced(small_tokenizer):
+    from tokenizer.cli import cli as tokenizer_cli
+
+    tok, path = small_tokenizer
+    expected = " ".join(map(str, tok.encode("the caf\ufffd", "all")))
+    res = invoke(tokenizer_cli, "encode", "-t", path, "the caf\udce9")  # how Python hands over argv bytes
+    assert res.exit_code == 0 and res.stdout.strip() == expected and "1 byte(s)" in res.stderr, res.output
+    res = invoke(tokenizer_cli, "encode", "-t", path, input=b"the caf\xe9")
+    assert res.exit_code == 0 and res.stdout.strip() == expected, res.output
+
+
 def test_a_temperature_near_zero_samples_greedily(finished_run):
     base = ["--checkpoint", finished_run / "latest", "--prompt", "the cat", "--max-new-tokens", 6, "--device", "cpu"]
     greedy = invoke(sample_cli, *base, "--temperature", 0).stdout

@@ -1,4 +1,5 @@
 """`tokenizer`: train a byte-level BPE, encode, decode, inspect. Run `tokenizer --help`."""
+import io
 import os
 import sys
 import time
@@ -10,6 +11,7 @@ import click
 from shared.cli import Group
 from shared.corpus import DEFAULT_SEPARATOR, Corpus
 from shared.errors import InputError
+from shared.text import without_surrogates
 
 DEFAULT_PATH = "tokenizer.json"
 tokenizer_option = click.option(
@@ -78,9 +80,13 @@ def encode(path, text, file_path, specials_as_text):
     if text is not None and file_path is not None:
         raise InputError("give TEXT or --file, not both")
     if text is not None:
+        text, replaced = without_surrogates(text)  # bytes of the command line that are not UTF-8
+        if replaced:
+            click.echo(f"warning: TEXT: {replaced} byte(s) that are not UTF-8 replaced by U+FFFD", err=True)
         ids = iter(tokenizer.encode(text, allowed))
     else:
-        stream = sys.stdin if file_path in (None, "-") else _open_text(file_path)
+        stdin = io.TextIOWrapper(sys.stdin.buffer, encoding="utf-8", errors="replace", newline="")
+        stream = stdin if file_path in (None, "-") else _open_text(file_path)
         ids = tokenizer.encode_iterable(iter(lambda: stream.read(1 << 20), ""), allowed)
     separator = ""
     while batch := list(islice(ids, 1 << 16)):

@@ -1,7 +1,9 @@
 """`train`: train a TransformerLM on token shards. Run `train --help`.
 
 Every setting of train.config.TrainConfig has a flag (`--batch-size`, `--lr`, ...); a flag
-overrides the --config preset or file, which overrides the defaults.
+overrides the --config preset or file, which overrides the defaults. Without --config (and
+without --model) on the CPU, train.recipe sizes the model, batch and schedule for the corpus
+and the time budget instead of a preset; flags override it as they would a preset.
 """
 import json
 from pathlib import Path
@@ -12,6 +14,7 @@ from shared.cli import DefaultGroup
 from shared.errors import InputError
 
 from .config import HELP, TrainConfig, load_train_config, option_specs, preset_names, with_length
+from .recipe import recipe_config
 
 
 def _setting_options(command):
@@ -32,7 +35,9 @@ def cli():
 
 
 @cli.command("run")
-@click.option("--config", "config_name", metavar="PRESET|FILE", help=f"Settings: a preset ({', '.join(preset_names())}) or a JSON file.")
+@click.option("--config", "config_name", metavar="PRESET|FILE",
+              help=f"Settings: a preset ({', '.join(preset_names())}) or a JSON file.  "
+                   "[default: on CPU, a recipe for the corpus and --max-time (train/recipe.py)]")
 @click.option("--resume", is_flag=True, help="Continue the run in --out from its latest checkpoint, with its saved settings.")
 @click.option("--from-checkpoint", metavar="DIR", help="With --resume: start from this checkpoint of the run instead of "
               "the latest (e.g. when the latest is damaged).")
@@ -51,8 +56,10 @@ def run(config_name, resume, from_checkpoint, **settings):
             click.echo(f"note: --resume continues with the settings saved in {overrides['out']}/config.json; "
                        f"--config {config_name} is not applied", err=True)
         config = TrainConfig(**{**saved, **with_length(saved, overrides)})
-    else:
+    elif config_name:
         config = load_train_config(config_name, overrides)
+    else:  # no preset: the model, batch and schedule are sized for the corpus and the time budget
+        config = recipe_config(overrides)
     if from_checkpoint and not resume:
         raise InputError("--from-checkpoint: only with --resume")
     train(config.check(), resume=from_checkpoint or resume)

@@ -97,6 +97,8 @@ def test_flags_beat_the_recipe(data, capsys):
     fixed = chosen(data, max_steps=40)  # a length flag replaces the default budget; the warmup fits it
     assert fixed.max_time is None and fixed.warmup_steps == 2 and fixed.eval_interval == 8
     assert "and 1m on cpu" in capsys.readouterr().out
+    assert chosen(data, context_length=32, batch_size=5).context_length == 32
+    assert "batch 5 x 32," in capsys.readouterr().out
 
 
 def test_a_model_flag_or_no_data_bypasses_the_recipe(data, capsys):

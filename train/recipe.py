@@ -95,12 +95,12 @@ class Recipe:
 
     def line(self, train_tokens, budget, threads, config):
         """What train logs at its start: the corpus, the budget, and the choice (`config`: with the flags)."""
-        model = config.model if isinstance(config.model, dict) else self.shape.model(self.vocab_size)
-        epochs = self.steps * config.batch_size * model["context_length"] / max(train_tokens, 1)
+        model, context = config.model, config.context_length or config.model["context_length"]
+        epochs = self.steps * config.batch_size * context / max(train_tokens, 1)
         corpus = f"{train_tokens / 1e6:.1f}M" if train_tokens >= 100_000 else f"{train_tokens / 1e3:.0f}K"
         return (f"recipe for {corpus} training tokens and {budget} on cpu ({threads} threads): "
                 f"d {model['d_model']}, {model['n_layers']} layers, {model['n_heads']} heads, d_ff {model['d_ff']}, "
-                f"{self.params / 1e6:.2f}M parameters, batch {config.batch_size} x {model['context_length']}, "
+                f"{self.params / 1e6:.2f}M parameters, batch {config.batch_size} x {context}, "
                 f"lr {config.lr:g}, warmup {config.warmup_steps} (about {self.steps:,} steps in the budget, {epochs:.1f} "
                 f"epochs; pass --config for a preset)")
 

@@ -287,11 +287,12 @@ def report(path, vocab_size, times, rounds, our_bytes):
     print(f"\n{path.name}: {path.stat().st_size:,} bytes; our tokenizer {vocab_size} tokens "
           f"(training {times['tokenizer_s']:.1f} s, encoding {times['encode_s']:.1f} s: not in the budget)")
     print(f"  char: {char['shape']}\n  ours: {ours['shape']}")
-    print("| model | held-out bits/byte | bytes scored | steps | parameters | training s | load before -> after |")
-    print("|---|---|---|---|---|---|---|")
+    print("| model | held-out bits/byte | each round | bytes scored | steps | parameters | training s | load before -> after |")
+    print("|---|---|---|---|---|---|---|---|")
     for kind, nbytes in (("char", char["bytes"]), ("ours", our_bytes)):
+        each = ", ".join(f"{r['bpb']:.4f} ({r['steps']} steps)" for r in rounds[kind])
         loads = ", ".join(f"{a:.2f} -> {b:.2f}" for a, b in (r["load"] for r in rounds[kind]))
-        print(f"| {kind} | {median(kind, 'bpb'):.4f} | {nbytes:,} | {median(kind, 'steps'):.0f} | "
+        print(f"| {kind} | {median(kind, 'bpb'):.4f} | {each} | {nbytes:,} | {median(kind, 'steps'):.0f} | "
               f"{rounds[kind][0]['params']:,} | {median(kind, 'train_s'):.1f} | {loads} |")
     print(f"ours / char bits per byte: {median('ours', 'bpb') / median('char', 'bpb'):.3f}")
 

@@ -18,6 +18,8 @@ A shard is a header of 256 little-endian int32 (1024 bytes), then the tokens:
 llm.c and modded-nanogpt read slots 0-2 and check the file size, so they read our shards;
 we read theirs (no extension: no vocabulary check, no checksum). A directory of shards is
 `NAME_val_000000.bin`, `NAME_train_000001.bin`, ... plus `manifest.json`, which lists them.
+The manifest alone says which shards are the dataset: a new run into the directory writes its
+shards under numbers no file there has and replaces the manifest last, so readers go through it.
 """
 from __future__ import annotations
 
@@ -184,6 +186,7 @@ class ShardWriter:
         self.dtype = np.dtype(dtype)
         self._facts = dict(vocab_size=vocab_size, eot_id=eot_id, fingerprint=fingerprint)
         self.num_tokens = self.num_docs = self._crc = 0
+        self.committed = False
         self._file = AtomicFile(self.path)
         self._file.file.write(bytes(HEADER_BYTES))  # a placeholder until the counts are known
 
@@ -204,20 +207,85 @@ class ShardWriter:
 
     def commit(self):
         self._file.commit()
+        self.committed = True
 
     def discard(self):
+        """Remove the temporary file, or the shard if it was committed already."""
         self._file.discard()
+        if self.committed:
+            self.path.unlink(missing_ok=True)
 
 
 def read_manifest(directory):
-    """The manifest of a shard directory, or None if it has none."""
+    """The manifest of a shard directory, or None if it has none. Every field its readers use
+    is checked first, so that a damaged or edited manifest is one line naming it."""
     path = Path(directory) / MANIFEST
     try:
-        return json.loads(path.read_text())
+        manifest = json.loads(path.read_text())
     except FileNotFoundError:
         return None
-    except (OSError, ValueError) as e:
+    except (OSError, ValueError, RecursionError) as e:
         raise ShardError(f"{path}: not a readable manifest ({e})") from None
+    problem = _mismatch(manifest, MANIFEST_FIELDS, "")
+    if problem:
+        raise ShardError(f"{path}: {problem}: not a manifest as pretokenize writes it (damaged or edited?)")
+    return manifest
+
+
+def _is_count(value):
+    return type(value) is int and value >= 0  # bool is an int too, and no count
+
+
+# What the readers of a manifest use (pretokenize verify and inspect, train): a dict is an object
+# with these keys, a list a list of such items, a pair (test, description) a value.
+_COUNT = (_is_count, "a count (an integer, 0 or more)")
+_TEXT = (lambda v: isinstance(v, str), "a string")
+_TOTALS = {"documents": _COUNT, "tokens": _COUNT}
+MANIFEST_FIELDS = {
+    "name": _TEXT,
+    "tokenizer": {"fingerprint": (lambda v: isinstance(v, str) and re.fullmatch(r"[0-9a-f]{16}", v) is not None,
+                                  "16 hexadecimal digits"),
+                  "vocab_size": (lambda v: _is_count(v) and v > 0, "a positive integer")},
+    "eot_token": (lambda v: v is None or isinstance(v, str), "a string or null"),
+    "eot_id": (lambda v: v is None or _is_count(v), "a token id or null"),
+    "dtype": (lambda v: v in ("uint16", "uint32"), '"uint16" or "uint32"'),
+    "split": {"text": _TEXT},
+    "totals": {"train": _TOTALS, "val": _TOTALS},
+    "shards": [{
+        # A bare name of ours: a reader opens it in the manifest's directory, never elsewhere.
+        "file": (lambda v: isinstance(v, str) and "/" not in v and SHARD_NAME.search(v) is not None,
+                 "a shard file name, NAME_train_NNNNNN.bin or NAME_val_NNNNNN.bin"),
+        "split": (lambda v: v in ("train", "val"), '"train" or "val"'),
+        "tokens": _COUNT,
+        "documents": _COUNT,
+        "crc32": (lambda v: isinstance(v, str) and re.fullmatch(r"[0-9a-f]{8}", v) is not None, "8 hexadecimal digits"),
+    }],
+}
+
+
+def _mismatch(value, spec, where):
+    """What in `value` (found at `where`) does not fit `spec` (see MANIFEST_FIELDS), or None."""
+    if isinstance(spec, dict):
+        if not isinstance(value, dict):
+            return f"{where or 'the file'} is {_shown(value)}, expected an object"
+        for key, field in spec.items():
+            at = f"{where}.{key}" if where else key
+            if key not in value:
+                return f"{at} is missing"
+            if problem := _mismatch(value[key], field, at):
+                return problem
+        return None
+    if isinstance(spec, list):
+        if not isinstance(value, list):
+            return f"{where} is {_shown(value)}, expected a list"
+        return next(filter(None, (_mismatch(item, spec[0], f"{where}[{i}]") for i, item in enumerate(value))), None)
+    test, description = spec
+    return None if test(value) else f"{where} is {_shown(value)}, expected {description}"
+
+
+def _shown(value):
+    text = json.dumps(value)
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def shard_paths(directory, split: str) -> list[Path]:

@@ -1,4 +1,6 @@
 """The token shard format (shared/shards.py): llm.c-compatible headers, our extension, checks, writing, listing."""
+import functools
+import json
 import os
 import zlib
 
@@ -163,17 +165,64 @@ def test_shard_paths_refuses_our_shards_without_manifest(tmp_path):
     shard_error("no manifest.json: an unfinished pretokenize run", shard_paths, tmp_path, "train")
 
 
+def a_manifest(shards):
+    """A manifest with every field its readers use, listing `shards` ((file, split) pairs)."""
+    return {
+        "name": "b", "tokenizer": {"fingerprint": "0123456789abcdef", "vocab_size": 450}, "eot_token": "<|endoftext|>",
+        "eot_id": 449, "dtype": "uint16", "split": {"text": "the rule"},
+        "totals": {"train": {"documents": 2, "tokens": 4}, "val": {"documents": 1, "tokens": 2}},
+        "shards": [{"file": f, "split": s, "tokens": 2, "documents": 1, "crc32": "0000abcd"} for f, s in shards],
+    }
+
+
 def test_shard_paths_follows_the_manifest(tmp_path):
-    (tmp_path / "manifest.json").write_text(
-        '{"shards": [{"file": "b_val_000000.bin", "split": "val"}, {"file": "b_train_000002.bin", "split": "train"},'
-        ' {"file": "b_train_000001.bin", "split": "train"}]}'
-    )
+    manifest = a_manifest([("b_val_000000.bin", "val"), ("b_train_000002.bin", "train"), ("b_train_000001.bin", "train")])
+    (tmp_path / "manifest.json").write_text(json.dumps(manifest))
     assert [p.name for p in shard_paths(tmp_path, "train")] == ["b_train_000002.bin", "b_train_000001.bin"]
 
 
 def test_unreadable_manifest(tmp_path):
     (tmp_path / "manifest.json").write_text("{not json")
     shard_error("not a readable manifest", read_manifest, tmp_path)
+    (tmp_path / "manifest.json").write_text("[" * 100_000 + "]" * 100_000)
+    shard_error("not a readable manifest", read_manifest, tmp_path)
+
+
+REMOVED = object()
+
+
+@pytest.mark.parametrize("field, value, says", [
+    ((), {}, "name is missing"),
+    ((), [], "the file is [], expected an object"),
+    (("shards",), REMOVED, "shards is missing"),
+    (("tokenizer", "vocab_size"), REMOVED, "tokenizer.vocab_size is missing"),
+    (("tokenizer", "vocab_size"), "450", 'tokenizer.vocab_size is "450", expected a positive integer'),
+    (("shards",), {}, "shards is {}, expected a list"),
+    (("shards", 1, "tokens"), -2, "shards[1].tokens is -2, expected a count"),
+    (("shards", 0, "documents"), True, "shards[0].documents is true, expected a count"),
+    (("shards", 0, "file"), "../../etc/passwd", 'shards[0].file is "../../etc/passwd", expected a shard file name'),
+    (("shards", 0, "split"), "test", 'shards[0].split is "test", expected "train" or "val"'),
+    (("shards", 0, "crc32"), 12, "shards[0].crc32 is 12, expected 8 hexadecimal digits"),
+    (("totals", "val"), REMOVED, "totals.val is missing"),
+    (("dtype",), "int8", 'dtype is "int8", expected "uint16" or "uint32"'),
+    (("eot_id",), None, None),  # no end-of-text token: fine
+])
+def test_a_manifest_of_the_wrong_shape_is_one_line_naming_the_field(tmp_path, field, value, says):
+    manifest = a_manifest([("b_val_000000.bin", "val"), ("b_train_000001.bin", "train")])
+    if not field:
+        manifest = value
+    else:
+        *parents, last = field
+        holder = functools.reduce(lambda node, key: node[key], parents, manifest)
+        holder[last] = value
+        if value is REMOVED:
+            del holder[last]
+    (tmp_path / "manifest.json").write_text(json.dumps(manifest))
+    if says is None:
+        assert read_manifest(tmp_path) == manifest
+        return
+    message = shard_error("not a manifest as pretokenize writes it", shard_paths, tmp_path, "train")
+    assert message.startswith(f"{tmp_path / 'manifest.json'}: {says}"), message
 
 
 # -- bad shards ------------------------------------------------------------------------------

@@ -26,7 +26,7 @@ def cli():
 @click.option("--input", "inputs", multiple=True, metavar="PATH", help="A text, .jsonl or .parquet file (text and .jsonl also .gz/.xz/.bz2/.zst), a directory (its .txt/.jsonl/.parquet files) or a glob. Repeatable; extra paths may follow it.")
 @click.argument("more_inputs", nargs=-1, metavar="[PATH]...")
 @click.option("--out-dir", required=True, metavar="DIR", help="Where the shards go; they are named after it: DIR/NAME_train_000001.bin ...")
-@click.option("--val-fraction", type=click.FloatRange(0, 1, min_open=True, max_open=True), help="Hold out this fraction of the documents, evenly spaced (of the text, its tail, when the documents are too few).  [default: 0.01]")
+@click.option("--val-fraction", type=float, metavar="F", help="Hold out this fraction (0 < F < 1) of the documents, evenly spaced (of the text, its tail, when the documents are too few).  [default: 0.01]")
 @click.option("--val-tokens", type=click.IntRange(min=1), metavar="N", help="Hold out the leading documents, until N tokens (the last N tokens of the text when the documents are too few).")
 @click.option("--val-input", "val_inputs", multiple=True, metavar="PATH", help="The validation split is all of this corpus (file, directory or glob; repeatable), the training split all of --input.")
 @click.option("--shard-tokens", type=click.IntRange(1, MAX_TOKENS), default=DEFAULT_SHARD_TOKENS, show_default=True, metavar="N", help="Tokens per shard at most.")
@@ -45,12 +45,12 @@ def encode(tokenizer_path, inputs, more_inputs, out_dir, val_fraction, val_token
     inputs = inputs + more_inputs
     if not inputs:
         raise InputError("--input: give at least one corpus file, directory or glob")
-    if val_fraction is not None and val_tokens is not None:
-        raise InputError("--val-fraction and --val-tokens: give one or the other")
     if val_inputs and (val_fraction is not None or val_tokens is not None):
         flag = "--val-fraction" if val_fraction is not None else "--val-tokens"
         raise InputError(f"--val-input and {flag}: give one or the other (all of --val-input is the validation split)")
-    split = Split(val_tokens=val_tokens) if val_tokens is not None else Split(val_fraction=val_fraction or 0.01)
+    if val_fraction is None and val_tokens is None:
+        val_fraction = 0.01
+    split = Split(val_fraction, val_tokens)  # checks them
     if not Path(tokenizer_path).is_file():
         raise InputError(f"--tokenizer {tokenizer_path}: no such file (train one with `tokenizer train`)")
     tokenizer = Tokenizer.from_file(tokenizer_path)
@@ -123,7 +123,8 @@ def _show_first_tokens(path, tokenizer_path):
 @click.argument("path", type=click.Path(exists=True, path_type=Path))
 def verify(path):
     """Read every token of a shard directory (or one shard): header, size, checksum, ids below the
-    vocabulary size, and agreement with manifest.json. Exits 1 on any problem."""
+    vocabulary size, and agreement with manifest.json and tokenizer.json. Exits 1 on any problem.
+    Shards the manifest does not list are not part of the dataset: they are named, not verified."""
     manifest = read_manifest(path) if path.is_dir() else None
     if path.is_dir():
         listed = {s["file"]: s for s in manifest["shards"]} if manifest else {}
@@ -133,8 +134,11 @@ def verify(path):
             raise InputError(f"{path}: no shards to verify")
     else:
         listed, paths, unlisted = {}, [path], []
+    for p in sorted(unlisted):
+        click.echo(f"note: {p}: not listed in {MANIFEST}, so not part of the dataset (left by an interrupted run? "
+                   "the next pretokenize run into the directory removes it)", err=True)
     vocab_size = manifest["tokenizer"]["vocab_size"] if manifest else None
-    problems = [f"{p}: not listed in {MANIFEST}" for p in unlisted]
+    problems = _tokenizer_problems(path, manifest) if manifest else []
     for shard_path in paths:
         try:
             header = verify_shard(shard_path, vocab_size).header
@@ -153,6 +157,22 @@ def verify(path):
     if problems:
         raise click.ClickException(f"{len(problems)} problem(s) in {path}")
     click.echo(f"{path}: {len(paths)} shard(s) verified")
+
+
+def _tokenizer_problems(directory, manifest):
+    """tokenizer.json beside the shards must be the manifest's tokenizer: training builds its model from it."""
+    from tokenizer import Tokenizer
+
+    path = directory / "tokenizer.json"
+    if not path.is_file():
+        return [f"{path}: missing (the manifest's tokenizer is {manifest['tokenizer']['fingerprint']})"]
+    try:
+        fingerprint = Tokenizer.from_file(path).fingerprint
+    except InputError as e:
+        return [e.message]
+    if fingerprint != manifest["tokenizer"]["fingerprint"]:
+        return [f"{path}: tokenizer {fingerprint}, {MANIFEST} says {manifest['tokenizer']['fingerprint']}"]
+    return []
 
 
 @cli.command()

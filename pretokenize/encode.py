@@ -11,30 +11,36 @@ text instead: validation is its tail. The documents are counted first, only up t
 the rule needs (all of them when they are fewer), so that costs a read of the text only for
 such a corpus; the tail's texts are held back in memory until enough text follows them.
 
-All shards are written under temporary names and renamed into place, with the manifest,
-only when the whole corpus is done: an interrupted run leaves the directory as it was.
+The manifest is the commit point. Shards are written under temporary names, and only when
+the whole corpus is done are they renamed to names no file of the directory has (the old
+dataset stays whole beside them), then the manifest that lists them replaces the old one
+(renamed over it, atomically), then the shards it does not list are removed. A run stopped at
+any instant, `kill -9` included, leaves the old dataset or the new one; what a killed run left
+(temporary files, shards no manifest lists) the next run removes.
 """
 from __future__ import annotations
 
 import functools
 import json
+import numbers
+import os
 import time
 from bisect import bisect_right
 from collections import deque
 from dataclasses import dataclass
 from fractions import Fraction
-from itertools import accumulate
+from itertools import accumulate, count
 from pathlib import Path
 
 import numpy as np
 import regex
 
 from shared.errors import InputError
-from shared.files import atomic_write
+from shared.files import atomic_write, remove_stale_temporaries
 from shared.progress import Progress
-from shared.shards import HEADER_BYTES, MANIFEST, SHARD_NAME, ShardHeader, ShardWriter, dtype_for, read_manifest
+from shared.shards import (HEADER_BYTES, MANIFEST, MAX_TOKENS, SHARD_NAME, ShardError, ShardHeader, ShardWriter, dtype_for,
+                           read_manifest)
 from shared.workers import process_pool
-from tokenizer.split import safe_cut
 
 DEFAULT_EOT = "<|endoftext|>"
 DEFAULT_SHARD_TOKENS = 100_000_000
@@ -58,6 +64,15 @@ class Split:
 
     val_fraction: float | None = None
     val_tokens: int | None = None
+
+    def __post_init__(self):
+        if (self.val_fraction is None) == (self.val_tokens is None):
+            raise InputError("--val-fraction and --val-tokens: give one or the other")
+        # NaN fails every comparison, so this refuses it and the infinities too.
+        if self.val_fraction is not None and not (isinstance(self.val_fraction, numbers.Real) and 0 < self.val_fraction < 1):
+            raise InputError(f"--val-fraction {self.val_fraction}: expected a number between 0 and 1, both excluded")
+        if self.val_tokens is not None and not (_is_whole(self.val_tokens) and self.val_tokens >= 1):
+            raise InputError(f"--val-tokens {self.val_tokens}: expected a whole number, 1 or more")
 
     def describe(self):
         if self.val_tokens is not None:
@@ -84,6 +99,10 @@ class Split:
     def _fraction(self):
         f = Fraction(str(self.val_fraction))  # exact, so the rule is the same on every machine
         return f.numerator, f.denominator
+
+
+def _is_whole(value):
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
 
 
 @dataclass(frozen=True)
@@ -199,8 +218,11 @@ def _check_out_dir(out_dir, fingerprint, overwrite):
         raise InputError(f"--out-dir {out_dir}: exists and is not a directory")
     if overwrite or not out_dir.exists():
         return
-    manifest = read_manifest(out_dir) if (out_dir / MANIFEST).exists() else None
-    found = {manifest.get("tokenizer", {}).get("fingerprint")} if manifest else set()
+    try:
+        manifest = read_manifest(out_dir)
+    except ShardError as e:
+        raise InputError(f"--out-dir {e.message}; --overwrite replaces the directory's dataset") from None
+    found = {manifest["tokenizer"]["fingerprint"]} if manifest else set()
     for path in out_dir.glob("*.bin"):
         if SHARD_NAME.search(path.name):
             with open(path, "rb") as f:
@@ -217,24 +239,34 @@ def _check_out_dir(out_dir, fingerprint, overwrite):
 
 
 class ShardSet:
-    """The shards of one output directory: numbered in the order they are opened, written under
-    temporary names, renamed into place by `commit` (bench/encode.py writes its reference with it too)."""
+    """The shards of one output directory, numbered in the order they are opened, written under
+    temporary names and made the directory's dataset by `commit` (bench/encode.py writes its
+    reference with it too)."""
 
     def __init__(self, out_dir, tokenizer, eot_id, shard_tokens):
+        if not (_is_whole(shard_tokens) and 1 <= shard_tokens <= MAX_TOKENS):
+            raise InputError(f"--shard-tokens {shard_tokens}: expected a whole number from 1 to {MAX_TOKENS:,}")
         self.out_dir, self.tokenizer, self.shard_tokens = out_dir, tokenizer, shard_tokens
         self.name = out_dir.resolve().name
         self.dtype = dtype_for(tokenizer.vocab_size)
         self.facts = dict(vocab_size=tokenizer.vocab_size, eot_id=eot_id, fingerprint=tokenizer.fingerprint)
         self.open_writers, self.finished = {}, []  # finished: (split, writer, header)
-        self.count = 0
+        self.numbers = None  # the unused shard numbers, from `begin`
+        self.committed = False
         self.created_dir = not out_dir.exists()
         self.unigrams = {split: np.zeros(tokenizer.vocab_size, np.int64) for split in ("val", "train")}  # token counts
 
     def begin(self):
         self.out_dir.mkdir(parents=True, exist_ok=True)
-        for stale in self.out_dir.glob(".*.bin.tmp-*"):  # left by a killed run
-            stale.unlink()
-        for split in ("val", "train"):  # so validation is shard 0, as in llm.c
+        for tmp in self.out_dir.glob(".*.tmp-*"):  # killed runs' (a live writer's stay: see remove_stale_temporaries)
+            final = self.out_dir / tmp.name[1:].rsplit(".tmp-", 1)[0]
+            if SHARD_NAME.search(final.name) or final.name in (MANIFEST, "tokenizer.json"):
+                remove_stale_temporaries(final)
+        # Numbers that no shard of the directory has, temporary or not: the new shards go in beside
+        # the old dataset and replace none of its files.
+        taken = {int(m[2]) for path in self.out_dir.iterdir() if (m := SHARD_NAME.search(path.name.split(".tmp-")[0]))}
+        self.numbers = (n for n in count() if n not in taken)
+        for split in ("val", "train"):  # validation first, as in llm.c
             self._open(split)
 
     def write(self, split, tokens, doc_ends):
@@ -251,8 +283,7 @@ class ShardSet:
                 self._finish(split)
 
     def _open(self, split):
-        path = self.out_dir / f"{self.name}_{split}_{self.count:06d}.bin"
-        self.count += 1
+        path = self.out_dir / f"{self.name}_{split}_{next(self.numbers):06d}.bin"
         writer = self.open_writers[split] = ShardWriter(path, self.dtype, **self.facts)
         return writer
 
@@ -266,30 +297,49 @@ class ShardSet:
         self.finished.sort(key=lambda f: f[1].path.name[-10:])  # by shard number
 
     def commit(self, manifest):
-        """Replace the directory's dataset: old manifest out, new shards in, new manifest, stale shards out."""
-        (self.out_dir / MANIFEST).unlink(missing_ok=True)
+        """Make the new shards the directory's dataset; at every instant it is the old one or the new one.
+
+        The shards go in first, under their new names: no manifest lists them yet, so no reader
+        sees them. Then tokenizer.json, unchanged unless --overwrite brought another tokenizer (a
+        kill right after that leaves the old shards beside it, which `verify` and `train` refuse:
+        the fingerprints differ). Then the manifest, renamed over the old one: the commit point.
+        Last, the shards it does not list (the old dataset's, killed runs') are removed."""
         for _, writer, _ in self.finished:
             writer.commit()
         self.tokenizer.save(self.out_dir / "tokenizer.json")
+        _sync_directory(self.out_dir)  # the renames reach the disk before the manifest that relies on them
         with atomic_write(self.out_dir / MANIFEST) as f:
             f.write(json.dumps(manifest, indent=2) + "\n")
-        ours = {writer.path.name for _, writer, _ in self.finished}
+        self.committed = True
+        listed = {writer.path.name for _, writer, _ in self.finished}
         for path in self.out_dir.glob("*.bin"):
-            if SHARD_NAME.search(path.name) and path.name not in ours:
+            if SHARD_NAME.search(path.name) and path.name not in listed:
                 path.unlink()
 
     def discard(self):
+        """Remove what this run wrote, unless its manifest is in: then the dataset is its own."""
+        if self.committed:
+            return
         for writer in [*self.open_writers.values(), *(w for _, w, _ in self.finished)]:
             writer.discard()
         if self.created_dir and self.out_dir.is_dir() and not any(self.out_dir.iterdir()):
             self.out_dir.rmdir()
 
 
+def _sync_directory(directory):
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 def _encode_documents(shards, corpus, tokenizer, eot_id, workers, quiet, counts, split_of):
     """Send each document, whole, to the split `split_of(its index)` names, counting into `counts`."""
     progress = Progress("encoding", "MB", total=corpus.total_bytes, scale=1e6, quiet=quiet)
     doc_index, doc_split = 0, None
-    for job, tokens, lengths in _encoded_jobs(corpus, tokenizer, eot_id, shards.dtype, workers):
+    # A long document is cut where the tokenizer's pattern and normalizer say no id can change.
+    for job, tokens, lengths in _encoded_jobs(corpus, tokenizer, eot_id, shards.dtype, workers, tokenizer.safe_cut):
         # Consecutive texts of the same split are written together: one write per run of documents.
         run_split, run_start, run_ends, position = None, 0, [], 0
         for (_, end), length in zip(job, lengths):
@@ -328,7 +378,8 @@ def _encode_tail(shards, corpus, tokenizer, eot_id, workers, quiet, counts, spli
     """Training is the text up to the cut, validation the tail after it (see TailSplit)."""
     progress = Progress("encoding", "MB", total=corpus.total_bytes, scale=1e6, quiet=quiet)
     held, held_size, last = deque(), 0, None
-    for job, tokens, lengths in _encoded_jobs(corpus, tokenizer, eot_id, shards.dtype, workers, cut=_last_line_end):
+    cut = functools.partial(_last_line_end, tokenizer)
+    for job, tokens, lengths in _encoded_jobs(corpus, tokenizer, eot_id, shards.dtype, workers, cut):
         for (text, ends), start, stop in zip(job, accumulate([0, *lengths]), accumulate(lengths)):
             # A text starts at a line end only where _jobs cut at one; the lookbehind needs the text before.
             at_line_end = last is not None and not last.ends and LINE_END.match(last.text[-1] + text, 1) is not None
@@ -395,7 +446,7 @@ def _show(progress, corpus, counts):
     progress.update(corpus.bytes_read, f"{documents:,} docs, {tokens:,} tokens")
 
 
-def _jobs(corpus, cut=safe_cut):
+def _jobs(corpus, cut):
     """Lists of (text, ends_document) of about JOB_CHARS characters, cut only between documents
     or, inside a long document, where the cut cannot change its tokens (`cut(text, end)`: the
     last such place at or before `end`)."""
@@ -415,14 +466,14 @@ def _jobs(corpus, cut=safe_cut):
         yield job
 
 
-def _last_line_end(text, end):
+def _last_line_end(tokenizer, text, end):
     """The last line end (see LINE_END) at or before `end`, where a validation tail may begin; else
     any place where a cut cannot change the tokens (a line longer than a piece of the corpus)."""
     m = _LAST_LINE_END.search(text, 0, end + 1)
-    return m.start() if m and m.start() > 0 else safe_cut(text, end)
+    return m.start() if m and m.start() > 0 else tokenizer.safe_cut(text, end)
 
 
-def _encoded_jobs(corpus, tokenizer, eot_id, dtype, workers, cut=safe_cut):
+def _encoded_jobs(corpus, tokenizer, eot_id, dtype, workers, cut):
     """(job, tokens, token counts of its texts) per job, in order: `workers` processes, a bounded queue."""
     worker_args = (tokenizer, eot_id, dtype)
     if workers <= 1:

@@ -4,6 +4,12 @@ import json
 import math
 import os
 import random
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
@@ -482,8 +488,9 @@ def test_out_dir_of_another_tokenizer_is_refused_unless_overwrite(tmp_path, tok,
     assert_input_error(res, "holds shards of another tokenizer", tok.fingerprint, "--overwrite")
     assert files(out) == old
     ok(encode_cli(tok_path, [corpus], out, "--overwrite"))
-    names = sorted(p.name for p in out.glob("*.bin"))
-    assert names == ["data_train_000001.bin", "data_val_000000.bin"]
+    names = [e["file"] for e in read_manifest(out)["shards"]]
+    assert sorted(p.name for p in out.glob("*.bin")) == sorted(names) and len(names) == 2
+    assert not set(names) & set(old)  # new names: the old dataset stayed whole until the manifest was replaced
     assert all(read_header(out / n).fingerprint == tok.fingerprint for n in names)
     assert read_manifest(out)["tokenizer"]["fingerprint"] == tok.fingerprint
     assert not [n for n in os.listdir(out) if ".tmp-" in n]
@@ -492,9 +499,14 @@ def test_out_dir_of_another_tokenizer_is_refused_unless_overwrite(tmp_path, tok,
 def test_out_dir_of_the_same_tokenizer_is_replaced(tmp_path, tok, tok_path):
     out = tmp_path / "data"
     ok(encode_cli(tok_path, [write_txt(tmp_path / "a.txt", docs_of(20))], out, "--shard-tokens", 100))
-    (out / ".data_train_000001.bin.tmp-999999").write_bytes(b"left by a killed run")
+    old = [e["file"] for e in read_manifest(out)["shards"]]
+    (out / ".data_train_000001.bin.tmp-999999999").write_bytes(b"left by a killed run")
+    (out / ".manifest.json.tmp-999999999").write_bytes(b"left by a killed run")
+    (out / "data_train_000900.bin").write_bytes((out / old[1]).read_bytes())  # renamed in by a run killed before its manifest
     ok(encode_cli(tok_path, [write_txt(tmp_path / "b.txt", ["one", "two"])], out, "--val-tokens", 1))
-    assert sorted(os.listdir(out)) == ["data_train_000001.bin", "data_val_000000.bin", "manifest.json", "tokenizer.json"]
+    val, train = [e["file"] for e in read_manifest(out)["shards"]]
+    assert (val, train) == (f"data_val_{len(old):06d}.bin", f"data_train_{len(old) + 1:06d}.bin")  # the first free numbers
+    assert sorted(os.listdir(out)) == [train, val, "manifest.json", "tokenizer.json"]
     assert tokens_of(out, "train").tolist() == tok.encode("two") + [tok.special_tokens[EOT]]
 
 
@@ -559,7 +571,7 @@ def test_verify_good_directory(built):
     assert res.stdout.count("ok ") == len(read_manifest(built)["shards"]) and "verified" in res.stdout
 
 
-def damage(built, how):
+def damage(built, how, other_tok_path=None):
     """Spoil one train shard (or its manifest entry); returns the shard's path and what verify should say."""
     path = built / "data_train_000001.bin"
     raw = bytearray(path.read_bytes())
@@ -575,16 +587,15 @@ def damage(built, how):
         manifest["shards"][1]["documents"] += 1
         (built / "manifest.json").write_text(json.dumps(manifest))
         return path, "disagrees with manifest.json"
-    if how == "unlisted shard":
-        path = built / "data_train_000099.bin"
-        path.write_bytes(bytes(raw))
-        return path, "not listed in manifest.json"
+    if how == "tokenizer.json of another tokenizer":
+        (built / "tokenizer.json").write_bytes(other_tok_path.read_bytes())
+        return built / "tokenizer.json", "manifest.json says"
     raise AssertionError(how)
 
 
-@pytest.mark.parametrize("how", ["flipped byte", "truncated", "manifest disagrees", "unlisted shard"])
-def test_verify_names_the_bad_shard(built, how):
-    path, says = damage(built, how)
+@pytest.mark.parametrize("how", ["flipped byte", "truncated", "manifest disagrees", "tokenizer.json of another tokenizer"])
+def test_verify_names_the_bad_shard(built, how, other_tok_path):
+    path, says = damage(built, how, other_tok_path)
     res = run("verify", built)
     assert res.exit_code == 1 and "Traceback" not in res.output
     failed = [line for line in res.stderr.splitlines() if line.startswith("FAILED")]
@@ -592,7 +603,114 @@ def test_verify_names_the_bad_shard(built, how):
     assert res.stderr.splitlines()[-1].startswith("Error: 1 problem(s)")
 
 
+def test_verify_names_unlisted_shards_but_passes(built):
+    """A shard the manifest does not list is no part of the dataset: a run killed in its commit leaves such."""
+    path = built / "data_train_000099.bin"
+    path.write_bytes((built / "data_train_000001.bin").read_bytes())
+    res = ok(run("verify", built))
+    assert f"note: {path}: not listed in manifest.json" in res.stderr and "data_train_000099" not in res.stdout
+
+
 def test_verify_single_file(built):
     ok(run("verify", built / "data_val_000000.bin"))
     damage(built, "flipped byte")
     assert run("verify", built / "data_train_000001.bin").exit_code == 1
+
+
+# -- kill -9 at every step of the commit -----------------------------------------------------
+
+
+# `pretokenize` in a process that stops (sleeps until killed) at step PAUSE_AT of its commit: step 0
+# is the commit's start, with every shard written under its temporary name; each later step is
+# the moment before one change of the directory (a rename or a removal), and the last one the
+# moment after the commit's last change. It writes PAUSE_MARKER when it stops.
+STOPPING_PRETOKENIZE = """
+import os, sys, time
+from pathlib import Path
+
+import pretokenize.encode as encode
+from pretokenize.cli import main
+
+pause_at, marker = int(os.environ["PAUSE_AT"]), Path(os.environ["PAUSE_MARKER"])
+steps = None  # of the commit so far; None outside it
+
+
+def step():
+    global steps
+    if steps == pause_at:
+        marker.write_text(str(steps))
+        time.sleep(600)
+    steps += 1
+
+
+def counted(change):
+    def change_in_steps(*args, **kwargs):
+        if steps is not None:
+            step()
+        return change(*args, **kwargs)
+    return change_in_steps
+
+
+def commit(self, manifest, real_commit=encode.ShardSet.commit):
+    global steps
+    steps = 0
+    step()
+    real_commit(self, manifest)
+    step()
+
+
+os.replace, os.unlink = counted(os.replace), counted(os.unlink)
+encode.ShardSet.commit = commit
+sys.argv[0] = "pretokenize"
+main()
+"""
+
+
+def dataset(out_dir):
+    """The tokens of every shard of each split, in order: what a reader of the directory gets."""
+    return {split: [open_shard(p).tokens.tolist() for p in shard_paths(out_dir, split)] for split in ("val", "train")}
+
+
+def test_a_kill_at_any_step_of_the_commit_leaves_the_old_dataset_or_the_new(tmp_path, tok_path):
+    """Re-encode a directory, A over B and B over A, killing each run at the next step of its
+    commit: after every kill the directory verifies and is exactly one of the two datasets; each
+    run removes what the killed ones left, and the last, unkilled one leaves only its dataset."""
+    corpora = [write_txt(tmp_path / f"{name}.txt", docs_of(30, seed=seed)) for name, seed in (("a", 11), ("b", 12))]
+    references = []
+    for corpus in corpora:
+        ok(encode_cli(tok_path, [corpus], tmp_path / corpus.stem / "data", "--shard-tokens", 2000))
+        references.append(dataset(tmp_path / corpus.stem / "data"))
+    assert references[0] != references[1] and all(len(r["train"]) >= 2 for r in references)
+    out, marker = tmp_path / "data", tmp_path / "paused"
+    shutil.copytree(tmp_path / "a" / "data", out)
+    current, pause_at, started = 0, 0, time.monotonic()
+    left = {"old": 0, "new": 0}  # datasets the kills left
+    while True:
+        target = 1 - current
+        args = ["--tokenizer", tok_path, "--input", corpora[target], "--out-dir", out, "--val-fraction", "0.25",
+                "--shard-tokens", 2000, "--workers", 1, "--quiet"]
+        proc = subprocess.Popen([sys.executable, "-c", STOPPING_PRETOKENIZE, *map(str, args)],
+                                cwd=Path(__file__).resolve().parents[1], stderr=subprocess.PIPE, text=True,
+                                env={**os.environ, "PAUSE_AT": str(pause_at), "PAUSE_MARKER": str(marker)})
+        while not marker.exists() and proc.poll() is None and time.monotonic() - started < 120:
+            time.sleep(0.005)
+        if not marker.exists():  # a commit of fewer steps: it ran to the end
+            assert proc.wait(timeout=60) == 0, proc.stderr.read()
+            assert dataset(out) == references[target]
+            break
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        proc.stderr.close()
+        marker.unlink()
+        ok(run("verify", out))
+        assert dataset(out) in references
+        left["new" if dataset(out) == references[target] else "old"] += 1
+        current = references.index(dataset(out))
+        if pause_at == 0:
+            assert current == 1 - target, "killed before its commit: the old dataset"
+        leftovers = [name for name in os.listdir(out) if ".tmp-" in name]
+        assert all(name.endswith(f".tmp-{proc.pid}") for name in leftovers), "an earlier run's temporaries stayed"
+        pause_at += 1
+    assert pause_at >= 8 and left["old"] >= 4 and left["new"] >= 2, left
+    listed = [e["file"] for e in read_manifest(out)["shards"]]
+    assert sorted(os.listdir(out)) == sorted([*listed, "manifest.json", "tokenizer.json"])

@@ -237,11 +237,15 @@ class Corpus:
                     obj = json.loads(text)
                 except json.JSONDecodeError as e:
                     raise InputError(f"{path}:{lineno}: invalid JSON ({e.msg} at column {e.colno})") from None
+                except RecursionError:  # the decoder recurses once per level of nesting
+                    raise InputError(f"{path}:{lineno}: JSON nested too deeply to read (a record is an object "
+                                     f"with a string field {field!r})") from None
                 doc = obj.get(field) if isinstance(obj, dict) else None
                 if not isinstance(doc, str):
                     raise InputError(f"{path}:{lineno}: no string field {field!r} (use --text-field)")
                 self.bytes_read = start + raw.tell()
                 yield from _split(doc, piece_chars)
+
     def _parquet(self, path, start, piece_chars):
         import pyarrow as pa  # here, not above: it costs 35 MB of memory and 50 ms to import
         import pyarrow.parquet as pq

@@ -258,3 +258,98 @@ def test_workers_die_with_a_killed_parent_and_its_temporaries_are_cleaned(tmp_pa
                           "--out", str(out), "--quiet"], cwd=Path(__file__).resolve().parents[1], capture_output=True, text=True, timeout=120)
     assert res.returncode == 0, res.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["corpus.txt", "tok.json"]  # the stale temporary is gone
+
+
+# -- pretokenize, corpora and tokenizer train: manifests, numbers, deep JSON -------------------
+
+
+def a_corpus(tmp_path):
+    from tests.conftest import english_like
+
+    path = tmp_path / "c.txt"
+    path.write_text("<|endoftext|>".join(english_like(100, seed=i) for i in range(20)))
+    return path
+
+
+@pytest.mark.parametrize("command", ["verify", "inspect", "train"])
+@pytest.mark.parametrize("content, needle", [("{}", "name is missing"),
+                                             ('{"name": "data", "shards": 3}', "tokenizer is missing"),
+                                             ("[" * 100_000 + "]" * 100_000, "not a readable manifest")])
+def test_a_manifest_of_the_wrong_shape_is_named(data, model_json, tmp_path, command, content, needle):
+    from pretokenize.cli import cli as pretokenize_cli
+
+    copy, _ = copy_data(data, tmp_path)
+    (copy / "manifest.json").write_text(content)
+    if command == "train":
+        res = invoke(train_cli, *run_args(copy, tmp_path / "r", model_json, max_steps=1))
+        assert not (tmp_path / "r" / "latest").exists()
+    else:
+        res = invoke(pretokenize_cli, command, copy)
+    assert_input_error(res, f"{copy / 'manifest.json'}: ", needle)
+
+
+def test_encoding_into_a_directory_with_a_damaged_manifest_says_how_to_replace_it(data, tmp_path, small_tokenizer):
+    from pretokenize.cli import cli as pretokenize_cli
+
+    copy, _ = copy_data(data, tmp_path)
+    (copy / "manifest.json").write_text("{}")
+    before = sorted(p.name for p in copy.iterdir())
+    base = ["--tokenizer", small_tokenizer[1], "--input", a_corpus(tmp_path), "--out-dir", copy, "--quiet", "--workers", 1]
+    assert_input_error(invoke(pretokenize_cli, *base), "manifest.json: name is missing", "--overwrite")
+    assert sorted(p.name for p in copy.iterdir()) == before
+    res = invoke(pretokenize_cli, *base, "--overwrite")
+    assert res.exit_code == 0, res.output
+    assert invoke(pretokenize_cli, "verify", copy).exit_code == 0
+
+
+@pytest.mark.parametrize("flag, value", [("--val-fraction", "nan"), ("--val-fraction", "inf"), ("--val-fraction", "-inf"),
+                                         ("--val-fraction", "0"), ("--val-fraction", "1"), ("--val-fraction", "-0.5"),
+                                         ("--val-tokens", "0"), ("--shard-tokens", "0"), ("--shard-tokens", str(2**31)),
+                                         ("--workers", "0")])
+def test_pretokenize_numbers_are_checked_at_the_boundary(tmp_path, small_tokenizer, flag, value):
+    from pretokenize.cli import cli as pretokenize_cli
+
+    out = tmp_path / "data"
+    res = invoke(pretokenize_cli, "--tokenizer", small_tokenizer[1], "--input", a_corpus(tmp_path), "--out-dir", out, flag, value)
+    assert_input_error(res, flag)
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("rule", [dict(val_fraction=float("nan")), dict(val_fraction=1.0), dict(val_tokens=0),
+                                  dict(val_tokens=2.5), dict(), dict(val_fraction=0.1, val_tokens=10)])
+def test_a_split_rule_checks_its_numbers_for_library_callers_too(rule):
+    from pretokenize.encode import Split
+    from shared.errors import InputError
+
+    with pytest.raises(InputError, match="--val-"):
+        Split(**rule)
+
+
+@pytest.mark.parametrize("flag, value", [("--vocab-size", "nan"), ("--vocab-size", "-1"), ("--vocab-size", str(2**40)),
+                                         ("--max-bytes", "0"), ("--workers", "0")])
+def test_tokenizer_train_numbers_are_checked_at_the_boundary(tmp_path, flag, value):
+    from tokenizer.cli import cli as tokenizer_cli
+
+    args = {"--vocab-size": "300", flag: value}
+    res = invoke(tokenizer_cli, "train", "--input", a_corpus(tmp_path), "--out", tmp_path / "tok.json", "--quiet",
+                 *[item for pair in args.items() for item in pair])
+    assert_input_error(res, flag)
+    assert not (tmp_path / "tok.json").exists()
+
+
+@pytest.mark.parametrize("line", ['{"text": ' + "[" * 100_000 + "]" * 100_000 + "}", "[" * 100_000 + "]" * 100_000])
+@pytest.mark.parametrize("command", ["pretokenize", "tokenizer train"])
+def test_deeply_nested_json_is_one_line_naming_the_file_and_line(tmp_path, small_tokenizer, line, command):
+    from pretokenize.cli import cli as pretokenize_cli
+    from tokenizer.cli import cli as tokenizer_cli
+
+    corpus = tmp_path / "c.jsonl"
+    corpus.write_text('{"text": "a first document"}\n' + line + "\n")
+    if command == "pretokenize":
+        out = tmp_path / "data"
+        res = invoke(pretokenize_cli, "--tokenizer", small_tokenizer[1], "--input", corpus, "--out-dir", out, "--workers", 1)
+    else:
+        out = tmp_path / "tok.json"
+        res = invoke(tokenizer_cli, "train", "--input", corpus, "--vocab-size", 300, "--out", out, "--workers", 1)
+    assert_input_error(res, f"{corpus}:2: JSON nested too deeply")
+    assert not out.exists()

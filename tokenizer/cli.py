@@ -25,7 +25,7 @@ def cli():
 
 
 @cli.command()
-@click.option("--input", "inputs", multiple=True, metavar="PATH", help="A .txt/.jsonl/.parquet file (.gz for txt/jsonl), a directory or a glob. Repeatable; extra paths may follow it.")
+@click.option("--input", "inputs", multiple=True, metavar="PATH", help="A text, .jsonl or .parquet file (text and .jsonl also .gz/.xz/.bz2/.zst), a directory (its .txt/.jsonl/.parquet files) or a glob. Repeatable; extra paths may follow it.")
 @click.argument("more_inputs", nargs=-1, metavar="[PATH]...")
 @click.option("--vocab-size", type=int, required=True, help="Tokens in all: 256 bytes + merges + special tokens.")
 @click.option("--special-token", "special_tokens", multiple=True, default=["<|endoftext|>"], show_default=True, help="Repeatable.")

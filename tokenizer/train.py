@@ -8,6 +8,7 @@ pair are touched, the pair counts around each merge are adjusted in place, and t
 pair comes from a heap, so a merge costs what it changes rather than a pass over the table.
 """
 import heapq
+import numbers
 import re
 from array import array
 from collections import Counter, defaultdict, deque
@@ -24,6 +25,7 @@ from . import split
 from .bpe import Tokenizer
 
 BATCH_CHARS = 1 << 17  # text per counting task: enough to amortize the hand-off, small enough to keep workers lean
+MAX_VOCAB_SIZE = 2**31 - 1  # shard headers (shared/shards.py) hold the vocabulary size as an int32
 
 
 def train_bpe(corpus, vocab_size, special_tokens=("<|endoftext|>",), *, workers=1, max_bytes=None, quiet=False):
@@ -34,8 +36,14 @@ def train_bpe(corpus, vocab_size, special_tokens=("<|endoftext|>",), *, workers=
     if len(set(special_tokens)) != len(special_tokens):
         duplicate = next(s for s in special_tokens if special_tokens.count(s) > 1)
         raise InputError(f"--special-token: {duplicate!r} is given twice")
+    if not isinstance(vocab_size, numbers.Integral) or isinstance(vocab_size, bool):
+        raise InputError(f"--vocab-size {vocab_size!r}: expected a whole number")
     if vocab_size < 256 + len(special_tokens):
         raise InputError(f"--vocab-size {vocab_size}: must be at least 256 + {len(special_tokens)} special token(s)")
+    if vocab_size > MAX_VOCAB_SIZE:
+        raise InputError(f"--vocab-size {vocab_size}: at most {MAX_VOCAB_SIZE:,} (token shards hold the vocabulary size as an int32)")
+    if max_bytes is not None and not (isinstance(max_bytes, numbers.Integral) and max_bytes >= 1):
+        raise InputError(f"--max-bytes {max_bytes!r}: expected a whole number, 1 or more")
     counts = count_pretokens(corpus, special_tokens, workers=workers, max_bytes=max_bytes, quiet=quiet)
     if not counts:
         raise InputError(f"{', '.join(map(str, corpus.paths))}: the corpus holds no text to train on")

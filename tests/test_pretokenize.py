@@ -510,6 +510,16 @@ def test_out_dir_of_the_same_tokenizer_is_replaced(tmp_path, tok, tok_path):
     assert tokens_of(out, "train").tolist() == tok.encode("two") + [tok.special_tokens[EOT]]
 
 
+def test_a_live_writers_temporaries_stay_and_their_numbers_are_not_taken(tmp_path, tok_path):
+    out = tmp_path / "data"
+    out.mkdir()
+    live = out / f".data_val_000000.bin.tmp-{os.getpid()}"  # this process runs: a writer still at work
+    live.write_bytes(b"being written")
+    ok(encode_cli(tok_path, [write_txt(tmp_path / "c.txt", docs_of(8))], out))
+    assert live.read_bytes() == b"being written"
+    assert [e["file"] for e in read_manifest(out)["shards"]] == ["data_val_000001.bin", "data_train_000002.bin"]
+
+
 @pytest.mark.parametrize("error", [RuntimeError, KeyboardInterrupt])
 def test_interrupted_run_leaves_the_earlier_run_untouched(tmp_path, monkeypatch, tok, error):
     corpus, out = write_txt(tmp_path / "c.txt", docs_of(40)), tmp_path / "data"

@@ -17,6 +17,7 @@ import json
 import os
 from pathlib import Path
 
+from shared.errors import InputError
 from shared.files import atomic_write
 from tokenizer.files import hf_json
 
@@ -94,6 +95,10 @@ def hf_tokenizer_json(tokenizer, bos_token):
     return data
 
 
+# What an export writes: a directory holding only these (and temporaries) is an earlier export to replace.
+EXPORT_FILES = {"config.json", "model.safetensors", "generation_config.json", "tokenizer.json", "tokenizer_config.json"}
+
+
 def export_hf(checkpoint, out_dir, eot_token="<|endoftext|>"):
     """Write config.json, model.safetensors, generation_config.json and the tokenizer files."""
     from safetensors.torch import save_file
@@ -103,6 +108,10 @@ def export_hf(checkpoint, out_dir, eot_token="<|endoftext|>"):
     if eot_id is None:
         eot_token = None  # sample puts nothing before the prompt then, and neither does the export
     out_dir = Path(out_dir)
+    foreign = sorted(p.name for p in out_dir.iterdir() if p.name not in EXPORT_FILES) if out_dir.is_dir() else []
+    if out_dir.exists() and not out_dir.is_dir() or foreign:
+        what = "a file" if not out_dir.is_dir() else f"a directory of other files ({foreign[0]}, ...)"
+        raise InputError(f"OUT_DIR {out_dir}: exists and is {what}, not an export; choose another directory")
     out_dir.mkdir(parents=True, exist_ok=True)
     tensors = {hf_name(k): v.contiguous() for k, v in model_tensors(model).items()}
     tmp = out_dir / f".model.safetensors.tmp-{os.getpid()}"

@@ -186,6 +186,31 @@ def test_a_temperature_near_zero_samples_greedily(finished_run):
     assert invoke(sample_cli, *base, "--temperature", "1e-39", "--seed", 1).stdout == greedy != "the cat\n"
 
 
+# -- never replace what we did not write ---------------------------------------------------------
+
+
+def test_tokenizer_and_export_outputs_never_replace_other_files(finished_run, small_text, tmp_path):
+    from model.cli import cli as model_cli
+    from tokenizer.cli import cli as tokenizer_cli
+
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text(small_text[:20000])
+    notes = tmp_path / "notes.json"
+    notes.write_text('{"mine": true}')
+    assert_input_error(invoke(tokenizer_cli, "train", "--input", corpus, "--vocab-size", 300, "--out", notes), str(notes))
+    assert notes.read_text() == '{"mine": true}'
+    ok = invoke(tokenizer_cli, "train", "--input", corpus, "--vocab-size", 300, "--out", tmp_path / "tok.json", "--quiet")
+    assert ok.exit_code == 0 and invoke(tokenizer_cli, "train", "--input", corpus, "--vocab-size", 290, "--out",
+                                        tmp_path / "tok.json", "--quiet").exit_code == 0  # ours: replaced
+
+    (tmp_path / "hf").mkdir()
+    (tmp_path / "hf" / "README.md").write_text("mine")
+    assert_input_error(invoke(model_cli, "export-hf", finished_run / "latest", tmp_path / "hf"), "README.md")
+    assert sorted(p.name for p in (tmp_path / "hf").iterdir()) == ["README.md"]
+    for _ in range(2):  # an export replaces an export
+        assert invoke(model_cli, "export-hf", finished_run / "latest", tmp_path / "export").exit_code == 0
+
+
 # -- usage errors, every stage ----------------------------------------------------------------------
 
 

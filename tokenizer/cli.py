@@ -1,5 +1,6 @@
 """`tokenizer`: train a byte-level BPE, encode, decode, inspect. Run `tokenizer --help`."""
 import io
+import json
 import os
 import sys
 import time
@@ -42,6 +43,7 @@ def train(inputs, more_inputs, vocab_size, special_tokens, out, workers, max_byt
     inputs = inputs + more_inputs
     if not inputs:
         raise InputError("--input: give at least one corpus file, directory or glob")
+    _check_out(out)
     start = time.perf_counter()
     corpus = Corpus(inputs, separator=separator or None, text_field=text_field)
     tokenizer = train_bpe(corpus, vocab_size, special_tokens, workers=workers, max_bytes=max_bytes, quiet=quiet)
@@ -63,6 +65,7 @@ def convert(vocab_path, merges_path, special_tokens, out):
     """Turn GPT-2-style vocab.json + merges.txt into a tokenizer.json."""
     from .bpe import Tokenizer
 
+    _check_out(out)
     tokenizer = Tokenizer.from_gpt2_files(vocab_path, merges_path, special_tokens)
     _save(tokenizer, out)
     click.echo(f"wrote {out}: {tokenizer.vocab_size:,} tokens, fingerprint {tokenizer.fingerprint}")
@@ -135,6 +138,20 @@ def _load(path):
     from .bpe import Tokenizer
 
     return Tokenizer.from_file(path)
+
+
+def _check_out(out):
+    """--out may replace a tokenizer.json, never another file (nor a directory)."""
+    out = Path(out)
+    if out.is_dir() or (out.exists() and not _is_tokenizer_file(out)):
+        raise InputError(f"--out {out}: exists and is not a tokenizer.json; choose another path (it is not replaced)")
+
+
+def _is_tokenizer_file(path):
+    try:
+        return isinstance(json.loads(path.read_text(encoding="utf-8")).get("model"), dict)
+    except (OSError, ValueError, UnicodeDecodeError, AttributeError, RecursionError):
+        return False
 
 
 def _save(tokenizer, out):

@@ -116,13 +116,13 @@ def plot(run_dir, out):
 
 
 def _unigram_entropy(run_dir):
-    """The unigram entropy of the run's training tokens, from its data directory's manifest."""
-    from shared.shards import read_manifest
+    """The unigram entropy of the run's training tokens, if its settings and data can be read."""
+    from .data import unigram_entropy
+    from .trainer import load_run_config
 
     try:
-        data = json.loads((run_dir / "config.json").read_text())["data"]
-        return (read_manifest(data) or {}).get("totals", {}).get("train", {}).get("unigram_entropy")
-    except (OSError, ValueError, KeyError, InputError):
+        return unigram_entropy(load_run_config(run_dir)["data"])
+    except (InputError, KeyError, TypeError):
         return None
 
 

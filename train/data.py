@@ -99,6 +99,12 @@ def eval_sequences(data: ShardData, context_length, max_tokens):
     return np.stack([flat[i * context_length : (i + 1) * context_length + 1] for i in range(count)])
 
 
+def unigram_entropy(directory):
+    """The unigram entropy of a shard directory's training tokens (the loss of a model that knows
+    only token frequencies), as pretokenize records it in the manifest; None without one."""
+    return (read_manifest(directory) or {}).get("totals", {}).get("train", {}).get("unigram_entropy")
+
+
 def data_tokenizer(directory):
     """The tokenizer.json of a shard directory (pretokenize copies it there)."""
     from pathlib import Path

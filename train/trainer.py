@@ -31,10 +31,9 @@ from model.model import TransformerLM
 from shared.checkpoint import CheckpointError, check_file, read_checkpoint_config, read_tensors
 from shared.errors import InputError
 from shared.files import atomic_write
-from shared.shards import read_manifest
 
 from .config import FIELDS, LENGTH, RESUME_FIXED, TrainConfig, parse_duration
-from .data import Loader, ShardData, data_tokenizer, eval_sequences
+from .data import Loader, ShardData, data_tokenizer, eval_sequences, unigram_entropy
 from .optim import Schedule, build_optimizers
 
 PEAK_BF16_FLOPS = {"H100": 989e12, "H200": 989e12, "A100": 312e12}  # dense, per GPU
@@ -326,10 +325,9 @@ class Trainer:
 
     def _compare_with_unigram(self, val_loss, val_bpb):
         """The final validation loss beside the loss of a model that knows only token frequencies."""
-        totals = (read_manifest(self.config.data) or {}).get("totals", {}).get("train", {})
+        entropy = unigram_entropy(self.config.data)
         line = f"final validation loss {val_loss:.4f} nats/token, {val_bpb:.4f} bits/byte"
-        if "unigram_entropy" in totals:
-            entropy = totals["unigram_entropy"]
+        if entropy is not None:
             gap = f"{entropy - val_loss:.4f} below" if val_loss <= entropy else f"{val_loss - entropy:.4f} above"
             line += (f"; {gap} the unigram entropy of the training tokens ({entropy:.4f}: the loss of a model that "
                      f"knows only token frequencies)")
@@ -396,7 +394,7 @@ class Trainer:
             raise InputError(f"--out {out}: is a file; expected a run directory (new, or one of ours)")
         ours = {"config.json", "metrics.jsonl", CHECKPOINTS}
         foreign = sorted(p.name for p in out.iterdir() if p.name not in ours and not p.name.startswith(".")) if out.is_dir() else []
-        if foreign or (out.is_dir() and (out / "config.json").exists() and not _is_run_config(out / "config.json")):
+        if foreign or (out.is_dir() and (out / "config.json").exists() and not _is_run_dir(out)):
             raise InputError(f"--out {out}: a directory of other files ({(foreign or ['config.json'])[0]}, ...), "
                              "not a run; choose a new --out")
         if self.master:
@@ -561,10 +559,11 @@ def _record_step(line):
         return math.inf
 
 
-def _is_run_config(path):
+def _is_run_dir(directory):
     try:
-        return set(json.loads(path.read_text())) <= set(FIELDS)
-    except (OSError, ValueError, TypeError):
+        load_run_config(directory)
+        return True
+    except InputError:
         return False
 
 

@@ -26,10 +26,12 @@ CKPT       ?= $(RUN)/latest
 GPUS       ?= 1
 ARGS       ?=
 PROMPT     ?= Once upon a time
-WORKERS    ?= $(shell nproc 2>/dev/null || echo 1)
+THREADS    ?=# empty: one per physical core (every stage's --threads default)
 BENCH_DATA ?= data/bench
 
 PY := $(VENV)/bin/python
+GPTKIT := $(VENV)/bin/gptkit
+THREADS_FLAG = $(if $(THREADS),--threads $(THREADS))
 
 .PHONY: help install demo test bench corpus data tokenizer encode train sample plot
 
@@ -37,7 +39,7 @@ help: ## List the targets and their variables.
 	@grep -E '^[a-z]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
 	@echo "variables: CORPUS=$(CORPUS) VAL_CORPUS=$(VAL_CORPUS) CORPUS_SIZE=$(CORPUS_SIZE) DATASET=$(DATASET) VOCAB_SIZE=$(VOCAB_SIZE)"
 	@echo "           TOKENIZER=$(TOKENIZER) DATA=$(DATA) CONFIG=$(CONFIG)"
-	@echo "           RUN=$(RUN) GPUS=$(GPUS) ARGS='$(ARGS)' CKPT=$(CKPT) PROMPT='$(PROMPT)' WORKERS=$(WORKERS)"
+	@echo "           RUN=$(RUN) GPUS=$(GPUS) ARGS='$(ARGS)' CKPT=$(CKPT) PROMPT='$(PROMPT)' THREADS=$(THREADS)"
 	@echo "           BENCH_DATA=$(BENCH_DATA)"
 
 install: $(VENV)/.installed ## Create .venv with torch and this project (editable, with test extras).
@@ -50,44 +52,44 @@ $(VENV)/.installed: pyproject.toml
 
 demo: install ## The whole pipeline offline on CPU: stories -> tokenizer -> shards -> tiny model -> samples, in DEMO.
 	rm -rf $(DEMO) && mkdir -p $(DEMO)
-	$(PY) -m stories --out $(DEMO)/stories.txt --size 10MB --seed 0
-	$(PY) -m tokenizer train --input $(DEMO)/stories.txt --vocab-size 2048 --out $(DEMO)/tokenizer.json --workers $(WORKERS)
-	$(PY) -m pretokenize --tokenizer $(DEMO)/tokenizer.json --input $(DEMO)/stories.txt --out-dir $(DEMO)/stories --workers $(WORKERS)
-	$(PY) -m train --config tiny --data $(DEMO)/stories --out $(DEMO)/run
-	$(PY) -m sample --checkpoint $(DEMO)/run/latest --prompt "Once upon a time" --num-samples 3 --max-new-tokens 120 --seed 0
+	$(GPTKIT) stories --out $(DEMO)/stories.txt --size 10MB --seed 0
+	$(GPTKIT) tokenizer train --input $(DEMO)/stories.txt --vocab-size 2048 --out $(DEMO)/tokenizer.json $(THREADS_FLAG)
+	$(GPTKIT) pretokenize --tokenizer $(DEMO)/tokenizer.json --input $(DEMO)/stories.txt --out $(DEMO)/stories $(THREADS_FLAG)
+	$(GPTKIT) train --config tiny --data $(DEMO)/stories --out $(DEMO)/run $(THREADS_FLAG)
+	$(GPTKIT) sample --checkpoint $(DEMO)/run/latest --prompt "Once upon a time" --num-samples 3 --max-new-tokens 120 --seed 0
 
 test: install ## Run the test suite (CPU only, a few minutes on 2 cores).
 	$(PY) -m pytest
 
 bench: install ## Benchmarks against the reference clients; corpora from ../shared/data/build_bench_corpus.py.
 	$(PY) bench/tokenizer.py $(BENCH_DATA)/corpus_5mb.txt $(BENCH_DATA)/corpus_36mb.txt --workers 2
-	$(PY) bench/encode.py $(BENCH_DATA)/corpus_5mb.txt $(BENCH_DATA)/corpus_36mb.txt --workers 1 2
+	$(PY) bench/encode.py $(BENCH_DATA)/corpus_5mb.txt $(BENCH_DATA)/corpus_36mb.txt --threads 1 2
 	$(PY) bench/sample.py
 	$(PY) bench/train.py
 
 corpus: install ## Generate CORPUS_SIZE of simple English stories (the embedded corpus) into CORPUS.
-	$(PY) -m stories --out $(CORPUS) --size $(CORPUS_SIZE)
+	$(GPTKIT) stories --out $(CORPUS) --size $(CORPUS_SIZE)
 
 # The default corpus is made when a stage needs it and it is missing; any other CORPUS is yours.
 data/stories.txt: | $(VENV)/.installed
-	$(PY) -m stories --out $@ --size $(CORPUS_SIZE)
+	$(GPTKIT) stories --out $@ --size $(CORPUS_SIZE)
 
 data: install ## Download DATASET (tinystories | fineweb-edu) into data/DATASET, its validation file into data/DATASET-val; then CORPUS=data/DATASET.
-	$(PY) -m pretokenize download $(DATASET) --out-dir data/$(DATASET)
+	$(GPTKIT) pretokenize download $(DATASET) --out data/$(DATASET)
 
 tokenizer: install $(filter data/stories.txt,$(CORPUS)) ## Train a byte-level BPE on CORPUS with VOCAB_SIZE tokens, written to TOKENIZER.
-	$(PY) -m tokenizer train --input $(CORPUS) --vocab-size $(VOCAB_SIZE) --out $(TOKENIZER) --workers $(WORKERS)
+	$(GPTKIT) tokenizer train --input $(CORPUS) --vocab-size $(VOCAB_SIZE) --out $(TOKENIZER) $(THREADS_FLAG)
 
 encode: install $(filter data/stories.txt,$(CORPUS)) ## Encode CORPUS with TOKENIZER into train/val token shards in DATA; VAL_CORPUS, if any, is the val split.
-	$(PY) -m pretokenize --tokenizer $(TOKENIZER) --input $(CORPUS) $(if $(VAL_CORPUS),--val-input $(VAL_CORPUS)) \
-		--out-dir $(DATA) --workers $(WORKERS)
+	$(GPTKIT) pretokenize --tokenizer $(TOKENIZER) --input $(CORPUS) $(if $(VAL_CORPUS),--val-input $(VAL_CORPUS)) \
+		--out $(DATA) $(THREADS_FLAG)
 
 train: install ## Train on DATA into RUN: the CPU recipe, or the CONFIG preset; GPUS=N>1 runs torchrun; ARGS adds flags.
-	$(if $(filter-out 0 1,$(GPUS)),$(PY) -m torch.distributed.run --standalone --nproc_per_node=$(GPUS),$(PY)) -m train \
-		$(if $(CONFIG),--config $(CONFIG)) --data $(DATA) --out $(RUN) $(ARGS)
+	$(if $(filter-out 0 1,$(GPUS)),$(PY) -m torch.distributed.run --standalone --nproc_per_node=$(GPUS) -m gptkit,$(GPTKIT)) train \
+		$(if $(CONFIG),--config $(CONFIG)) --data $(DATA) --out $(RUN) $(THREADS_FLAG) $(ARGS)
 
 sample: install ## Continue PROMPT with the checkpoint CKPT.
-	$(PY) -m sample --checkpoint $(CKPT) --prompt "$(PROMPT)"
+	$(GPTKIT) sample --checkpoint $(CKPT) --prompt "$(PROMPT)" $(THREADS_FLAG)
 
 plot: install ## Plot RUN's training and validation loss and learning rate to RUN/loss.png (needs matplotlib).
-	$(PY) -m train plot $(RUN)
+	$(GPTKIT) train plot $(RUN)

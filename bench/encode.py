@@ -1,11 +1,11 @@
 """Benchmark `pretokenize` (corpus -> token shards) end to end against the same job done with tiktoken.
 
-    python bench/encode.py CORPUS [CORPUS ...] [--workers 1 2] [--vocab-size 4096] [--repeat 3] [--rss-corpus BIG]
+    python bench/encode.py CORPUS [CORPUS ...] [--threads 1 2] [--vocab-size 4096] [--repeat 3] [--rss-corpus BIG]
 
 A tokenizer is trained once on the first corpus (`tokenizer train`, not timed). Then, for each
 corpus and worker count, two jobs run in fresh processes, alternately, --repeat times each:
 
-  ours      the real CLI: python -m pretokenize -t TOK --input CORPUS --out-dir D --workers N -q
+  ours      the real CLI: python -m pretokenize -t TOK --input CORPUS --out D --threads N -q
   tiktoken  this script's hidden sub-command `_tiktoken`: the same job with a tiktoken.Encoding built
             from our tokenizer's vocabulary (GPT-2 pattern): documents streamed in blocks, encoded in
             batches of about N MiB-characters by encode_ordinary, N threads each taking a share of
@@ -73,9 +73,9 @@ def tiktoken_job(corpus, tokenizer_json, out_dir, threads):
     import numpy as np
     import tiktoken
 
-    from pretokenize.encode import DEFAULT_SHARD_TOKENS, ShardSet, Split
-    from tokenizer import Tokenizer
-    from tokenizer.split import GPT2_PATTERN
+    from gptkit.pretokenize.encode import DEFAULT_SHARD_TOKENS, ShardSet, Split
+    from gptkit.tokenizer import Tokenizer
+    from gptkit.tokenizer.split import GPT2_PATTERN
 
     ours = Tokenizer.from_file(tokenizer_json)  # read the same file; gives the vocabulary and the fingerprint
     specials = set(ours.special_tokens.values())
@@ -129,8 +129,8 @@ def child_main(argv):
 
 def command(who, tokenizer_json, corpus, out_dir, workers):
     if who == "ours":
-        return [sys.executable, "-m", "pretokenize", "-t", tokenizer_json, "--input", corpus, "--out-dir", out_dir,
-                "--workers", workers, "-q"]
+        return [sys.executable, "-m", "gptkit.pretokenize", "-t", tokenizer_json, "--input", corpus, "--out", out_dir,
+                "--threads", workers, "-q"]
     return [sys.executable, __file__, "_tiktoken", corpus, tokenizer_json, out_dir, workers]
 
 
@@ -190,7 +190,7 @@ def first_difference(ours_path, ref_path):
     ids) it falls in, and the ids around it; or the header fields if only the headers differ."""
     import numpy as np
 
-    from shared.shards import open_shard
+    from gptkit.shared.shards import open_shard
 
     a, b = open_shard(ours_path), open_shard(ref_path)
     n = min(len(a.tokens), len(b.tokens))
@@ -206,8 +206,8 @@ def first_difference(ours_path, ref_path):
 
 
 def train_tokenizer(corpus, vocab_size, path):
-    cmd = [sys.executable, "-m", "tokenizer", "train", "--input", corpus, "--vocab-size", vocab_size, "--out", path,
-           "--workers", os.cpu_count(), "-q"]
+    cmd = [sys.executable, "-m", "gptkit.tokenizer", "train", "--input", corpus, "--vocab-size", vocab_size, "--out", path,
+           "--threads", os.cpu_count(), "-q"]
     seconds = run(cmd)[0]
     print(f"tokenizer: trained on {corpus.name} in {seconds:.1f} s (not measured), vocab size {vocab_size}",
           file=sys.stderr)
@@ -304,7 +304,7 @@ def main():
         return child_main(sys.argv[2:])
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("corpora", nargs="+", type=Path, metavar="CORPUS")
-    parser.add_argument("--workers", type=int, nargs="+", default=[1, 2], help="processes (ours) / threads (tiktoken)")
+    parser.add_argument("--threads", type=int, nargs="+", default=[1, 2], help="processes (ours) / threads (tiktoken)")
     parser.add_argument("--vocab-size", type=int, default=4096)
     parser.add_argument("--repeat", type=int, default=3, help="runs per measurement; medians are reported")
     parser.add_argument("--rss-corpus", type=Path, metavar="BIG",

@@ -197,11 +197,11 @@ def prepare_ours(text_path, work, vocab_size, workers):
     (work / "train.txt").write_text(train_text, encoding="utf-8")
     (work / "held_out_then_train.txt").write_text(held_out + EOT + train_text, encoding="utf-8")
     times = {}
-    times["tokenizer_s"] = timed([sys.executable, "-m", "tokenizer", "train", "--input", work / "train.txt", "--vocab-size",
-                                  vocab_size, "--out", work / "tokenizer.json", "--workers", workers, "-q"])
-    times["encode_s"] = timed([sys.executable, "-m", "pretokenize", "--tokenizer", work / "tokenizer.json", "--input",
-                               work / "held_out_then_train.txt", "--out-dir", work / "data", "--val-tokens", 1,
-                               "--workers", workers, "--overwrite", "-q"])
+    times["tokenizer_s"] = timed([sys.executable, "-m", "gptkit.tokenizer", "train", "--input", work / "train.txt", "--vocab-size",
+                                  vocab_size, "--out", work / "tokenizer.json", "--threads", workers, "-q"])
+    times["encode_s"] = timed([sys.executable, "-m", "gptkit.pretokenize", "--tokenizer", work / "tokenizer.json", "--input",
+                               work / "held_out_then_train.txt", "--out", work / "data", "--val-tokens", 1,
+                               "--threads", workers, "--overwrite", "-q"])
     manifest = json.loads((work / "data" / "manifest.json").read_text())
     return times, manifest["totals"]["val"]["tokens"]
 
@@ -209,7 +209,7 @@ def prepare_ours(text_path, work, vocab_size, workers):
 def run_ours(work, minutes, val_tokens, run_name):
     run = work / run_name
     shutil.rmtree(run, ignore_errors=True)  # of an earlier bench in the same --work
-    result = subprocess.run([sys.executable, "-m", "train", "--data", str(work / "data"), "--out", str(run),
+    result = subprocess.run([sys.executable, "-m", "gptkit.train", "--data", str(work / "data"), "--out", str(run),
                              "--max-time", f"{minutes:g}m", "--eval-tokens", str(val_tokens), "--eval-interval", "0"],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=ROOT)
     if result.returncode:
@@ -230,7 +230,7 @@ def timed(cmd):
 
 def covered_bytes(work, context):
     """The held-out bytes our validation predicts (the val split in windows of `context`)."""
-    from train.data import ShardData, data_tokenizer, eval_sequences
+    from gptkit.train.data import ShardData, data_tokenizer, eval_sequences
 
     tokenizer = data_tokenizer(work / "data")
     val = ShardData(work / "data", "val", tokenizer.vocab_size, tokenizer.fingerprint, context)

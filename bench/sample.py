@@ -48,7 +48,7 @@ GREEDY_TOKENS = 32
 def dummy_tokenizer(vocab_size):
     """A valid byte-level BPE tokenizer of `vocab_size` tokens: the 256 bytes, then the first
     two-byte pairs (0,0), (0,1), ... as merges, then <|endoftext|>. Its content does not matter here."""
-    from tokenizer import Tokenizer
+    from gptkit.tokenizer import Tokenizer
 
     pairs = [(a, b) for a in range(256) for b in range(256)][: vocab_size - 257]
     vocab = [bytes([i]) for i in range(256)] + [bytes(p) for p in pairs] + [EOT.encode()]
@@ -59,10 +59,10 @@ def build(tmp, seed):
     """Our checkpoint in tmp/ckpt and its HF export in tmp/hf."""
     import torch
 
-    from model.checkpoint import save_model
-    from model.config import ModelConfig
-    from model.hf import export_hf
-    from model.model import TransformerLM
+    from gptkit.model.checkpoint import save_model
+    from gptkit.model.config import ModelConfig
+    from gptkit.model.hf import export_hf
+    from gptkit.model.model import TransformerLM
 
     torch.manual_seed(seed)
     model = TransformerLM(ModelConfig(**MODEL))
@@ -77,7 +77,7 @@ def load(tmp, who):
     import torch
 
     if who == "ours":
-        from model.checkpoint import load_model
+        from gptkit.model.checkpoint import load_model
 
         return load_model(tmp / "ckpt")[0].eval()
     from transformers import LlamaForCausalLM
@@ -98,7 +98,7 @@ def prompt_ids(n, seed):
 
 
 def ours_cache(model, prompt, n, temperature, seed):
-    from sample.generate import generate
+    from gptkit.sample.generate import generate
 
     return [int(t) for t in generate(model, prompt, max_new_tokens=n, num_samples=1, temperature=temperature,
                                      top_p=TOP_P, top_k=TOP_K, seed=seed)]
@@ -107,7 +107,7 @@ def ours_cache(model, prompt, n, temperature, seed):
 def ours_nocache(model, prompt, n, temperature, seed):
     import torch
 
-    from sample.generate import next_tokens
+    from gptkit.sample.generate import next_tokens
 
     generator = torch.Generator().manual_seed(seed)
     with torch.inference_mode():

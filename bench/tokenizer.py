@@ -1,6 +1,6 @@
 """Benchmark our BPE tokenizer against HF `tokenizers` (training, encoding) and tiktoken (encoding).
 
-    python bench/tokenizer.py CORPUS [CORPUS ...] [--vocab-size 10000] [--workers 2] [--repeat 3]
+    python bench/tokenizer.py CORPUS [CORPUS ...] [--vocab-size 10000] [--threads 2] [--repeat 3]
 
 Every measurement runs in a fresh child process (this script, hidden sub-command `_one`) that
 times only the call under test and prints JSON. While a training child runs, the parent samples
@@ -41,8 +41,8 @@ def timed(fn, *args, **kwargs):
 
 
 def train_ours(path, vocab_size, workers, tokenizer_json):
-    from shared.corpus import Corpus
-    from tokenizer.train import train_bpe
+    from gptkit.shared.corpus import Corpus
+    from gptkit.tokenizer.train import train_bpe
 
     seconds, tok = timed(lambda: train_bpe(Corpus([path]), vocab_size, workers=workers, quiet=True))
     tok.save(tokenizer_json)
@@ -107,8 +107,8 @@ def encode_all(path, tokenizer_json, workers, repeat):
     import tiktoken
     import tokenizers
 
-    from tokenizer.bpe import Tokenizer
-    from tokenizer.split import GPT2_PATTERN
+    from gptkit.tokenizer.bpe import Tokenizer
+    from gptkit.tokenizer.split import GPT2_PATTERN
 
     with open(path, encoding="utf-8", errors="replace", newline="") as f:
         text = f.read()
@@ -148,7 +148,7 @@ def child_main(argv):
     parser.add_argument("path")
     parser.add_argument("tokenizer_json", help="written by train-ours, read by encode")
     parser.add_argument("--vocab-size", type=int)
-    parser.add_argument("--workers", type=int)
+    parser.add_argument("--threads", type=int)
     parser.add_argument("--repeat", type=int)
     a = parser.parse_args(argv)
     if a.task == "encode":
@@ -189,14 +189,14 @@ def bench_corpus(path, tmp, a):
     for r in range(a.repeat):  # alternate ours and HF so that noise hits both alike
         for who in ("ours", "hf"):
             run = run_child([f"train-{who}", path, tokenizer_json, "--vocab-size", a.vocab_size,
-                             "--workers", a.workers], a.workers)
+                             "--threads", a.workers], a.workers)
             runs[who].append(run)
             print(f"  {path.name}: train {who} {r + 1}/{a.repeat}: {run['seconds']:.2f} s, "
                   f"peak {run['peak_tree_mb']:.0f} MB", file=sys.stderr)
     train = {who: {key: statistics.median(run[key] for run in runs[who])
                    for key in ("seconds", "peak_tree_mb", "ru_maxrss_mb")} for who in runs}
     print(f"  {path.name}: encoding ({len(ENCODE_MODES)} modes x {a.repeat})", file=sys.stderr)
-    encode = run_child(["encode", path, tokenizer_json, "--workers", a.workers, "--repeat", a.repeat], a.workers)
+    encode = run_child(["encode", path, tokenizer_json, "--threads", a.workers, "--repeat", a.repeat], a.workers)
     speed = {mode: encode["mb"] / statistics.median(s) for mode, s in encode["seconds"].items()}
     return train, encode, speed
 
@@ -235,7 +235,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("corpora", nargs="+", type=Path, metavar="CORPUS")
     parser.add_argument("--vocab-size", type=int, default=10000)
-    parser.add_argument("--workers", type=int, default=2, help="processes (ours) / threads (HF, tiktoken)")
+    parser.add_argument("--threads", type=int, default=2, help="processes (ours) / threads (HF, tiktoken)")
     parser.add_argument("--repeat", type=int, default=3, help="runs per measurement; medians are reported")
     a = parser.parse_args()
     missing = [str(p) for p in a.corpora if not p.is_file()]

@@ -64,7 +64,7 @@ def build_data(directory, vocab=MODEL["vocab_size"], train_tokens=TRAIN_TOKENS):
     import numpy as np
 
     from bench.sample import dummy_tokenizer
-    from shared.shards import MANIFEST, ShardWriter, dtype_for
+    from gptkit.shared.shards import MANIFEST, ShardWriter, dtype_for
 
     tokenizer = dummy_tokenizer(vocab)
     directory.mkdir(parents=True)
@@ -85,7 +85,7 @@ def build_data(directory, vocab=MODEL["vocab_size"], train_tokens=TRAIN_TOKENS):
 
 
 def train_config(tmp, out, a):
-    from train.config import TrainConfig
+    from gptkit.train.config import TrainConfig
 
     return TrainConfig(data=str(tmp / "data"), out=str(tmp / out), model=dict(MODEL, context_length=a.context),
                        device="cpu", seed=SEED, batch_size=a.batch_size, context_length=a.context,
@@ -93,7 +93,7 @@ def train_config(tmp, out, a):
 
 
 def trainer(tmp, out, a):
-    from train.trainer import Trainer
+    from gptkit.train.trainer import Trainer
 
     import torch
 
@@ -111,8 +111,8 @@ class HFStep:
         from transformers import LlamaForCausalLM
         from transformers.utils import logging
 
-        from train.data import Loader, ShardData, data_tokenizer
-        from train.optim import lr_scale
+        from gptkit.train.data import Loader, ShardData, data_tokenizer
+        from gptkit.train.optim import lr_scale
 
         self.config = config = train_config(tmp, "unused", a)
         logging.disable_progress_bar()
@@ -151,7 +151,7 @@ class HFStep:
 def ours_step(ours):
     """One `Trainer._train_step`, then what Trainer's loop does after it; (loss, grad norm, lr) as
     HFStep returns them (the values read at once: on the CPU nothing runs ahead anyway)."""
-    from train.optim import lr_scale
+    from gptkit.train.optim import lr_scale
 
     lr = ours.config.lr * lr_scale(ours.step, ours.config, ours.total_steps)
     loss, grad_norm = ours._train_step()
@@ -166,8 +166,8 @@ def child_check(tmp, a):
     """Export our Trainer's initial model for HF; compare the first two steps of both."""
     import torch
 
-    from model.checkpoint import save_model
-    from model.hf import export_hf
+    from gptkit.model.checkpoint import save_model
+    from gptkit.model.hf import export_hf
 
     ours = trainer(tmp, "run-check", a)
     save_model(ours.model, ours.tokenizer, tmp / "ckpt")
@@ -261,8 +261,8 @@ def main():
     parser.add_argument("--repeat", type=int, default=3, help="rounds: children per mode; medians are reported")
     parser.add_argument("--profile", action="store_true", help="also profile one step of each (torch.profiler)")
     a = parser.parse_args()
-    from model.config import ModelConfig
-    from model.info import model_cost
+    from gptkit.model.config import ModelConfig
+    from gptkit.model.info import model_cost
 
     config = ModelConfig(**MODEL, context_length=a.context)
     cost = model_cost(config)

@@ -43,10 +43,10 @@ import torch.nn as nn  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
 from bench.train import build_data  # noqa: E402
-from model.config import load_config  # noqa: E402
-from model.info import model_cost  # noqa: E402
-from train.config import TrainConfig  # noqa: E402
-from train.trainer import PEAK_BF16_FLOPS, Trainer  # noqa: E402
+from gptkit.model.config import load_config  # noqa: E402
+from gptkit.model.info import model_cost  # noqa: E402
+from gptkit.train.config import TrainConfig  # noqa: E402
+from gptkit.train.trainer import PEAK_BF16_FLOPS, Trainer  # noqa: E402
 
 SHAPES = {"tiny": (16, 256), "tinystories-17m": (64, 256), "gpt2-small": (32, 1024)}  # batch, context
 
@@ -138,7 +138,7 @@ def contenders(shape, data, run_dir, device, compile_model):
     def hf_llama():
         from transformers import AutoConfig, AutoModelForCausalLM
 
-        from model.hf import hf_config
+        from gptkit.model.hf import hf_config
 
         settings = hf_config(config, config.vocab_size - 1)
         hf = AutoConfig.for_model(settings.pop("model_type"), **settings)

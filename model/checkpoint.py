@@ -1,7 +1,7 @@
 """A TransformerLM to and from a checkpoint directory (the layout is in shared/checkpoint.py)."""
 from __future__ import annotations
 
-from shared.checkpoint import (MODEL_FILE, TOKENIZER_FILE, CheckpointError, check_file, read_checkpoint_config, read_tensors,
+from gptkit.shared.checkpoint import (MODEL_FILE, TOKENIZER_FILE, CheckpointError, check_file, read_checkpoint_config, read_tensors,
                                write_checkpoint)
 
 from .config import ModelConfig
@@ -23,7 +23,7 @@ def save_model(model: TransformerLM, tokenizer, directory, extra_files=None, ove
 def load_model(directory, device="cpu"):
     """(model, tokenizer) of a checkpoint, after checking that the config, the weights and the
     tokenizer agree; the first disagreement is an error naming it."""
-    from tokenizer import Tokenizer
+    from gptkit.tokenizer import Tokenizer
 
     config = read_checkpoint_config(directory)
     model_config = ModelConfig.from_dict(config["model"], source=f"{directory}/config.json")

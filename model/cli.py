@@ -3,8 +3,8 @@ from pathlib import Path
 
 import click
 
-from shared.cli import Group
-from shared.errors import InputError
+from gptkit.shared.cli import CONTEXT, Group, version_option
+from gptkit.shared.errors import InputError
 
 from .config import load_config, preset_names
 
@@ -14,7 +14,8 @@ config_option = click.option(
 )
 
 
-@click.group(cls=Group, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.group(cls=Group, context_settings=CONTEXT)
+@version_option
 def cli():
     """A Llama-style TransformerLM: presets, costs, checkpoints, export."""
 
@@ -53,8 +54,8 @@ def init(config_name, tokenizer_path, out, seed, overwrite):
     """Write a randomly initialized checkpoint (model.safetensors, config.json, tokenizer.json)."""
     import torch
 
-    from shared.checkpoint import check_target
-    from tokenizer import Tokenizer
+    from gptkit.shared.checkpoint import check_target
+    from gptkit.tokenizer import Tokenizer
 
     from .checkpoint import save_model
     from .model import TransformerLM
@@ -91,4 +92,4 @@ def export_hf(checkpoint, out_dir):
 
 
 def main():
-    cli(prog_name="model")
+    cli(prog_name="gptkit model")

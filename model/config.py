@@ -6,8 +6,8 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
-import shared.config
-from shared.errors import InputError
+from gptkit.shared import config as config_files
+from gptkit.shared.errors import InputError
 
 PRESETS_DIR = Path(__file__).parent / "presets"
 
@@ -71,11 +71,11 @@ class ModelConfig:
 
 
 def preset_names() -> list[str]:
-    return shared.config.preset_names(PRESETS_DIR)
+    return config_files.preset_names(PRESETS_DIR)
 
 
 def load_config(name_or_path) -> ModelConfig:
     """A preset by name (see `preset_names()`) or a JSON file: a model config, or a file with
     one under the key "model" (as checkpoints have)."""
-    settings, path = shared.config.read_settings(name_or_path, PRESETS_DIR, "model settings")
+    settings, path = config_files.read_settings(name_or_path, PRESETS_DIR, "model settings")
     return ModelConfig.from_dict(settings, source=str(path))

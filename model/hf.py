@@ -17,9 +17,9 @@ import json
 import os
 from pathlib import Path
 
-from shared.errors import InputError
-from shared.files import atomic_write
-from tokenizer.files import hf_json
+from gptkit.shared.errors import InputError
+from gptkit.shared.files import atomic_write
+from gptkit.tokenizer.files import hf_json
 
 from .checkpoint import load_model, model_tensors
 

@@ -1,21 +1,21 @@
 """`pretokenize`: encode corpora into token shards, inspect and verify them. Run `pretokenize --help`."""
-import os
 import time
 from pathlib import Path
 
 import click
 
-from shared.cli import DefaultGroup
-from shared.corpus import DEFAULT_SEPARATOR, Corpus
-from shared.errors import InputError
-from shared.shards import MANIFEST, MAX_TOKENS, SHARD_NAME, ShardError, open_shard, read_header, read_manifest, shard_paths, verify_shard
+from gptkit.shared.cli import CONTEXT, DefaultGroup, threads_option, version_option
+from gptkit.shared.corpus import DEFAULT_SEPARATOR, Corpus
+from gptkit.shared.errors import InputError
+from gptkit.shared.shards import MANIFEST, MAX_TOKENS, SHARD_NAME, ShardError, open_shard, read_header, read_manifest, shard_paths, verify_shard
 
 from .encode import DEFAULT_EOT, DEFAULT_SHARD_TOKENS, Split, encode_corpus
 
 SHOWN_TOKENS = 32  # tokens decoded by `inspect`
 
 
-@click.group(cls=DefaultGroup, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.group(cls=DefaultGroup, context_settings=CONTEXT)
+@version_option
 def cli():
     """Encode text corpora into llm.c-format token shards (`encode`, the default command),
     then `inspect` or `verify` them."""
@@ -25,22 +25,22 @@ def cli():
 @click.option("--tokenizer", "-t", "tokenizer_path", default="tokenizer.json", show_default=True, metavar="PATH", help="A tokenizer.json.")
 @click.option("--input", "inputs", multiple=True, metavar="PATH", help="A text, .jsonl or .parquet file (text and .jsonl also .gz/.xz/.bz2/.zst), a directory (its .txt/.jsonl/.parquet files) or a glob. Repeatable; extra paths may follow it.")
 @click.argument("more_inputs", nargs=-1, metavar="[PATH]...")
-@click.option("--out-dir", required=True, metavar="DIR", help="Where the shards go; they are named after it: DIR/NAME_train_000001.bin ...")
+@click.option("--out", "out_dir", required=True, metavar="DIR", help="Where the shards go; they are named after it: DIR/NAME_train_000001.bin ...")
 @click.option("--val-fraction", type=float, metavar="F", help="Hold out this fraction (0 < F < 1) of the documents, evenly spaced (of the text, its tail, when the documents are too few).  [default: 0.01]")
 @click.option("--val-tokens", type=click.IntRange(min=1), metavar="N", help="Hold out the leading documents, until N tokens (the last N tokens of the text when the documents are too few).")
 @click.option("--val-input", "val_inputs", multiple=True, metavar="PATH", help="The validation split is all of this corpus (file, directory or glob; repeatable), the training split all of --input.")
 @click.option("--shard-tokens", type=click.IntRange(1, MAX_TOKENS), default=DEFAULT_SHARD_TOKENS, show_default=True, metavar="N", help="Tokens per shard at most.")
-@click.option("--workers", type=click.IntRange(min=1), default=os.cpu_count(), show_default="all cores", help="Encoding processes.")
+@threads_option("Encoding processes (one thread each).")
 @click.option("--text-field", default="text", show_default=True, help="The text field of .jsonl records / column of .parquet files.")
 @click.option("--separator", default=DEFAULT_SEPARATOR, show_default=True, help="What separates documents in .txt files.")
 @click.option("--eot-token", default=DEFAULT_EOT, show_default=True, help="The special token written after every document.")
 @click.option("--no-eot", is_flag=True, help="Write no token between documents.")
-@click.option("--overwrite", is_flag=True, help="Replace shards of another tokenizer in --out-dir.")
+@click.option("--overwrite", is_flag=True, help="Replace shards of another tokenizer in --out.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress display.")
-def encode(tokenizer_path, inputs, more_inputs, out_dir, val_fraction, val_tokens, val_inputs, shard_tokens, workers,
+def encode(tokenizer_path, inputs, more_inputs, out_dir, val_fraction, val_tokens, val_inputs, shard_tokens, threads,
            text_field, separator, eot_token, no_eot, overwrite, quiet):
     """Encode documents into train/validation token shards, in parallel, in bounded memory."""
-    from tokenizer import Tokenizer
+    from gptkit.tokenizer import Tokenizer
 
     inputs = inputs + more_inputs
     if not inputs:
@@ -58,7 +58,7 @@ def encode(tokenizer_path, inputs, more_inputs, out_dir, val_fraction, val_token
     val_corpus = Corpus(val_inputs, separator=separator or None, text_field=text_field) if val_inputs else None
     start = time.perf_counter()
     manifest = encode_corpus(corpus, tokenizer, out_dir, split=split, val_corpus=val_corpus, shard_tokens=shard_tokens,
-                             workers=workers, eot_token=None if no_eot else eot_token, tokenizer_source=tokenizer_path,
+                             workers=threads, eot_token=None if no_eot else eot_token, tokenizer_source=tokenizer_path,
                              overwrite=overwrite, quiet=quiet)
     seconds = time.perf_counter() - start
     totals, total_bytes = manifest["totals"], corpus.total_bytes + (val_corpus.total_bytes if val_corpus else 0)
@@ -103,7 +103,7 @@ def inspect(path, tokenizer_path):
 
 
 def _show_first_tokens(path, tokenizer_path):
-    from tokenizer import Tokenizer
+    from gptkit.tokenizer import Tokenizer
 
     shard = open_shard(path)
     ids = shard.tokens[:SHOWN_TOKENS].tolist()
@@ -143,7 +143,7 @@ def verify(path):
         try:
             header = verify_shard(shard_path, vocab_size).header
         except ShardError as e:
-            problems.append(e.message)
+            problems.append(str(e))
             continue
         entry = listed.get(shard_path.name)
         if entry and (entry["tokens"], entry["documents"], entry["crc32"]) != (header.num_tokens, header.num_docs, f"{header.checksum:08x}"):
@@ -161,7 +161,7 @@ def verify(path):
 
 def _tokenizer_problems(directory, manifest):
     """tokenizer.json beside the shards must be the manifest's tokenizer: training builds its model from it."""
-    from tokenizer import Tokenizer
+    from gptkit.tokenizer import Tokenizer
 
     path = directory / "tokenizer.json"
     if not path.is_file():
@@ -169,7 +169,7 @@ def _tokenizer_problems(directory, manifest):
     try:
         fingerprint = Tokenizer.from_file(path).fingerprint
     except InputError as e:
-        return [e.message]
+        return [str(e)]
     if fingerprint != manifest["tokenizer"]["fingerprint"]:
         return [f"{path}: tokenizer {fingerprint}, {MANIFEST} says {manifest['tokenizer']['fingerprint']}"]
     return []
@@ -177,7 +177,7 @@ def _tokenizer_problems(directory, manifest):
 
 @cli.command()
 @click.argument("dataset", metavar="DATASET")
-@click.option("--out-dir", metavar="DIR", help="Where the training files go; official validation files go to DIR-val.  [default: data/DATASET]")
+@click.option("--out", "out_dir", metavar="DIR", help="Where the training files go; official validation files go to DIR-val.  [default: data/DATASET]")
 @click.option("--quiet", "-q", is_flag=True, help="No progress display.")
 def download(dataset, out_dir, quiet):
     """Download a public corpus (tinystories, fineweb-edu: a 10BT-sample parquet file), resumable,
@@ -190,4 +190,4 @@ def download(dataset, out_dir, quiet):
 
 
 def main():
-    cli(prog_name="pretokenize")
+    cli(prog_name="gptkit pretokenize")

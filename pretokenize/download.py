@@ -13,8 +13,8 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from shared.errors import InputError
-from shared.progress import Progress
+from gptkit.shared.errors import InputError
+from gptkit.shared.progress import Progress
 
 HF = "https://huggingface.co/datasets"
 DATASETS = {

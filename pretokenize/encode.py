@@ -35,12 +35,12 @@ from pathlib import Path
 import numpy as np
 import regex
 
-from shared.errors import InputError
-from shared.files import atomic_write, remove_stale_temporaries
-from shared.progress import Progress
-from shared.shards import (HEADER_BYTES, MANIFEST, MAX_TOKENS, SHARD_NAME, ShardError, ShardHeader, ShardWriter, dtype_for,
+from gptkit.shared.errors import InputError, SettingError
+from gptkit.shared.files import atomic_write, remove_stale_temporaries
+from gptkit.shared.progress import Progress
+from gptkit.shared.shards import (HEADER_BYTES, MANIFEST, MAX_TOKENS, SHARD_NAME, ShardError, ShardHeader, ShardWriter, dtype_for,
                            read_manifest)
-from shared.workers import process_pool
+from gptkit.shared.workers import process_pool
 
 DEFAULT_EOT = "<|endoftext|>"
 DEFAULT_SHARD_TOKENS = 100_000_000
@@ -180,7 +180,7 @@ def encode_corpus(corpus, tokenizer, out_dir, *, split=Split(val_fraction=0.01),
     except OSError as e:
         shards.discard()
         detail = f"{e.filename}: {e.strerror}" if e.filename else e.strerror
-        raise InputError(f"--out-dir {out_dir}: cannot write ({detail})") from None
+        raise SettingError("out", f"{out_dir}: cannot write ({detail})") from None
     except BaseException:
         shards.discard()
         raise
@@ -215,13 +215,13 @@ class _LeadingSplitTakesAll(Exception):
 def _check_out_dir(out_dir, fingerprint, overwrite):
     """Refuse a directory that holds shards of another tokenizer (or of none we can tell)."""
     if out_dir.exists() and not out_dir.is_dir():
-        raise InputError(f"--out-dir {out_dir}: exists and is not a directory")
+        raise SettingError("out", f"{out_dir}: exists and is not a directory")
     if overwrite or not out_dir.exists():
         return
     try:
         manifest = read_manifest(out_dir)
     except ShardError as e:
-        raise InputError(f"--out-dir {e.message}; --overwrite replaces the directory's dataset") from None
+        raise SettingError("out", f"{str(e)}; --overwrite replaces the directory's dataset") from None
     found = {manifest["tokenizer"]["fingerprint"]} if manifest else set()
     for path in out_dir.glob("*.bin"):
         if SHARD_NAME.search(path.name):
@@ -234,7 +234,7 @@ def _check_out_dir(out_dir, fingerprint, overwrite):
     others = found - {fingerprint}
     if others:
         theirs = ", ".join(sorted(fp or "unknown" for fp in others))
-        raise InputError(f"--out-dir {out_dir}: holds shards of another tokenizer ({theirs}; this one is {fingerprint}); "
+        raise SettingError("out", f"{out_dir}: holds shards of another tokenizer ({theirs}; this one is {fingerprint}); "
                          "choose another directory or pass --overwrite")
 
 

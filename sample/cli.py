@@ -4,14 +4,15 @@ import sys
 
 import click
 
-from shared.cli import Command
-from shared.errors import InputError
-from shared.text import decode_utf8, without_surrogates
+from gptkit.shared.cli import CONTEXT, Command, threads_option, use_threads, version_option
+from gptkit.shared.errors import InputError
+from gptkit.shared.text import decode_utf8, without_surrogates
 
 DEFAULT_EOT = "<|endoftext|>"
 
 
-@click.command(cls=Command, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.command(cls=Command, context_settings=CONTEXT)
+@version_option
 @click.option("--checkpoint", required=True, metavar="DIR", help="A checkpoint directory (model.safetensors, config.json, tokenizer.json).")
 @click.option("--prompt", metavar="TEXT", help="The text to continue.  [default: standard input, or --prompt-file]")
 @click.option("--prompt-file", type=click.File("rb"), metavar="FILE", help="Read the prompt from FILE ('-': standard input).")
@@ -23,7 +24,8 @@ DEFAULT_EOT = "<|endoftext|>"
 @click.option("--seed", type=click.IntRange(0, 2**63 - 1), help="Random seed; the same seed gives the same text.  [default: random, printed]")
 @click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto", show_default=True)
 @click.option("--stop", "stops", multiple=True, metavar="STR", help="Stop a sample when it produces STR (repeatable). The end-of-text token always stops it.")
-def cli(checkpoint, prompt, prompt_file, max_new_tokens, temperature, top_p, top_k, num_samples, seed, device, stops):
+@threads_option("Threads of torch's CPU kernels.")
+def cli(checkpoint, prompt, prompt_file, max_new_tokens, temperature, top_p, top_k, num_samples, seed, device, stops, threads):
     """Continue a prompt with a trained model, streaming the text to standard output."""
     if not temperature >= 0:  # NaN too
         raise InputError(f"--temperature {temperature}: expected 0 (greedy) or more")
@@ -45,7 +47,9 @@ def cli(checkpoint, prompt, prompt_file, max_new_tokens, temperature, top_p, top
 
     import torch
 
-    from model.checkpoint import load_model
+    from gptkit.model.checkpoint import load_model
+
+    use_threads(threads)
 
     from .generate import TextStream, generate
 
@@ -104,4 +108,4 @@ def _write(text):
 
 
 def main():
-    cli(prog_name="sample")
+    cli(prog_name="gptkit sample")

@@ -17,7 +17,7 @@ import codecs
 import numpy as np
 import torch
 
-from model.model import KVCache
+from gptkit.model.model import KVCache
 
 
 def filter_probs(probs, top_p=1.0, top_k=None):

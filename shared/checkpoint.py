@@ -19,7 +19,7 @@ import shutil
 import zlib
 from pathlib import Path
 
-from shared.errors import InputError
+from gptkit.shared.errors import InputError
 
 FORMAT, VERSION = "gptkit-checkpoint", 1
 MODEL_FILE, CONFIG_FILE, TOKENIZER_FILE = "model.safetensors", "config.json", "tokenizer.json"

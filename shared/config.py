@@ -2,7 +2,7 @@
 import json
 from pathlib import Path
 
-from shared.errors import InputError
+from gptkit.shared.errors import InputError
 
 
 def preset_names(presets_dir) -> list[str]:

@@ -18,15 +18,15 @@ import glob
 import gzip
 import io
 import json
+import logging
 import lzma
 import os
-import sys
 import threading
 import zlib
 from pathlib import Path
 from typing import Iterator, Sequence
 
-from shared.errors import InputError
+from gptkit.shared.errors import InputError
 
 try:
     from compression import zstd  # the standard library's, from Python 3.14
@@ -36,6 +36,7 @@ except ImportError:
     except ImportError:
         zstd = None  # only .zst files need it: they say so when opened
 
+log = logging.getLogger(__name__)
 DEFAULT_SEPARATOR = "<|endoftext|>"
 COMPRESSIONS = (".gz", ".xz", ".bz2", ".zst")
 DIRECTORY_FORMATS = (".txt", ".jsonl", ".parquet")  # what a directory given as input contributes
@@ -167,8 +168,7 @@ class Corpus:
         """
         yield from self._pieces(piece_chars)
         if self.invalid_utf8:
-            print(f"warning: {self.invalid_utf8} invalid UTF-8 sequence(s) replaced with U+FFFD "
-                  f"(first in {self._first_invalid})", file=sys.stderr)
+            log.warning(f"{self.invalid_utf8} invalid UTF-8 sequence(s) replaced with U+FFFD (first in {self._first_invalid})")
 
     def count(self, max_documents: int) -> tuple[int, int]:
         """(documents, characters) of the corpus, reading no further than `max_documents`

@@ -31,8 +31,8 @@ from pathlib import Path
 
 import numpy as np
 
-from shared.errors import InputError
-from shared.files import AtomicFile
+from gptkit.shared.errors import InputError
+from gptkit.shared.files import AtomicFile
 
 HEADER_INTS = 256
 HEADER_BYTES = HEADER_INTS * 4

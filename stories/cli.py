@@ -6,8 +6,8 @@ from pathlib import Path
 
 import click
 
-from shared.cli import Command
-from shared.errors import InputError
+from gptkit.shared.cli import CONTEXT, Command, version_option
+from gptkit.shared.errors import InputError
 
 from .generate import write_corpus
 
@@ -27,7 +27,8 @@ def parse_size(text: str) -> int:
     return size
 
 
-@click.command(cls=Command, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.command(cls=Command, context_settings=CONTEXT)
+@version_option
 @click.option("--out", default="data/stories.txt", show_default=True, metavar="PATH", help="The corpus file to write (its directory is created).")
 @click.option("--size", default="10MB", show_default=True, help="Stop at the first story that reaches this size: 500KB, 10MB, 1GB (powers of 1000; KiB/MiB/GiB: of 1024) or bytes.")
 @click.option("--seed", type=int, default=0, show_default=True, help="The same seed and size give the same bytes.")
@@ -46,4 +47,4 @@ def cli(out, size, seed):
 
 
 def main():
-    cli(prog_name="stories")
+    cli(prog_name="gptkit stories")

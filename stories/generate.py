@@ -12,8 +12,8 @@ text on any machine (and no global state, hashing or float formatting is involve
 import random
 import re
 
-from shared.errors import InputError
-from shared.files import atomic_write
+from gptkit.shared.errors import InputError
+from gptkit.shared.files import atomic_write
 
 from .words import (
     ACTIVITIES, ADVERBS, ANIMAL_SOUNDS, ANIMALS, BAD_FEELINGS, BOY_NAMES, COLORS, DIFFERENCES, DRINKS, EYES,

@@ -34,8 +34,8 @@ def small_text():
 @pytest.fixture(scope="session")
 def small_tokenizer(small_text, tmp_path_factory):
     """A 450-token tokenizer trained on `small_text`, saved to and loaded from tokenizer.json."""
-    from shared.corpus import Corpus
-    from tokenizer import Tokenizer, train_bpe
+    from gptkit.shared.corpus import Corpus
+    from gptkit.tokenizer import Tokenizer, train_bpe
 
     corpus_path = tmp_path_factory.mktemp("corpus") / "corpus.txt"
     corpus_path.write_text("<|endoftext|>".join(small_text[i : i + 5000] for i in range(0, len(small_text), 5000)))

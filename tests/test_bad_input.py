@@ -14,12 +14,12 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from model.checkpoint import load_model
-from sample.cli import cli as sample_cli
-from shared.shards import HEADER_BYTES, ShardHeader
+from gptkit.model.checkpoint import load_model
+from gptkit.sample.cli import cli as sample_cli
+from gptkit.shared.shards import HEADER_BYTES, ShardHeader
 from tests.conftest import assert_input_error
 from tests.test_trainer import data, flags, model_json, records  # noqa: F401 (fixtures)
-from train.cli import cli as train_cli
+from gptkit.train.cli import cli as train_cli
 
 
 def invoke(cli, *args, **kwargs):
@@ -170,7 +170,7 @@ def test_prompts_that_are_not_utf8_are_replaced_and_said(finished_run, tmp_path)
 
 
 def test_tokenizer_input_that_is_not_utf8_is_replaced(small_tokenizer):
-    from tokenizer.cli import cli as tokenizer_cli
+    from gptkit.tokenizer.cli import cli as tokenizer_cli
 
     tok, path = small_tokenizer
     expected = " ".join(map(str, tok.encode("the caf\ufffd", "all")))
@@ -190,8 +190,8 @@ def test_a_temperature_near_zero_samples_greedily(finished_run):
 
 
 def test_tokenizer_and_export_outputs_never_replace_other_files(finished_run, small_text, tmp_path):
-    from model.cli import cli as model_cli
-    from tokenizer.cli import cli as tokenizer_cli
+    from gptkit.model.cli import cli as model_cli
+    from gptkit.tokenizer.cli import cli as tokenizer_cli
 
     corpus = tmp_path / "corpus.txt"
     corpus.write_text(small_text[:20000])
@@ -215,14 +215,14 @@ def test_tokenizer_and_export_outputs_never_replace_other_files(finished_run, sm
 
 
 @pytest.mark.parametrize("module, args, needle", [
-    ("tokenizer", ["train", "--vocab-size", "many"], "--vocab-size"),
-    ("tokenizer", ["trian"], "No such command 'trian'"),
-    ("pretokenize", ["--val-fraction", "abc"], "--val-fraction"),
-    ("model", ["info", "--batch-size", "-"], "--batch-size"),
-    ("train", ["--lr-x", "3"], "--lr-x"),
-    ("train", ["plot"], "RUN"),
-    ("sample", ["--temperature", "warm", "--checkpoint", "c"], "--temperature"),
-    ("stories", ["--size"], "--size"),
+    ("gptkit.tokenizer", ["train", "--vocab-size", "many"], "--vocab-size"),
+    ("gptkit.tokenizer", ["trian"], "No such command 'trian'"),
+    ("gptkit.pretokenize", ["--val-fraction", "abc"], "--val-fraction"),
+    ("gptkit.model", ["info", "--batch-size", "-"], "--batch-size"),
+    ("gptkit.train", ["--lr-x", "3"], "--lr-x"),
+    ("gptkit.train", ["plot"], "RUN"),
+    ("gptkit.sample", ["--temperature", "warm", "--checkpoint", "c"], "--temperature"),
+    ("gptkit.stories", ["--size"], "--size"),
 ])
 def test_usage_errors_are_one_line(module, args, needle):
     """Click's own usage errors (unknown option, bad value, missing argument) are one line too,
@@ -253,8 +253,8 @@ def test_workers_die_with_a_killed_parent_and_its_temporaries_are_cleaned(tmp_pa
     corpus.write_text("<|endoftext|>".join(english_like(3000, seed=i) for i in range(300)))
     out = tmp_path / "tok.json"
     (tmp_path / ".tok.json.tmp-999999999").write_text("left by a writer killed long ago")
-    proc = subprocess.Popen([sys.executable, "-m", "tokenizer", "train", "--input", str(corpus), "--vocab-size", "4000",
-                             "--out", str(out), "--workers", "2", "--quiet"], cwd=Path(__file__).resolve().parents[1])
+    proc = subprocess.Popen([sys.executable, "-m", "gptkit.tokenizer", "train", "--input", str(corpus), "--vocab-size", "4000",
+                             "--out", str(out), "--threads", "2", "--quiet"], cwd=Path(__file__).resolve().parents[1])
 
     def children():
         try:
@@ -279,7 +279,7 @@ def test_workers_die_with_a_killed_parent_and_its_temporaries_are_cleaned(tmp_pa
         os.kill(pid, signal.SIGKILL)
     assert not alive, "workers outlived their killed parent"
 
-    res = subprocess.run([sys.executable, "-m", "tokenizer", "train", "--input", str(corpus), "--vocab-size", "300",
+    res = subprocess.run([sys.executable, "-m", "gptkit.tokenizer", "train", "--input", str(corpus), "--vocab-size", "300",
                           "--out", str(out), "--quiet"], cwd=Path(__file__).resolve().parents[1], capture_output=True, text=True, timeout=120)
     assert res.returncode == 0, res.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["corpus.txt", "tok.json"]  # the stale temporary is gone
@@ -301,7 +301,7 @@ def a_corpus(tmp_path):
                                              ('{"name": "data", "shards": 3}', "tokenizer is missing"),
                                              ("[" * 100_000 + "]" * 100_000, "not a readable manifest")])
 def test_a_manifest_of_the_wrong_shape_is_named(data, model_json, tmp_path, command, content, needle):
-    from pretokenize.cli import cli as pretokenize_cli
+    from gptkit.pretokenize.cli import cli as pretokenize_cli
 
     copy, _ = copy_data(data, tmp_path)
     (copy / "manifest.json").write_text(content)
@@ -314,12 +314,12 @@ def test_a_manifest_of_the_wrong_shape_is_named(data, model_json, tmp_path, comm
 
 
 def test_encoding_into_a_directory_with_a_damaged_manifest_says_how_to_replace_it(data, tmp_path, small_tokenizer):
-    from pretokenize.cli import cli as pretokenize_cli
+    from gptkit.pretokenize.cli import cli as pretokenize_cli
 
     copy, _ = copy_data(data, tmp_path)
     (copy / "manifest.json").write_text("{}")
     before = sorted(p.name for p in copy.iterdir())
-    base = ["--tokenizer", small_tokenizer[1], "--input", a_corpus(tmp_path), "--out-dir", copy, "--quiet", "--workers", 1]
+    base = ["--tokenizer", small_tokenizer[1], "--input", a_corpus(tmp_path), "--out", copy, "--quiet", "--threads", 1]
     assert_input_error(invoke(pretokenize_cli, *base), "manifest.json: name is missing", "--overwrite")
     assert sorted(p.name for p in copy.iterdir()) == before
     res = invoke(pretokenize_cli, *base, "--overwrite")
@@ -330,12 +330,12 @@ def test_encoding_into_a_directory_with_a_damaged_manifest_says_how_to_replace_i
 @pytest.mark.parametrize("flag, value", [("--val-fraction", "nan"), ("--val-fraction", "inf"), ("--val-fraction", "-inf"),
                                          ("--val-fraction", "0"), ("--val-fraction", "1"), ("--val-fraction", "-0.5"),
                                          ("--val-tokens", "0"), ("--shard-tokens", "0"), ("--shard-tokens", str(2**31)),
-                                         ("--workers", "0")])
+                                         ("--threads", "0")])
 def test_pretokenize_numbers_are_checked_at_the_boundary(tmp_path, small_tokenizer, flag, value):
-    from pretokenize.cli import cli as pretokenize_cli
+    from gptkit.pretokenize.cli import cli as pretokenize_cli
 
     out = tmp_path / "data"
-    res = invoke(pretokenize_cli, "--tokenizer", small_tokenizer[1], "--input", a_corpus(tmp_path), "--out-dir", out, flag, value)
+    res = invoke(pretokenize_cli, "--tokenizer", small_tokenizer[1], "--input", a_corpus(tmp_path), "--out", out, flag, value)
     assert_input_error(res, flag)
     assert not out.exists()
 
@@ -343,17 +343,17 @@ def test_pretokenize_numbers_are_checked_at_the_boundary(tmp_path, small_tokeniz
 @pytest.mark.parametrize("rule", [dict(val_fraction=float("nan")), dict(val_fraction=1.0), dict(val_tokens=0),
                                   dict(val_tokens=2.5), dict(), dict(val_fraction=0.1, val_tokens=10)])
 def test_a_split_rule_checks_its_numbers_for_library_callers_too(rule):
-    from pretokenize.encode import Split
-    from shared.errors import InputError
+    from gptkit.pretokenize.encode import Split
+    from gptkit.shared.errors import InputError
 
     with pytest.raises(InputError, match="--val-"):
         Split(**rule)
 
 
 @pytest.mark.parametrize("flag, value", [("--vocab-size", "nan"), ("--vocab-size", "-1"), ("--vocab-size", str(2**40)),
-                                         ("--max-bytes", "0"), ("--workers", "0")])
+                                         ("--max-bytes", "0"), ("--threads", "0")])
 def test_tokenizer_train_numbers_are_checked_at_the_boundary(tmp_path, flag, value):
-    from tokenizer.cli import cli as tokenizer_cli
+    from gptkit.tokenizer.cli import cli as tokenizer_cli
 
     args = {"--vocab-size": "300", flag: value}
     res = invoke(tokenizer_cli, "train", "--input", a_corpus(tmp_path), "--out", tmp_path / "tok.json", "--quiet",
@@ -365,16 +365,16 @@ def test_tokenizer_train_numbers_are_checked_at_the_boundary(tmp_path, flag, val
 @pytest.mark.parametrize("line", ['{"text": ' + "[" * 100_000 + "]" * 100_000 + "}", "[" * 100_000 + "]" * 100_000])
 @pytest.mark.parametrize("command", ["pretokenize", "tokenizer train"])
 def test_deeply_nested_json_is_one_line_naming_the_file_and_line(tmp_path, small_tokenizer, line, command):
-    from pretokenize.cli import cli as pretokenize_cli
-    from tokenizer.cli import cli as tokenizer_cli
+    from gptkit.pretokenize.cli import cli as pretokenize_cli
+    from gptkit.tokenizer.cli import cli as tokenizer_cli
 
     corpus = tmp_path / "c.jsonl"
     corpus.write_text('{"text": "a first document"}\n' + line + "\n")
     if command == "pretokenize":
         out = tmp_path / "data"
-        res = invoke(pretokenize_cli, "--tokenizer", small_tokenizer[1], "--input", corpus, "--out-dir", out, "--workers", 1)
+        res = invoke(pretokenize_cli, "--tokenizer", small_tokenizer[1], "--input", corpus, "--out", out, "--threads", 1)
     else:
         out = tmp_path / "tok.json"
-        res = invoke(tokenizer_cli, "train", "--input", corpus, "--vocab-size", 300, "--out", out, "--workers", 1)
+        res = invoke(tokenizer_cli, "train", "--input", corpus, "--vocab-size", 300, "--out", out, "--threads", 1)
     assert_input_error(res, f"{corpus}:2: JSON nested too deeply")
     assert not out.exists()

@@ -6,9 +6,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tokenizer import Tokenizer, split
-from tokenizer.bpe import _LONG, _groups
-from tokenizer.files import BYTE_TO_CHAR
+from gptkit.tokenizer import Tokenizer, split
+from gptkit.tokenizer.bpe import _LONG, _groups
+from gptkit.tokenizer.files import BYTE_TO_CHAR
 
 from .conftest import SHARED_DATA, english_like, shared_file
 
@@ -164,7 +164,7 @@ def test_encode_batch_in_processes_equals_encode(small_tokenizer, small_text):
 
 def test_bounded_caches_stay_exact(small_tokenizer, small_text, monkeypatch):
     tokenizer, path = small_tokenizer
-    monkeypatch.setattr("tokenizer.bpe._CACHE_LIMIT", 50)
+    monkeypatch.setattr("gptkit.tokenizer.bpe._CACHE_LIMIT", 50)
     fresh = Tokenizer.from_file(path)
     for i in range(0, 30_000, 3000):
         assert fresh.encode(small_text[i : i + 3000]) == tokenizer.encode(small_text[i : i + 3000])

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-import pretokenize.download as dl
-from pretokenize.cli import cli
+import gptkit.pretokenize.download as dl
+from gptkit.pretokenize.cli import cli
 from tests.conftest import assert_input_error
 
 PAYLOAD = bytes(range(256)) * 5000  # 1.28 MB: two read chunks
@@ -77,7 +77,7 @@ def test_offline_is_one_clear_line(tmp_path, monkeypatch):
         raise urllib.error.URLError("Name or service not known")
 
     monkeypatch.setattr(dl.urllib.request, "urlopen", offline)
-    res = CliRunner().invoke(cli, ["download", "tinystories", "--out-dir", str(tmp_path)])
+    res = CliRunner().invoke(cli, ["download", "tinystories", "--out", str(tmp_path)])
     assert_input_error(res, "huggingface.co", "offline")
 
 
@@ -120,6 +120,6 @@ def test_make_encode_takes_the_validation_text_beside_the_corpus(tmp_path, with_
         (tmp_path / "data/tinystories-val").mkdir()
     res = subprocess.run(["make", "-n", "-C", str(Path(__file__).parents[1]), "encode", f"CORPUS={corpus}"],
                          capture_output=True, text=True, check=True)
-    line = next(line for line in res.stdout.splitlines() if "-m pretokenize" in line)
+    line = next(line for line in res.stdout.splitlines() if "gptkit pretokenize" in line)
     assert f"--input {corpus} " in line
     assert (f"--val-input {corpus}-val" in line) == with_val

@@ -5,12 +5,12 @@ import json
 import pytest
 import torch
 
-from model.checkpoint import save_model
-from model.config import ModelConfig
-from model.hf import export_hf
-from model.model import TransformerLM
-from sample.generate import generate
-from tokenizer import Tokenizer, split
+from gptkit.model.checkpoint import save_model
+from gptkit.model.config import ModelConfig
+from gptkit.model.hf import export_hf
+from gptkit.model.model import TransformerLM
+from gptkit.sample.generate import generate
+from gptkit.tokenizer import Tokenizer, split
 
 transformers = pytest.importorskip("transformers")
 

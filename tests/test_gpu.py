@@ -14,9 +14,9 @@ import pytest
 import torch
 from click.testing import CliRunner
 
-from model.checkpoint import load_model
+from gptkit.model.checkpoint import load_model
 from tests.test_trainer import ENV, ROOT, config, data, latest_step, model_json, records, run_flags, wait_for  # noqa: F401
-from train.trainer import Trainer, train
+from gptkit.train.trainer import Trainer, train
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")]
 
@@ -37,7 +37,7 @@ def test_one_process_nccl_run_stops_on_sigterm_and_resumes_exactly(data, model_j
 
     def torchrun(*args, **popen):
         return subprocess.Popen([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=1",
-                                 "-m", "train", *map(str, args)], cwd=ROOT, env=ENV, text=True,
+                                 "-m", "gptkit.train", *map(str, args)], cwd=ROOT, env=ENV, text=True,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, **popen)
 
     straight = torchrun(*common, "--out", tmp_path / "straight")
@@ -59,7 +59,7 @@ def test_one_process_nccl_run_stops_on_sigterm_and_resumes_exactly(data, model_j
 
 
 def test_cuda_sampling_gives_the_cpu_text_for_a_seed(data, model_json, tmp_path):
-    from sample.cli import cli
+    from gptkit.sample.cli import cli
 
     run = tmp_path / "run"
     train(config(data, run, model_json, device="cpu", max_steps=20, checkpoint_interval=0))

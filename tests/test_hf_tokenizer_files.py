@@ -9,8 +9,8 @@ from click.testing import CliRunner
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from tokenizer import Tokenizer, split
-from tokenizer.cli import cli
+from gptkit.tokenizer import Tokenizer, split
+from gptkit.tokenizer.cli import cli
 
 from .conftest import SHARED_DATA, assert_input_error, english_like
 

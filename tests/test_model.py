@@ -8,14 +8,14 @@ import torch
 import torch.nn.functional as F
 from click.testing import CliRunner
 
-from model.checkpoint import load_model, model_tensors, save_model
-from model.cli import cli
-from model.config import ModelConfig, load_config, preset_names
-from model.info import model_cost
-from model.model import Attention, FeedForward, KVCache, RMSNorm, TransformerLM, apply_rope, rope_tables
-from shared.errors import InputError
+from gptkit.model.checkpoint import load_model, model_tensors, save_model
+from gptkit.model.cli import cli
+from gptkit.model.config import ModelConfig, load_config, preset_names
+from gptkit.model.info import model_cost
+from gptkit.model.model import Attention, FeedForward, KVCache, RMSNorm, TransformerLM, apply_rope, rope_tables
+from gptkit.shared.errors import InputError
 from tests.conftest import assert_input_error
-from tokenizer.bpe import Tokenizer
+from gptkit.tokenizer.bpe import Tokenizer
 
 EOT = "<|endoftext|>"
 
@@ -217,7 +217,7 @@ def test_token_losses_are_the_per_position_loss_a_block_of_rows_at_a_time(monkey
     with torch.no_grad():
         logits, loss = model(idx, targets)
     expected = F.cross_entropy(logits.float().view(-1, 64), targets.view(-1), ignore_index=-1, reduction="none").view(3, 16)
-    monkeypatch.setattr("model.model.LOSS_BLOCK_LOGITS", 64 * 5)  # blocks of 5 rows: 48 rows end in a short one
+    monkeypatch.setattr("gptkit.model.model.LOSS_BLOCK_LOGITS", 64 * 5)  # blocks of 5 rows: 48 rows end in a short one
     losses = model.token_losses(idx, targets)
     assert losses.shape == (3, 16) and losses.dtype == torch.float32 and not losses.requires_grad
     torch.testing.assert_close(losses, expected, atol=1e-6, rtol=0)
@@ -422,7 +422,7 @@ def ckpt(tmp_path, small_tokenizer):
 def recorded_anew(ckpt):
     """A checkpoint edited by hand with its checksums recorded again: consistent files whose
     content is wrong, which the checks after the checksum must catch."""
-    from shared.checkpoint import file_crc32
+    from gptkit.shared.checkpoint import file_crc32
 
     config = json.loads((ckpt / "config.json").read_text())
     config["crc32"] = {p.name: file_crc32(p) for p in ckpt.iterdir() if p.name != "config.json"}
@@ -524,7 +524,7 @@ def test_checkpoint_tokenizer_mismatch(ckpt, tmp_path):
                                       (dict(qk_norm=True), "Qwen3ForCausalLM")], ids=["llama", "llama-tied", "qwen3"])
 def test_hf_export_logits_match(tmp_path, small_tokenizer, kw, arch):
     transformers = pytest.importorskip("transformers")
-    from model.hf import export_hf
+    from gptkit.model.hf import export_hf
 
     tok, _ = small_tokenizer
     config = cfg(vocab_size=tok.vocab_size, context_length=64, n_kv_heads=2, rope_theta=500.0, norm_eps=1e-4, **kw)

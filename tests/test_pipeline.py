@@ -6,13 +6,13 @@ import pytest
 import torch
 from click.testing import CliRunner
 
-from model.cli import cli as model_cli
-from pretokenize.cli import cli as pretokenize_cli
-from sample.cli import cli as sample_cli
-from stories.generate import write_corpus
+from gptkit.model.cli import cli as model_cli
+from gptkit.pretokenize.cli import cli as pretokenize_cli
+from gptkit.sample.cli import cli as sample_cli
+from gptkit.stories.generate import write_corpus
 from tests.conftest import assert_input_error
-from tokenizer.cli import cli as tokenizer_cli
-from train.cli import cli as train_cli
+from gptkit.tokenizer.cli import cli as tokenizer_cli
+from gptkit.train.cli import cli as train_cli
 
 MODEL = {"context_length": 64, "d_model": 64, "n_layers": 2, "n_heads": 4, "d_ff": 160, "tie_embeddings": True, "vocab_size": 1}
 
@@ -35,8 +35,8 @@ def test_text_to_model_and_back(tmp_path):
     corpus = tmp_path / "stories.txt"
     write_corpus(corpus, 400_000, seed=1)
     ok(tokenizer_cli, "train", "--input", corpus, "--vocab-size", 512, "--out", tmp_path / "tokenizer.json", "--quiet")
-    ok(pretokenize_cli, "--tokenizer", tmp_path / "tokenizer.json", "--input", corpus, "--out-dir", tmp_path / "stories",
-       "--workers", 2, "--quiet")
+    ok(pretokenize_cli, "--tokenizer", tmp_path / "tokenizer.json", "--input", corpus, "--out", tmp_path / "stories",
+       "--threads", 2, "--quiet")
     (tmp_path / "model.json").write_text(json.dumps(MODEL))
     run = tmp_path / "run"
     common = ["--data", tmp_path / "stories", "--out", run, "--model", tmp_path / "model.json", "--batch-size", 16,
@@ -68,7 +68,7 @@ def test_text_to_model_and_back(tmp_path):
     ok(model_cli, "export-hf", run / "latest", tmp_path / "hf")
     hf = transformers.AutoModelForCausalLM.from_pretrained(tmp_path / "hf").eval()
     ids = torch.tensor([transformers.AutoTokenizer.from_pretrained(tmp_path / "hf").encode("Once upon a time, a cat")])
-    from model.checkpoint import load_model
+    from gptkit.model.checkpoint import load_model
 
     ours, _ = load_model(run / "latest")
     with torch.no_grad():

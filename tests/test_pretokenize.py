@@ -17,14 +17,14 @@ import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner
 
-import pretokenize.encode as encode
-import shared.corpus
-from pretokenize.cli import cli
-from pretokenize.encode import Split, encode_corpus
-from shared.corpus import Corpus
-from shared.shards import open_shard, read_header, read_manifest, shard_paths
+import gptkit.pretokenize.encode as encode
+import gptkit.shared.corpus
+from gptkit.pretokenize.cli import cli
+from gptkit.pretokenize.encode import Split, encode_corpus
+from gptkit.shared.corpus import Corpus
+from gptkit.shared.shards import open_shard, read_header, read_manifest, shard_paths
 from tests.conftest import assert_input_error, english_like, shared_file
-from tokenizer import Tokenizer, train_bpe
+from gptkit.tokenizer import Tokenizer, train_bpe
 
 EOT = "<|endoftext|>"
 
@@ -58,10 +58,10 @@ def run(*args):
 
 
 def encode_cli(tok_path, inputs, out_dir, *extra):
-    """`pretokenize --tokenizer T --input ... --out-dir D` (encode is the default command), a quarter
+    """`pretokenize --tokenizer T --input ... --out D` (encode is the default command), a quarter
     of the documents for validation unless `extra` says otherwise."""
     split = [] if {"--val-fraction", "--val-tokens"} & set(extra) else ["--val-fraction", "0.25"]
-    args = ["--tokenizer", tok_path, "--out-dir", out_dir, "--workers", 1, "--quiet", *split, *extra]
+    args = ["--tokenizer", tok_path, "--out", out_dir, "--threads", 1, "--quiet", *split, *extra]
     for path in inputs:
         args += ["--input", path]
     return run(*args)
@@ -151,7 +151,7 @@ def test_literal_eot_inside_a_jsonl_document_is_plain_text(tmp_path, tok, tok_pa
 @pytest.mark.parametrize("kind", ["txt", "jsonl"])
 def test_long_document_encodes_as_a_whole(tmp_path, monkeypatch, tok, kind):
     """A document far longer than a read block, a corpus piece and a job: cut only where its tokens cannot change."""
-    monkeypatch.setattr(shared.corpus, "BLOCK_BYTES", 4096)
+    monkeypatch.setattr(gptkit.shared.corpus, "BLOCK_BYTES", 4096)
     monkeypatch.setattr(Corpus, "pieces", functools.partialmethod(Corpus.pieces, piece_chars=997))
     monkeypatch.setattr(encode, "JOB_CHARS", 3000)
     long_doc = english_like(8000, 5) + " " * 2500 + "x" * 4000 + "\n\n \t  " + english_like(2000, 6) + "   \n"
@@ -347,7 +347,7 @@ def test_one_document_with_val_tokens_holds_out_that_many_tokens_of_its_tail(tmp
 @pytest.mark.parametrize("workers", [1, 2])
 def test_the_tail_is_found_across_many_small_pieces_and_jobs(tmp_path, monkeypatch, tok, workers):
     """Held-back texts are released as the text goes on; the cut and the tokens stay the same."""
-    monkeypatch.setattr(shared.corpus, "BLOCK_BYTES", 4096)
+    monkeypatch.setattr(gptkit.shared.corpus, "BLOCK_BYTES", 4096)
     monkeypatch.setattr(Corpus, "pieces", functools.partialmethod(Corpus.pieces, piece_chars=997))
     monkeypatch.setattr(encode, "JOB_CHARS", 3000)
     text = odd_text(6000, 3)
@@ -386,7 +386,7 @@ def test_val_tokens_that_would_take_every_document_cuts_the_text_instead(tmp_pat
 def test_tiny_shakespeare_splits_with_the_default_flags(tmp_path, tok, tok_path):
     book = shared_file("tinyshakespeare.txt")
     out = tmp_path / "shakespeare"
-    res = ok(run("--tokenizer", tok_path, "--input", book, "--out-dir", out, "--quiet"))
+    res = ok(run("--tokenizer", tok_path, "--input", book, "--out", out, "--quiet"))
     assert "split: 1 document(s), too few" in res.stdout
     text = book.read_text(encoding="utf-8")
     train, val = split_text(tok, out)
@@ -401,7 +401,7 @@ def test_val_input_is_the_whole_validation_split(tmp_path, tok, tok_path):
     train_docs, val_docs = docs_of(5, seed=8), docs_of(2, seed=9)
     out = tmp_path / "data"
     train_path, val_path = write_txt(tmp_path / "train.txt", train_docs), write_jsonl(tmp_path / "valid.jsonl", val_docs)
-    res = ok(run("--tokenizer", tok_path, "--input", train_path, "--val-input", val_path, "--out-dir", out, "--quiet"))
+    res = ok(run("--tokenizer", tok_path, "--input", train_path, "--val-input", val_path, "--out", out, "--quiet"))
     assert split_docs(tokens_of(out, "val"), tok.special_tokens[EOT]) == expected(tok, val_docs)
     assert split_docs(tokens_of(out, "train"), tok.special_tokens[EOT]) == expected(tok, train_docs)
     manifest = read_manifest(out)
@@ -413,7 +413,7 @@ def test_val_input_is_the_whole_validation_split(tmp_path, tok, tok_path):
 @pytest.mark.parametrize("flag, value", [("--val-fraction", "0.1"), ("--val-tokens", "10")])
 def test_val_input_with_a_split_rule_is_refused(tmp_path, tok_path, flag, value):
     txt = write_txt(tmp_path / "c.txt", docs_of(5))
-    res = run("--tokenizer", tok_path, "--input", txt, "--val-input", txt, flag, value, "--out-dir", tmp_path / "data")
+    res = run("--tokenizer", tok_path, "--input", txt, "--val-input", txt, flag, value, "--out", tmp_path / "data")
     assert_input_error(res, "--val-input", flag)
     assert not (tmp_path / "data").exists()
 
@@ -421,7 +421,7 @@ def test_val_input_with_a_split_rule_is_refused(tmp_path, tok_path, flag, value)
 def test_an_empty_val_input_is_refused(tmp_path, tok_path):
     (tmp_path / "empty.txt").write_text("")
     res = run("--tokenizer", tok_path, "--input", write_txt(tmp_path / "c.txt", docs_of(5)), "--val-input",
-              tmp_path / "empty.txt", "--out-dir", tmp_path / "data")
+              tmp_path / "empty.txt", "--out", tmp_path / "data")
     assert_input_error(res, "--val-input", "empty.txt", "no documents")
     assert not (tmp_path / "data").exists()
 
@@ -454,12 +454,12 @@ def bad_case(case, tmp_path, tok_path):
         return tok_path, [txt], out, ["exists and is not a directory"]
     if case == "out dir inside a file":
         (tmp_path / "afile").write_text("precious")
-        return tok_path, [txt], tmp_path / "afile" / "data", ["--out-dir", "afile"]
+        return tok_path, [txt], tmp_path / "afile" / "data", ["--out", "afile"]
     if case == "unwritable parent":
         if os.geteuid() == 0:
             pytest.skip("root ignores permissions")
         (tmp_path / "ro").mkdir(mode=0o500)
-        return tok_path, [txt], tmp_path / "ro" / "data", ["--out-dir", "cannot write"]
+        return tok_path, [txt], tmp_path / "ro" / "data", ["--out", "cannot write"]
     raise AssertionError(case)
 
 
@@ -638,8 +638,8 @@ STOPPING_PRETOKENIZE = """
 import os, sys, time
 from pathlib import Path
 
-import pretokenize.encode as encode
-from pretokenize.cli import main
+import gptkit.pretokenize.encode as encode
+from gptkit.pretokenize.cli import main
 
 pause_at, marker = int(os.environ["PAUSE_AT"]), Path(os.environ["PAUSE_MARKER"])
 steps = None  # of the commit so far; None outside it
@@ -697,8 +697,8 @@ def test_a_kill_at_any_step_of_the_commit_leaves_the_old_dataset_or_the_new(tmp_
     left = {"old": 0, "new": 0}  # datasets the kills left
     while True:
         target = 1 - current
-        args = ["--tokenizer", tok_path, "--input", corpora[target], "--out-dir", out, "--val-fraction", "0.25",
-                "--shard-tokens", 2000, "--workers", 1, "--quiet"]
+        args = ["--tokenizer", tok_path, "--input", corpora[target], "--out", out, "--val-fraction", "0.25",
+                "--shard-tokens", 2000, "--threads", 1, "--quiet"]
         proc = subprocess.Popen([sys.executable, "-c", STOPPING_PRETOKENIZE, *map(str, args)],
                                 cwd=Path(__file__).resolve().parents[1], stderr=subprocess.PIPE, text=True,
                                 env={**os.environ, "PAUSE_AT": str(pause_at), "PAUSE_MARKER": str(marker)})

@@ -5,11 +5,11 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from model.config import ModelConfig
-from model.info import training_memory
-from train.cli import cli
-from train.config import TrainConfig, load_train_config
-from train.recipe import DEFAULT_BUDGET, GPU_PRESET, LADDER, TOKENS_PER_PARAM, recipe, recipe_config
+from gptkit.model.config import ModelConfig
+from gptkit.model.info import training_memory
+from gptkit.train.cli import cli
+from gptkit.train.config import TrainConfig, load_train_config
+from gptkit.train.recipe import DEFAULT_BUDGET, GPU_PRESET, LADDER, TOKENS_PER_PARAM, recipe, recipe_config
 
 MINUTE = 60
 CORPORA = (50_000, 400_000, 4_000_000, 400_000_000)  # training tokens: ~100 KB to ~1 GB of text
@@ -64,13 +64,13 @@ def test_a_small_corpus_caps_the_model():
 @pytest.fixture(scope="module")
 def data(small_text, small_tokenizer, tmp_path_factory):
     """A shard directory of `small_text` (a few hundred KB) with the 450-token tokenizer."""
-    from pretokenize.cli import cli as pretokenize_cli
+    from gptkit.pretokenize.cli import cli as pretokenize_cli
 
     tmp = tmp_path_factory.mktemp("recipe")
     corpus = tmp / "corpus.txt"
     corpus.write_text(small_text)
     out = tmp / "data"
-    res = CliRunner().invoke(pretokenize_cli, ["--tokenizer", str(small_tokenizer[1]), "--input", str(corpus), "--out-dir",
+    res = CliRunner().invoke(pretokenize_cli, ["--tokenizer", str(small_tokenizer[1]), "--input", str(corpus), "--out",
                                                str(out), "--val-tokens", "2000", "--quiet"])
     assert res.exit_code == 0, res.output
     return out

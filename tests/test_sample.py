@@ -6,13 +6,13 @@ import pytest
 import torch
 from click.testing import CliRunner
 
-from model.checkpoint import load_model, save_model
-from model.config import ModelConfig
-from model.model import TransformerLM
-from sample.cli import cli
-from sample.generate import TextStream, filter_probs, generate, next_tokens
+from gptkit.model.checkpoint import load_model, save_model
+from gptkit.model.config import ModelConfig
+from gptkit.model.model import TransformerLM
+from gptkit.sample.cli import cli
+from gptkit.sample.generate import TextStream, filter_probs, generate, next_tokens
 from tests.conftest import assert_input_error
-from tokenizer.bpe import Tokenizer
+from gptkit.tokenizer.bpe import Tokenizer
 
 EOT = "<|endoftext|>"
 CONTEXT = 32

@@ -7,9 +7,9 @@ import zlib
 import numpy as np
 import pytest
 
-from shared.errors import InputError
-from shared.files import AtomicFile
-from shared.shards import (
+from gptkit.shared.errors import InputError
+from gptkit.shared.files import AtomicFile
+from gptkit.shared.shards import (
     HEADER_BYTES,
     ShardError,
     ShardHeader,
@@ -46,8 +46,8 @@ def shard_error(match, fn, *args, **kwargs):
     with pytest.raises(ShardError, match=match) as info:
         fn(*args, **kwargs)
     assert isinstance(info.value, InputError) and info.value.exit_code == 2
-    assert "\n" not in info.value.message
-    return info.value.message
+    assert "\n" not in str(info.value)
+    return str(info.value)
 
 
 # -- the header ------------------------------------------------------------------------------

@@ -1,5 +1,6 @@
-"""shared/: atomic writes, progress display, worker pools, the input error type."""
+"""shared/: atomic writes, progress display, worker pools, errors and what every command shares."""
 import io
+import logging
 import multiprocessing
 import os
 import signal
@@ -10,11 +11,12 @@ import click
 import pytest
 from click.testing import CliRunner
 
-import shared.progress
-from shared.errors import InputError
-from shared.files import atomic_write
-from shared.progress import Progress
-from shared.workers import process_pool
+import gptkit.shared.progress
+from gptkit.shared.cli import Command
+from gptkit.shared.errors import GptkitError, InputError, SettingError
+from gptkit.shared.files import atomic_write
+from gptkit.shared.progress import Progress
+from gptkit.shared.workers import process_pool
 
 
 # -- atomic_write ----------------------------------------------------------------------------
@@ -104,7 +106,7 @@ class Clock:
 @pytest.fixture
 def clock(monkeypatch):
     c = Clock()
-    monkeypatch.setattr(shared.progress, "time", types.SimpleNamespace(perf_counter=c))
+    monkeypatch.setattr(gptkit.shared.progress, "time", types.SimpleNamespace(perf_counter=c))
     return c
 
 
@@ -234,26 +236,44 @@ def test_process_pool_workers_ignore_sigint_parent_does_not():
 # -- InputError ------------------------------------------------------------------------------
 
 
-def test_input_error_type():
+def test_library_errors_are_plain_exceptions():
+    """A library caller catches them like any exception: no click in them."""
     e = InputError("corpus.txt: no such file")
-    assert isinstance(e, click.ClickException)
-    assert e.exit_code == InputError.exit_code == 2
-    assert e.format_message() == "corpus.txt: no such file"
+    assert not isinstance(e, click.ClickException) and isinstance(e, GptkitError)
+    assert (InputError.exit_code, GptkitError.exit_code) == (2, 1)
     assert str(e) == "corpus.txt: no such file"
+    setting = SettingError("batch_size", "0: expected a whole number, 1 or more")
+    assert str(setting) == "batch_size 0: expected a whole number, 1 or more"  # the library's name
 
 
-def test_input_error_in_a_command_is_one_line_with_status_2():
-    @click.command()
+@pytest.mark.parametrize("error, status, line", [
+    (InputError("data.txt: cannot read"), 2, "Error: data.txt: cannot read"),
+    (SettingError("batch_size", "0: expected 1 or more"), 2, "Error: --batch-size 0: expected 1 or more"),
+    (GptkitError("step 3: the loss is nan; stopping"), 1, "Error: step 3: the loss is nan; stopping"),
+])
+def test_a_library_error_in_a_command_is_one_line_with_its_status(error, status, line):
+    @click.command(cls=Command)
     @click.argument("path")
     def command(path):
-        raise InputError(f"{path}: cannot read")
+        raise error
 
     res = CliRunner().invoke(command, ["data.txt"])
-    assert res.exit_code == 2
+    assert res.exit_code == status
     assert res.stdout == ""
-    assert res.stderr == "Error: data.txt: cannot read\n"
-    with pytest.raises(InputError):
+    assert res.stderr == line + "\n"
+    with pytest.raises(click.ClickException) as info:
         command.main(["data.txt"], standalone_mode=False)
+    assert info.value.exit_code == status
+
+
+def test_warnings_go_through_logging_on_rank_0_only(monkeypatch):
+    @click.command(cls=Command)
+    def command():
+        logging.getLogger("gptkit.anything").warning("3 bytes replaced")
+
+    assert CliRunner().invoke(command, []).stderr == "warning: 3 bytes replaced\n"
+    monkeypatch.setenv("RANK", "1")
+    assert CliRunner().invoke(command, []).stderr == ""
 
 
 def test_progress_note_and_eta(capsys, clock):

@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from stories import story, write_corpus
-from stories.cli import cli, parse_size
-from stories.generate import ING, PAST, SEPARATOR, a, distinct_words, plural
-from stories.words import ACTIVITIES
-from shared.errors import InputError
+from gptkit.stories import story, write_corpus
+from gptkit.stories.cli import cli, parse_size
+from gptkit.stories.generate import ING, PAST, SEPARATOR, a, distinct_words, plural
+from gptkit.stories.words import ACTIVITIES
+from gptkit.shared.errors import InputError
 from tests.conftest import assert_input_error
 
 # Words that start with a vowel letter but take "a" (a unicorn): the only ones allowed after "a".
@@ -75,7 +75,7 @@ def test_size_below_one_byte_is_an_input_error(tmp_path):
 
 
 def test_write_is_atomic(tmp_path, monkeypatch):
-    import stories.generate
+    import gptkit.stories.generate
 
     path = tmp_path / "c.txt"
     path.write_text("old")
@@ -87,7 +87,7 @@ def test_write_is_atomic(tmp_path, monkeypatch):
             raise KeyboardInterrupt
         return "A story."
 
-    monkeypatch.setattr(stories.generate, "story", failing)
+    monkeypatch.setattr(gptkit.stories.generate, "story", failing)
     with pytest.raises(KeyboardInterrupt):
         write_corpus(path, 1_000_000)
     assert path.read_text() == "old" and [p.name for p in tmp_path.iterdir()] == ["c.txt"]
@@ -178,7 +178,7 @@ def test_cli_writes_the_file_and_reports(tmp_path):
 
 def test_python_dash_m_stories(tmp_path):
     out = tmp_path / "c.txt"
-    proc = subprocess.run([sys.executable, "-m", "stories", "--out", str(out), "--size", "3000", "--seed", "1"],
+    proc = subprocess.run([sys.executable, "-m", "gptkit.stories", "--out", str(out), "--size", "3000", "--seed", "1"],
                           capture_output=True, text=True, cwd=Path(__file__).resolve().parents[1])
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.startswith(f"wrote {out}: ") and out.stat().st_size >= 3000

@@ -14,11 +14,11 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-import tokenizer.bpe
-import tokenizer.files
-import tokenizer.train
-from tokenizer import Tokenizer
-from tokenizer.cli import cli
+import gptkit.tokenizer.bpe
+import gptkit.tokenizer.files
+import gptkit.tokenizer.train
+from gptkit.tokenizer import Tokenizer
+from gptkit.tokenizer.cli import cli
 
 REPO = Path(__file__).resolve().parents[1]
 GPT2_DATA = REPO.parent / "shared" / "data"
@@ -72,7 +72,7 @@ def train_args(inputs, out, vocab_size=300, *extra):
     args = ["train"]
     for i in inputs:
         args += ["--input", str(i)]
-    return args + ["--vocab-size", str(vocab_size), "--out", str(out), "--quiet", "--workers", "1", *extra]
+    return args + ["--vocab-size", str(vocab_size), "--out", str(out), "--quiet", "--threads", "1", *extra]
 
 
 def invoke_ok(runner, args, **kwargs):
@@ -173,7 +173,7 @@ def test_encode_large_file_streams_and_matches_whole_text(runner, tmp_path, corp
     assert path.stat().st_size > 1 << 20
 
     pieces = []
-    original = tokenizer.bpe.Tokenizer.encode_iterable
+    original = gptkit.tokenizer.bpe.Tokenizer.encode_iterable
 
     def spy(self, texts, allowed_special="all"):
         def counted():
@@ -183,7 +183,7 @@ def test_encode_large_file_streams_and_matches_whole_text(runner, tmp_path, corp
 
         return original(self, counted(), allowed_special)
 
-    monkeypatch.setattr(tokenizer.bpe.Tokenizer, "encode_iterable", spy)
+    monkeypatch.setattr(gptkit.tokenizer.bpe.Tokenizer, "encode_iterable", spy)
     res = invoke_ok(runner, ["encode", "-t", out, "--file", path])
     assert len(pieces) >= 3  # really streamed
     assert sum(pieces) == len(text)
@@ -228,7 +228,7 @@ def test_extra_positional_inputs_are_all_used(runner, tmp_path):
     assert not single_token(only_a, "zyzzyva") and not single_token(only_a, "xylograph")
 
     positional = tmp_path / "positional.json"
-    invoke_ok(runner, ["train", "--input", a, b, c, "--vocab-size", 340, "--out", positional, "-q", "--workers", 1])
+    invoke_ok(runner, ["train", "--input", a, b, c, "--vocab-size", 340, "--out", positional, "-q", "--threads", 1])
     for word in DISTINCT.values():
         assert single_token(positional, word), word
     repeated = trained(runner, tmp_path, [a, b, c], "repeated.json", 340)
@@ -255,13 +255,13 @@ def test_directory_input(runner, tmp_path):
 
 def test_workers_give_identical_files(runner, tmp_path, monkeypatch):
     # Small batches, so that 2 workers really share the counting.
-    monkeypatch.setattr(tokenizer.train, "BATCH_CHARS", 2000)
+    monkeypatch.setattr(gptkit.tokenizer.train, "BATCH_CHARS", 2000)
     corpus = write_corpus(tmp_path / "corpus.txt", make_docs(3, 300))
     outputs = []
     for workers in (1, 2):
         out = tmp_path / f"w{workers}.json"
         args = train_args([corpus], out, 320)
-        args[args.index("--workers") + 1] = str(workers)
+        args[args.index("--threads") + 1] = str(workers)
         invoke_ok(runner, args)
         outputs.append(out.read_bytes())
     assert outputs[0] == outputs[1]
@@ -421,7 +421,7 @@ def test_default_tokenizer_path_is_tokenizer_json_in_cwd(runner, tmp_path, corpu
     elsewhere.mkdir()
     monkeypatch.chdir(elsewhere)
     assert_input_error(runner.invoke(cli, ["info"]), "tokenizer.json")
-    invoke_ok(runner, ["train", "--input", corpus, "--vocab-size", 300, "-q", "--workers", 1])
+    invoke_ok(runner, ["train", "--input", corpus, "--vocab-size", 300, "-q", "--threads", 1])
     assert os.listdir(elsewhere) == ["tokenizer.json"]
     assert "vocab size: 300" in invoke_ok(runner, ["info"]).stdout
 
@@ -470,7 +470,7 @@ def test_interrupted_training_leaves_no_file(runner, corpus, out_dir, monkeypatc
     out = out_dir / "tok.json"
     if existing is not None:
         out.write_bytes(existing)
-    monkeypatch.setattr(tokenizer.train, "learn_merges", interrupt)
+    monkeypatch.setattr(gptkit.tokenizer.train, "learn_merges", interrupt)
     res = runner.invoke(cli, train_args([corpus], out))
     assert res.exit_code != 0
     assert "Traceback" not in res.output
@@ -493,7 +493,7 @@ def test_interrupt_while_writing_leaves_no_partial_file(runner, corpus, out_dir,
         assert any(name.startswith(".tok.json.tmp-") for name in os.listdir(out_dir))
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(tokenizer.files.json, "dump", half_written)
+    monkeypatch.setattr(gptkit.tokenizer.files.json, "dump", half_written)
     res = runner.invoke(cli, train_args([corpus], out))
     assert res.exit_code != 0
     assert sorted(os.listdir(out_dir)) == ([] if existing is None else ["tok.json"])
@@ -561,10 +561,10 @@ def test_convert_gpt2(runner, tmp_path):
 def test_python_dash_m_help(tmp_path):
     env = dict(os.environ, PYTHONPATH=str(REPO))
     proc = subprocess.run(
-        [sys.executable, "-m", "tokenizer", "--help"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60
+        [sys.executable, "-m", "gptkit.tokenizer", "--help"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60
     )
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.startswith("Usage: tokenizer ")
+    assert proc.stdout.startswith("Usage: gptkit tokenizer ")
     commands = proc.stdout.split("Commands:", 1)[1].split()
     for command in ("train", "convert", "encode", "decode", "info"):
         assert command in commands

@@ -6,10 +6,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from shared.corpus import Corpus
-from shared.errors import InputError
-from tokenizer import split, train_bpe
-from tokenizer.train import _descending, learn_merges
+from gptkit.shared.corpus import Corpus
+from gptkit.shared.errors import InputError
+from gptkit.tokenizer import split, train_bpe
+from gptkit.tokenizer.train import _descending, learn_merges
 
 from .conftest import english_like
 
@@ -97,7 +97,7 @@ def test_special_tokens_are_never_counted(tmp_path):
 
 
 def test_one_and_two_workers_give_identical_files(tmp_path, monkeypatch):
-    monkeypatch.setattr("tokenizer.train.BATCH_CHARS", 10_000)  # many batches, spread over workers
+    monkeypatch.setattr("gptkit.tokenizer.train.BATCH_CHARS", 10_000)  # many batches, spread over workers
     docs = [english_like(400, seed=s) for s in range(60)]
     path = tmp_path / "corpus.txt"
     path.write_text("<|endoftext|>".join(docs))

@@ -23,17 +23,17 @@ import torch
 from click.testing import CliRunner
 from safetensors.torch import load_file
 
-from model.checkpoint import load_model
-from model.config import ModelConfig
-from model.model import TransformerLM
-from shared.errors import InputError
-from shared.shards import ShardHeader
+from gptkit.model.checkpoint import load_model
+from gptkit.model.config import ModelConfig
+from gptkit.model.model import TransformerLM
+from gptkit.shared.errors import InputError
+from gptkit.shared.shards import ShardHeader
 from tests.conftest import assert_input_error, english_like
-from train.cli import cli
-from train.config import TrainConfig, load_train_config, preset_names
-from train.data import Loader, ShardData
-from train.optim import AdamW, Muon, Schedule, build_optimizers, lr_scale, orthogonalize
-from train.trainer import Trainer, TrainingError, train
+from gptkit.train.cli import cli
+from gptkit.train.config import TrainConfig, load_train_config, preset_names
+from gptkit.train.data import Loader, ShardData
+from gptkit.train.optim import AdamW, Muon, Schedule, build_optimizers, lr_scale, orthogonalize
+from gptkit.train.trainer import Trainer, TrainingError, train
 
 ROOT = Path(__file__).resolve().parents[1]
 ENV = {**{k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK")}, "OMP_NUM_THREADS": "1"}
@@ -46,8 +46,8 @@ SIGNALS = (signal.SIGINT, signal.SIGTERM)
 @pytest.fixture(scope="module")
 def data(small_tokenizer, tmp_path_factory):
     """A pretokenize directory: 60 documents (54 train, 6 val) in several train shards."""
-    from pretokenize.encode import Split, encode_corpus
-    from shared.corpus import Corpus
+    from gptkit.pretokenize.encode import Split, encode_corpus
+    from gptkit.shared.corpus import Corpus
 
     tok, _ = small_tokenizer
     root = tmp_path_factory.mktemp("trainer-data")
@@ -131,7 +131,7 @@ def global_norm(grads):
 
 
 def python_train(*args, **popen):
-    return subprocess.Popen([sys.executable, "-m", "train", *map(str, args)], cwd=ROOT, env=ENV, text=True,
+    return subprocess.Popen([sys.executable, "-m", "gptkit.train", *map(str, args)], cwd=ROOT, env=ENV, text=True,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, **popen)
 
 
@@ -469,7 +469,7 @@ def test_resume_extends_or_shortens_a_run_from_where_it_stopped(data, model_json
 
 
 def test_max_time_plans_the_steps_to_end_on_time(data, model_json, tmp_path, monkeypatch):
-    monkeypatch.setattr("train.trainer.UNPLANNED", 50_000)  # a planning bug ends the test instead of running forever
+    monkeypatch.setattr("gptkit.train.trainer.UNPLANNED", 50_000)  # a planning bug ends the test instead of running forever
     run = tmp_path / "run"
     res = invoke(*flags(data=data, out=run, model=model_json, device="cpu", batch_size=4, context_length=32, max_time="2s",
                         warmup_steps=2, eval_interval=0, eval_tokens=256, log_interval=5, checkpoint_interval=0))
@@ -558,7 +558,7 @@ def test_a_non_finite_loss_between_syncs_is_caught_and_never_checkpointed(data, 
 
 
 def test_validation_reports_bits_per_byte_of_the_text(data, model_json, tmp_path):
-    from train.data import data_tokenizer, eval_sequences
+    from gptkit.train.data import data_tokenizer, eval_sequences
 
     run = tmp_path / "run"
     train(config(data, run, model_json, max_steps=3, eval_interval=3, eval_tokens=1024))
@@ -666,13 +666,13 @@ def torchrun(processes, *args):
     """`torchrun --standalone --nproc_per_node=N -m train ARGS` (as `python -m torch.distributed.run`,
     which needs no PATH)."""
     return subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={processes}",
-                           "-m", "train", *map(str, args)], cwd=ROOT, env=ENV, capture_output=True, text=True, timeout=180)
+                           "-m", "gptkit.train", *map(str, args)], cwd=ROOT, env=ENV, capture_output=True, text=True, timeout=180)
 
 
 @pytest.mark.parametrize("optimizer", ["adamw", "muon"])
 def test_ddp_on_two_processes_matches_one(data, model_json, tmp_path, optimizer):
     common = run_flags(data, None, model_json, batch_size=4, grad_accum=2, max_steps=4, eval_interval=2, optimizer=optimizer)
-    single = subprocess.run([sys.executable, "-m", "train", *common, "--out", tmp_path / "one"], cwd=ROOT, env=ENV,
+    single = subprocess.run([sys.executable, "-m", "gptkit.train", *common, "--out", tmp_path / "one"], cwd=ROOT, env=ENV,
                             capture_output=True, text=True, timeout=120)
     assert single.returncode == 0, single.stderr
     ddp = torchrun(2, *common, "--out", tmp_path / "two")
@@ -691,7 +691,7 @@ def test_torchrun_with_one_process_takes_the_distributed_path(data, model_json, 
     """One process under torchrun runs the process group, the DDP wrapper and every collective,
     so a single GPU tests what eight would (here on gloo), and trains as a plain process does."""
     common = run_flags(data, None, model_json, max_steps=3, eval_interval=3, optimizer="muon")
-    assert subprocess.run([sys.executable, "-m", "train", *common, "--out", tmp_path / "plain"], cwd=ROOT, env=ENV,
+    assert subprocess.run([sys.executable, "-m", "gptkit.train", *common, "--out", tmp_path / "plain"], cwd=ROOT, env=ENV,
                           capture_output=True, timeout=120).returncode == 0
     one = torchrun(1, *common, "--out", tmp_path / "one")
     assert one.returncode == 0, one.stderr[-3000:]
@@ -714,8 +714,8 @@ def test_bad_data_directories(data, model_json, small_tokenizer, tmp_path):
     shutil.copy(small_tokenizer[1], empty / "tokenizer.json")
     assert_input_error(invoke(*base_flags(empty, tmp_path / "r", model_json)), "--data", "no train shards")
 
-    from pretokenize.encode import Split, encode_corpus
-    from shared.corpus import Corpus
+    from gptkit.pretokenize.encode import Split, encode_corpus
+    from gptkit.shared.corpus import Corpus
 
     (tmp_path / "tiny.txt").write_text("the cat sat<|endoftext|>on the mat")
     encode_corpus(Corpus([tmp_path / "tiny.txt"]), small_tokenizer[0], tmp_path / "tiny", split=Split(val_fraction=0.5), quiet=True)
@@ -738,9 +738,9 @@ def test_bad_settings(data, model_json, tmp_path):
 
 
 def test_shards_of_another_tokenizer_are_refused(data, model_json, small_tokenizer, tmp_path):
-    from pretokenize.encode import Split, encode_corpus
-    from shared.corpus import Corpus
-    from tokenizer import Tokenizer, train_bpe
+    from gptkit.pretokenize.encode import Split, encode_corpus
+    from gptkit.shared.corpus import Corpus
+    from gptkit.tokenizer import Tokenizer, train_bpe
 
     text = english_like(20_000, seed=5).replace("the", "thy")
     (tmp_path / "other.txt").write_text("<|endoftext|>".join(text[i : i + 5000] for i in range(0, len(text), 5000)))
@@ -771,7 +771,7 @@ def test_plain_llmc_shards_train_with_a_warning(data, model_json, tmp_path):
 # -- the CLI end to end ---------------------------------------------------------------------------------
 
 def test_cli_trains_logs_checkpoints_and_samples(data, model_json, tmp_path):
-    from sample.cli import cli as sample_cli
+    from gptkit.sample.cli import cli as sample_cli
 
     run = tmp_path / "runs/NAME"
     res = invoke(*flags(data=data, out=run, model=model_json, device="cpu", batch_size=8, context_length=32, max_steps=30,

@@ -23,8 +23,8 @@ from itertools import accumulate, chain, compress, islice, repeat
 import numpy as np
 import regex
 
-from shared.errors import InputError
-from shared.workers import process_pool
+from gptkit.shared.errors import InputError
+from gptkit.shared.workers import process_pool
 
 from . import split
 

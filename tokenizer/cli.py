@@ -1,7 +1,6 @@
 """`tokenizer`: train a byte-level BPE, encode, decode, inspect. Run `tokenizer --help`."""
 import io
 import json
-import os
 import sys
 import time
 from itertools import islice
@@ -9,10 +8,10 @@ from pathlib import Path
 
 import click
 
-from shared.cli import Group
-from shared.corpus import DEFAULT_SEPARATOR, Corpus
-from shared.errors import InputError
-from shared.text import without_surrogates
+from gptkit.shared.cli import CONTEXT, Group, threads_option, version_option
+from gptkit.shared.corpus import DEFAULT_SEPARATOR, Corpus
+from gptkit.shared.errors import InputError
+from gptkit.shared.text import without_surrogates
 
 DEFAULT_PATH = "tokenizer.json"
 tokenizer_option = click.option(
@@ -20,7 +19,8 @@ tokenizer_option = click.option(
 )
 
 
-@click.group(cls=Group, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.group(cls=Group, context_settings=CONTEXT)
+@version_option
 def cli():
     """Byte-level BPE tokenizers in the format of HF `tokenizers` (tokenizer.json)."""
 
@@ -31,12 +31,12 @@ def cli():
 @click.option("--vocab-size", type=int, required=True, help="Tokens in all: 256 bytes + merges + special tokens.")
 @click.option("--special-token", "special_tokens", multiple=True, default=["<|endoftext|>"], show_default=True, help="Repeatable.")
 @click.option("--out", default=DEFAULT_PATH, show_default=True, metavar="PATH", help="Where to write tokenizer.json.")
-@click.option("--workers", type=click.IntRange(min=1), default=os.cpu_count(), show_default="all cores", help="Processes counting pre-tokens.")
+@threads_option("Processes counting pre-tokens (one thread each).")
 @click.option("--max-bytes", type=click.IntRange(min=1), metavar="B", help="Train on the first B bytes of the corpus (whole documents).")
 @click.option("--separator", default=DEFAULT_SEPARATOR, show_default=True, help="What separates documents in .txt files.")
 @click.option("--text-field", default="text", show_default=True, help="The text field of .jsonl records / column of .parquet files.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress display.")
-def train(inputs, more_inputs, vocab_size, special_tokens, out, workers, max_bytes, separator, text_field, quiet):
+def train(inputs, more_inputs, vocab_size, special_tokens, out, threads, max_bytes, separator, text_field, quiet):
     """Learn a byte-level BPE from text corpora (GPT-2 pre-tokenization)."""
     from .train import train_bpe
 
@@ -46,7 +46,7 @@ def train(inputs, more_inputs, vocab_size, special_tokens, out, workers, max_byt
     _check_out(out)
     start = time.perf_counter()
     corpus = Corpus(inputs, separator=separator or None, text_field=text_field)
-    tokenizer = train_bpe(corpus, vocab_size, special_tokens, workers=workers, max_bytes=max_bytes, quiet=quiet)
+    tokenizer = train_bpe(corpus, vocab_size, special_tokens, workers=threads, max_bytes=max_bytes, quiet=quiet)
     _save(tokenizer, out)
     click.echo(
         f"wrote {out}: {tokenizer.vocab_size:,} tokens ({len(tokenizer.merges):,} merges, "
@@ -170,4 +170,4 @@ def _open_text(path):
 
 
 def main():
-    cli(prog_name="tokenizer")
+    cli(prog_name="gptkit tokenizer")

@@ -14,8 +14,8 @@ import json
 
 import regex
 
-from shared.errors import InputError
-from shared.files import atomic_write
+from gptkit.shared.errors import InputError
+from gptkit.shared.files import atomic_write
 
 from . import split
 

@@ -16,10 +16,10 @@ from itertools import chain, islice
 
 import numpy as np
 
-from shared.corpus import Corpus
-from shared.errors import InputError
-from shared.progress import Progress
-from shared.workers import process_pool
+from gptkit.shared.corpus import Corpus
+from gptkit.shared.errors import InputError
+from gptkit.shared.progress import Progress
+from gptkit.shared.workers import process_pool
 
 from . import split
 from .bpe import Tokenizer

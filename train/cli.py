@@ -10,8 +10,8 @@ from pathlib import Path
 
 import click
 
-from shared.cli import DefaultGroup
-from shared.errors import InputError
+from gptkit.shared.cli import CONTEXT, DefaultGroup, threads_option, use_threads, version_option
+from gptkit.shared.errors import InputError
 
 from .config import HELP, TrainConfig, load_train_config, option_specs, preset_names, with_length
 from .recipe import recipe_config
@@ -29,7 +29,8 @@ def _setting_options(command):
     return command
 
 
-@click.group(cls=DefaultGroup, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110})
+@click.group(cls=DefaultGroup, context_settings=CONTEXT)
+@version_option
 def cli():
     """Train a model on token shards (`run`, the default command), then `plot` its metrics."""
 
@@ -41,12 +42,14 @@ def cli():
 @click.option("--resume", is_flag=True, help="Continue the run in --out from its latest checkpoint, with its saved settings.")
 @click.option("--from-checkpoint", metavar="DIR", help="With --resume: start from this checkpoint of the run instead of "
               "the latest (e.g. when the latest is damaged).")
+@threads_option("Threads of torch's CPU kernels, per process.")
 @_setting_options
-def run(config_name, resume, from_checkpoint, **settings):
+def run(config_name, resume, from_checkpoint, threads, **settings):
     """Train a Llama-style model on the shards of a pretokenize directory; checkpoints and
     metrics go to --out. Multi-GPU: torchrun --nproc_per_node=N -m train ..."""
     from .trainer import load_run_config, train
 
+    use_threads(threads)
     overrides = {k: v for k, v in settings.items() if v is not None}
     if resume:
         if "out" not in overrides:
@@ -127,4 +130,4 @@ def _unigram_entropy(run_dir):
 
 
 def main():
-    cli(prog_name="train")
+    cli(prog_name="gptkit train")

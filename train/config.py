@@ -9,8 +9,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-import shared.config
-from shared.errors import InputError
+from gptkit.shared import config as config_files
+from gptkit.shared.errors import InputError
 
 PRESETS_DIR = Path(__file__).parent / "presets"
 
@@ -161,14 +161,14 @@ HELP = {
 
 
 def preset_names():
-    return shared.config.preset_names(PRESETS_DIR)
+    return config_files.preset_names(PRESETS_DIR)
 
 
 def load_train_config(name_or_path=None, overrides=None) -> TrainConfig:
     """A preset or JSON file of settings (unknown keys are errors), then `overrides` on top."""
     settings = {}
     if name_or_path is not None:
-        settings, path = shared.config.read_settings(name_or_path, PRESETS_DIR, "training settings")
+        settings, path = config_files.read_settings(name_or_path, PRESETS_DIR, "training settings")
         unknown = sorted(set(settings) - set(FIELDS))
         if unknown:
             raise InputError(f"--config {path}: unknown setting {unknown[0]!r} (known: {', '.join(FIELDS)})")

@@ -13,12 +13,14 @@ state is the step.
 """
 from __future__ import annotations
 
-import sys
+import logging
 
 import numpy as np
 
-from shared.errors import InputError
-from shared.shards import open_shard, read_manifest, shard_paths, verify_shard
+from gptkit.shared.errors import InputError
+from gptkit.shared.shards import open_shard, read_manifest, shard_paths, verify_shard
+
+log = logging.getLogger(__name__)
 
 
 class ShardData:
@@ -34,8 +36,8 @@ class ShardData:
         self.shards = [(verify_shard if verify else open_shard)(p, vocab_size) for p in paths]
         plain = [s.path.name for s in self.shards if not s.header.extended]
         if plain:
-            print(f"warning: {directory}: {len(plain)} plain llm.c shard(s) (e.g. {plain[0]}) carry no tokenizer "
-                  "fingerprint: cannot check that they match the model's tokenizer", file=sys.stderr)
+            log.warning(f"{directory}: {len(plain)} plain llm.c shard(s) (e.g. {plain[0]}) carry no tokenizer "
+                        "fingerprint: cannot check that they match the model's tokenizer")
         for shard in self.shards:
             if shard.header.extended and shard.header.fingerprint != fingerprint:
                 raise InputError(f"{shard.path}: written with tokenizer {shard.header.fingerprint}, "
@@ -109,7 +111,7 @@ def data_tokenizer(directory):
     """The tokenizer.json of a shard directory (pretokenize copies it there)."""
     from pathlib import Path
 
-    from tokenizer import Tokenizer
+    from gptkit.tokenizer import Tokenizer
 
     path = Path(directory) / "tokenizer.json"
     if not path.is_file():

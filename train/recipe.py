@@ -109,8 +109,8 @@ def recipe(train_tokens, vocab_size, budget_seconds, threads) -> Recipe:
     """The largest shape of LADDER that trains on TOKENS_PER_PARAM tokens per parameter in
     `budget_seconds` on `threads` CPU threads and has at most MAX_PARAMS_PER_TOKEN parameters
     per training token; the smallest shape if none does."""
-    from model.config import ModelConfig
-    from model.info import model_cost
+    from gptkit.model.config import ModelConfig
+    from gptkit.model.info import model_cost
 
     flops = CPU_FLOPS_PER_THREAD * threads * budget_seconds
 
@@ -166,7 +166,7 @@ def _log(line):
 
 def _train_tokens(data):
     """Training tokens of a shard directory: its manifest's count, else the shards' own."""
-    from shared.shards import open_shard, read_manifest, shard_paths
+    from gptkit.shared.shards import open_shard, read_manifest, shard_paths
 
     totals = (read_manifest(data) or {}).get("totals", {}).get("train", {})
     if "tokens" in totals:

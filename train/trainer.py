@@ -24,13 +24,13 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
-from model.checkpoint import load_model, save_model
-from model.config import ModelConfig, load_config
-from model.info import model_cost
-from model.model import TransformerLM
-from shared.checkpoint import CheckpointError, check_file, read_checkpoint_config, read_tensors
-from shared.errors import InputError
-from shared.files import atomic_write
+from gptkit.model.checkpoint import load_model, save_model
+from gptkit.model.config import ModelConfig, load_config
+from gptkit.model.info import model_cost
+from gptkit.model.model import TransformerLM
+from gptkit.shared.checkpoint import CheckpointError, check_file, read_checkpoint_config, read_tensors
+from gptkit.shared.errors import InputError
+from gptkit.shared.files import atomic_write
 
 from .config import FIELDS, LENGTH, RESUME_FIXED, TrainConfig, parse_duration
 from .data import Loader, ShardData, data_tokenizer, eval_sequences, unigram_entropy
@@ -334,7 +334,7 @@ class Trainer:
         self._log(line)
 
     def _sample(self):
-        from sample.generate import generate
+        from gptkit.sample.generate import generate
 
         self.model.eval()
         eot = self.tokenizer.special_tokens.get("<|endoftext|>")

@@ -1,0 +1,14 @@
+"""gptkit: from raw text to a trained GPT-style language model and back to text.
+
+The stages are subpackages with a command each (`gptkit --help`):
+
+    gptkit.tokenizer    byte-level BPE: train, encode, decode; tokenizer.json (HF tokenizers format)
+    gptkit.pretokenize  corpora -> llm.c-style .bin token shards and a manifest
+    gptkit.model        the Llama-style TransformerLM, its checkpoints, decoding, HF export
+    gptkit.train        the trainer: shards -> checkpoints
+    gptkit.sample       checkpoints -> text
+    gptkit.shared       what the stages agree on: corpora, shards, errors, atomic files
+    gptkit.stories      the generated demo corpus
+"""
+
+__version__ = "0.2.0"

@@ -1,4 +1,4 @@
-"""Benchmark sampling (`sample.generate`) against Hugging Face `transformers` on the same weights.
+"""Benchmark sampling (`gptkit.model.generate`) against Hugging Face `transformers` on the same weights.
 
     python bench/sample.py [--threads 2] [--new-tokens 256] [--prompt-tokens 16] [--repeat 5]
 
@@ -11,10 +11,10 @@ Four modes, each in a fresh child process (this script, hidden sub-command `_one
 one fixed random prompt, temperature 0.8, top-p 0.9, no top-k, exactly --new-tokens new tokens
 (end-of-text never stops a run):
 
-  ours            `sample.generate.generate`: prefill, then one token per step with the KV cache
+  ours            `gptkit.model.generate.generate`: prefill, then one token per step with the KV cache
   hf              `LlamaForCausalLM.generate(do_sample=True, use_cache=True)`
   ours_nocache    the naive loop: every step runs our model's full forward over the whole
-                  sequence so far and samples from the last logits with `sample.generate.next_tokens`
+                  sequence so far and samples from the last logits with `gptkit.model.generate.next_tokens`
   hf_nocache      `LlamaForCausalLM.generate(do_sample=True, use_cache=False)`
 
 A run is timed from the prompt to the last new token (prefill included); tokens/s is new tokens
@@ -98,7 +98,7 @@ def prompt_ids(n, seed):
 
 
 def ours_cache(model, prompt, n, temperature, seed):
-    from gptkit.sample.generate import generate
+    from gptkit.model.generate import generate
 
     return [int(t) for t in generate(model, prompt, max_new_tokens=n, num_samples=1, temperature=temperature,
                                      top_p=TOP_P, top_k=TOP_K, seed=seed)]
@@ -107,7 +107,7 @@ def ours_cache(model, prompt, n, temperature, seed):
 def ours_nocache(model, prompt, n, temperature, seed):
     import torch
 
-    from gptkit.sample.generate import next_tokens
+    from gptkit.model.generate import next_tokens
 
     generator = torch.Generator().manual_seed(seed)
     with torch.inference_mode():

@@ -1,11 +1,41 @@
-"""A TransformerLM to and from a checkpoint directory (the layout is in shared/checkpoint.py)."""
+"""Checkpoint directories: a TransformerLM, its tokenizer and its config, which the model, train
+and sample stages pass each other. This module is the one place that knows the layout:
+
+    DIR/model.safetensors   the weights (tied weights stored once, under the embedding's name)
+    DIR/config.json         {"format", "version", "model": {...ModelConfig...},
+                             "tokenizer": {fingerprint, vocab_size, eot_id},
+                             "crc32": {file: CRC-32 of every other file of the directory}}
+    DIR/tokenizer.json      a copy of the tokenizer, so the directory is self-contained
+
+The trainer adds its own files beside these (`extra_files`). Nothing is pickled: tensors are
+safetensors, everything else JSON. safetensors has no checksum of its own, so config.json,
+written last, carries a CRC-32 of every other file, checked when a file is read. A directory is
+written under a temporary name and renamed into place; it replaces only a checkpoint (an
+existing path that is anything else is refused unless `overwrite`).
+
+`tokenizer.eot_id` is the end-of-text token that ends (and so starts) every training document:
+decoding puts it before a prompt and stops at it. Checkpoints written before it was recorded
+take the tokenizer's <|endoftext|>.
+"""
 from __future__ import annotations
 
-from gptkit.shared.checkpoint import (MODEL_FILE, TOKENIZER_FILE, CheckpointError, check_file, read_checkpoint_config, read_tensors,
-                               write_checkpoint)
+import json
+import zlib
+from pathlib import Path
+
+from gptkit.shared.errors import InputError
+from gptkit.shared.files import atomic_directory
+from gptkit.shared.text import EOT
 
 from .config import ModelConfig
 from .model import TransformerLM
+
+FORMAT, VERSION = "gptkit-checkpoint", 1
+MODEL_FILE, CONFIG_FILE, TOKENIZER_FILE = "model.safetensors", "config.json", "tokenizer.json"
+
+
+class CheckpointError(InputError):
+    """A checkpoint directory that is missing, incomplete or inconsistent."""
 
 
 def model_tensors(model: TransformerLM) -> dict:
@@ -16,8 +46,27 @@ def model_tensors(model: TransformerLM) -> dict:
     return state
 
 
-def save_model(model: TransformerLM, tokenizer, directory, extra_files=None, overwrite=False):
-    write_checkpoint(directory, model_tensors(model), model.config.to_dict(), tokenizer, extra_files, overwrite)
+def save_model(model: TransformerLM, tokenizer, directory, *, eot_id=None, extra_files=None, overwrite=False):
+    """Write a checkpoint directory atomically (see the module's docstring).
+
+    `tokenizer`: a gptkit.tokenizer.Tokenizer; `eot_id`: the end-of-text id of its training data
+    (None: none); `extra_files`: name -> a function that writes that file given its path (the
+    trainer's state). An existing `directory` that is not a checkpoint is refused unless `overwrite`.
+    """
+    from safetensors.torch import save_file
+
+    directory = Path(directory)
+    check_target(directory, overwrite)
+    with atomic_directory(directory) as tmp:
+        save_file({k: v.detach().contiguous().cpu() for k, v in model_tensors(model).items()}, tmp / MODEL_FILE,
+                  metadata={"format": "pt"})
+        tokenizer.save(tmp / TOKENIZER_FILE)
+        for name, write in (extra_files or {}).items():
+            write(tmp / name)
+        config = {"format": FORMAT, "version": VERSION, "model": model.config.to_dict(),
+                  "tokenizer": {"fingerprint": tokenizer.fingerprint, "vocab_size": tokenizer.vocab_size, "eot_id": eot_id},
+                  "crc32": {path.name: file_crc32(path) for path in sorted(tmp.iterdir())}}
+        (tmp / CONFIG_FILE).write_text(json.dumps(config, indent=2) + "\n")
 
 
 def load_model(directory, device="cpu"):
@@ -47,3 +96,81 @@ def load_model(directory, device="cpu"):
         raise CheckpointError(f"{directory}/{MODEL_FILE}: tensor {extra[0]!r} is not part of the model the config describes")
     model.load_state_dict(tensors, strict=False)  # strict would miss a tied head, which is the embedding
     return model.to(device), tokenizer
+
+
+def eot_id(directory, tokenizer) -> int | None:
+    """The end-of-text id a checkpoint records (None: its data had none)."""
+    recorded = read_checkpoint_config(directory).get("tokenizer", {})
+    if "eot_id" in recorded:
+        value = recorded["eot_id"]
+        if value is not None and not (type(value) is int and 0 <= value < tokenizer.vocab_size):
+            raise CheckpointError(f"{Path(directory) / CONFIG_FILE}: tokenizer.eot_id is {value!r}, expected a token id or null")
+        return value
+    return tokenizer.special_tokens.get(EOT)  # written before the id was recorded
+
+
+def check_target(directory, overwrite=False):
+    """Refuse to write a checkpoint over an existing path that is not a checkpoint (a user's
+    directory or file), unless `overwrite`."""
+    directory = Path(directory)
+    if (directory.exists() or directory.is_symlink()) and not overwrite and not is_checkpoint(directory):
+        what = "a directory that is not a checkpoint" if directory.is_dir() else "a file"
+        raise CheckpointError(f"{directory}: exists and is {what}; choose another path, or pass --overwrite to replace it")
+
+
+def is_checkpoint(directory) -> bool:
+    """Whether `directory` holds a checkpoint's config.json (ours to replace)."""
+    try:
+        return json.loads((Path(directory) / CONFIG_FILE).read_text()).get("format") == FORMAT
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
+def file_crc32(path) -> int:
+    crc = 0
+    with open(path, "rb") as f:
+        while block := f.read(1 << 24):
+            crc = zlib.crc32(block, crc)
+    return crc
+
+
+def check_file(directory, name, config=None):
+    """The path of file `name` of a checkpoint, after checking its CRC-32 against the one
+    config.json records (checkpoints written before checksums were recorded pass)."""
+    path = Path(directory) / name
+    if not path.is_file():
+        raise CheckpointError(f"{path}: missing")
+    expected = (config if config is not None else read_checkpoint_config(directory)).get("crc32", {}).get(name)
+    if expected is not None and file_crc32(path) != expected:
+        raise CheckpointError(f"{path}: corrupted (its CRC-32 differs from the one {CONFIG_FILE} records)")
+    return path
+
+
+def read_checkpoint_config(directory) -> dict:
+    """The checked config.json of a checkpoint directory whose three files are all present."""
+    directory = Path(directory)
+    if not directory.is_dir():
+        raise CheckpointError(f"{directory}: no such checkpoint directory")
+    for name in (MODEL_FILE, CONFIG_FILE, TOKENIZER_FILE):
+        if not (directory / name).is_file():
+            raise CheckpointError(f"{directory}: incomplete checkpoint, no {name} (expected {MODEL_FILE}, {CONFIG_FILE}, {TOKENIZER_FILE})")
+    try:
+        config = json.loads((directory / CONFIG_FILE).read_text())
+    except ValueError as e:
+        raise CheckpointError(f"{directory / CONFIG_FILE}: not valid JSON ({e})") from None
+    if not isinstance(config, dict) or config.get("format") != FORMAT or not isinstance(config.get("model"), dict):
+        raise CheckpointError(f"{directory / CONFIG_FILE}: not a checkpoint config (expected \"format\": \"{FORMAT}\" and a \"model\" object)")
+    return config
+
+
+def read_tensors(directory, name=MODEL_FILE, config=None, device="cpu") -> dict:
+    """The tensors of a checkpoint's safetensors file, checksum checked (safetensors: no code
+    runs while loading)."""
+    from safetensors import SafetensorError
+    from safetensors.torch import load_file
+
+    path = check_file(directory, name, config)
+    try:
+        return load_file(path, device=str(device))
+    except (SafetensorError, OSError) as e:
+        raise CheckpointError(f"{path}: not a readable safetensors file ({e})") from None

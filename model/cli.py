@@ -54,10 +54,10 @@ def init(config_name, tokenizer_path, out, seed, overwrite):
     """Write a randomly initialized checkpoint (model.safetensors, config.json, tokenizer.json)."""
     import torch
 
-    from gptkit.shared.checkpoint import check_target
+    from gptkit.shared.text import EOT
     from gptkit.tokenizer import Tokenizer
 
-    from .checkpoint import save_model
+    from .checkpoint import check_target, save_model
     from .model import TransformerLM
 
     config = load_config(config_name)
@@ -71,15 +71,15 @@ def init(config_name, tokenizer_path, out, seed, overwrite):
     torch.manual_seed(seed)
     model = TransformerLM(config)
     try:
-        save_model(model, tokenizer, out, overwrite=overwrite)
+        save_model(model, tokenizer, out, eot_id=tokenizer.special_tokens.get(EOT), overwrite=overwrite)
     except OSError as e:
         raise InputError(f"--out {out}: cannot write ({e.strerror})") from None
     click.echo(f"wrote {out}: {model.num_params():,} parameters, tokenizer {tokenizer.fingerprint}")
 
 
 @cli.command("export-hf")
-@click.argument("checkpoint", metavar="CHECKPOINT")
-@click.argument("out_dir", metavar="OUT_DIR")
+@click.option("--checkpoint", required=True, metavar="DIR", help="A checkpoint directory (a run's latest, or any of its checkpoints).")
+@click.option("--out", "out_dir", required=True, metavar="DIR", help="The Hugging Face model directory to write (new, or an earlier export).")
 def export_hf(checkpoint, out_dir):
     """Write a Hugging Face model directory (LlamaForCausalLM, or Qwen3ForCausalLM with QK-norm)."""
     from .hf import export_hf
@@ -87,7 +87,7 @@ def export_hf(checkpoint, out_dir):
     try:
         export_hf(checkpoint, out_dir)
     except OSError as e:
-        raise InputError(f"OUT_DIR {out_dir}: cannot write ({e.strerror})") from None
+        raise InputError(f"--out {out_dir}: cannot write ({e.strerror})") from None
     click.echo(f"wrote {out_dir}: load with transformers.AutoModelForCausalLM.from_pretrained({str(out_dir)!r})")
 
 

@@ -4,8 +4,9 @@ converter and the Hub, with the tokenizer for `AutoTokenizer`.
 
 Our RoPE already uses Llama's "rotate half" layout, so the weights are only renamed.
 
-The exported model generates what `sample` generates: `sample` puts <|endoftext|> before the
-prompt, since every training document starts after one, so the exported tokenizer.json adds
+The exported model generates what `sample` generates: `sample` puts the end-of-text token the
+checkpoint records before the prompt, since every training document starts after one, so the
+exported tokenizer.json adds
 it too (a TemplateProcessing post-processor: `AutoTokenizer(text)` gives [eot] + the ids
 of text), and config.json and generation_config.json name it as BOS, EOS and padding. The
 tokenizer.json of our own checkpoints and data directories has no post-processor: there the
@@ -14,14 +15,12 @@ ids of a text are the text's alone, and the code that frames documents adds the 
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
-from gptkit.shared.errors import InputError
-from gptkit.shared.files import atomic_write
-from gptkit.tokenizer.files import hf_json
+from gptkit.shared.errors import SettingError
+from gptkit.shared.files import atomic_path, atomic_write
 
-from .checkpoint import load_model, model_tensors
+from .checkpoint import eot_id as checkpoint_eot_id, load_model, model_tensors
 
 _LAYER_NAMES = {
     "attention_norm": "input_layernorm",
@@ -82,7 +81,7 @@ def hf_config(config, eot_id):
 def hf_tokenizer_json(tokenizer, bos_token):
     """The tokenizer.json to export: ours, and a post-processor putting `bos_token` before each text
     (and between the two texts of a pair, as between documents in training)."""
-    data = hf_json(tokenizer)
+    data = tokenizer.to_json()
     if bos_token is not None:
         bos = {"SpecialToken": {"id": bos_token, "type_id": 0}}
         text_a, text_b = ({"Sequence": {"id": name, "type_id": 0}} for name in "AB")
@@ -99,27 +98,22 @@ def hf_tokenizer_json(tokenizer, bos_token):
 EXPORT_FILES = {"config.json", "model.safetensors", "generation_config.json", "tokenizer.json", "tokenizer_config.json"}
 
 
-def export_hf(checkpoint, out_dir, eot_token="<|endoftext|>"):
+def export_hf(checkpoint, out_dir):
     """Write config.json, model.safetensors, generation_config.json and the tokenizer files."""
     from safetensors.torch import save_file
 
     model, tokenizer = load_model(checkpoint)
-    eot_id = tokenizer.special_tokens.get(eot_token)
-    if eot_id is None:
-        eot_token = None  # sample puts nothing before the prompt then, and neither does the export
+    eot_id = checkpoint_eot_id(checkpoint, tokenizer)  # None: sample puts nothing before the prompt, nor does the export
+    eot_token = next((token for token, i in tokenizer.special_tokens.items() if i == eot_id), None)
     out_dir = Path(out_dir)
     foreign = sorted(p.name for p in out_dir.iterdir() if p.name not in EXPORT_FILES) if out_dir.is_dir() else []
     if out_dir.exists() and not out_dir.is_dir() or foreign:
         what = "a file" if not out_dir.is_dir() else f"a directory of other files ({foreign[0]}, ...)"
-        raise InputError(f"OUT_DIR {out_dir}: exists and is {what}, not an export; choose another directory")
+        raise SettingError("out", f"{out_dir}: exists and is {what}, not an export; choose another directory")
     out_dir.mkdir(parents=True, exist_ok=True)
     tensors = {hf_name(k): v.contiguous() for k, v in model_tensors(model).items()}
-    tmp = out_dir / f".model.safetensors.tmp-{os.getpid()}"
-    try:
+    with atomic_path(out_dir / "model.safetensors") as tmp:
         save_file(tensors, tmp, metadata={"format": "pt"})
-        os.replace(tmp, out_dir / "model.safetensors")
-    finally:
-        tmp.unlink(missing_ok=True)
     files = {
         "config.json": hf_config(model.config, eot_id),
         "generation_config.json": {"bos_token_id": eot_id, "eos_token_id": eot_id, "pad_token_id": eot_id},

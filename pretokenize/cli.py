@@ -7,9 +7,10 @@ import click
 from gptkit.shared.cli import CONTEXT, DefaultGroup, threads_option, version_option
 from gptkit.shared.corpus import DEFAULT_SEPARATOR, Corpus
 from gptkit.shared.errors import InputError
+from gptkit.shared.text import EOT
 from gptkit.shared.shards import MANIFEST, MAX_TOKENS, SHARD_NAME, ShardError, open_shard, read_header, read_manifest, shard_paths, verify_shard
 
-from .encode import DEFAULT_EOT, DEFAULT_SHARD_TOKENS, Split, encode_corpus
+from .encode import DEFAULT_SHARD_TOKENS, Split, encode_corpus
 
 SHOWN_TOKENS = 32  # tokens decoded by `inspect`
 
@@ -33,7 +34,7 @@ def cli():
 @threads_option("Encoding processes (one thread each).")
 @click.option("--text-field", default="text", show_default=True, help="The text field of .jsonl records / column of .parquet files.")
 @click.option("--separator", default=DEFAULT_SEPARATOR, show_default=True, help="What separates documents in .txt files.")
-@click.option("--eot-token", default=DEFAULT_EOT, show_default=True, help="The special token written after every document.")
+@click.option("--eot-token", default=EOT, show_default=True, help="The special token written after every document.")
 @click.option("--no-eot", is_flag=True, help="Write no token between documents.")
 @click.option("--overwrite", is_flag=True, help="Replace shards of another tokenizer in --out.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress display.")

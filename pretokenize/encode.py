@@ -37,12 +37,12 @@ import regex
 
 from gptkit.shared.errors import InputError, SettingError
 from gptkit.shared.files import atomic_write, remove_stale_temporaries
+from gptkit.shared.text import EOT
 from gptkit.shared.progress import Progress
 from gptkit.shared.shards import (HEADER_BYTES, MANIFEST, MAX_TOKENS, SHARD_NAME, ShardError, ShardHeader, ShardWriter, dtype_for,
                            read_manifest)
 from gptkit.shared.workers import process_pool
 
-DEFAULT_EOT = "<|endoftext|>"
 DEFAULT_SHARD_TOKENS = 100_000_000
 MANIFEST_VERSION = 1
 JOB_CHARS = 1 << 20  # characters of text per worker job
@@ -137,7 +137,7 @@ class TailSplit:
 
 
 def encode_corpus(corpus, tokenizer, out_dir, *, split=Split(val_fraction=0.01), val_corpus=None,
-                  shard_tokens=DEFAULT_SHARD_TOKENS, workers=1, eot_token=DEFAULT_EOT, tokenizer_source=None,
+                  shard_tokens=DEFAULT_SHARD_TOKENS, workers=1, eot_token=EOT, tokenizer_source=None,
                   overwrite=False, quiet=False):
     """Encode every document of `corpus` into shards in `out_dir`; returns the manifest.
 

@@ -1,2 +1,2 @@
-"""The sample stage: text from a checkpoint, with temperature, top-k and top-p decoding
-(`sample.generate`)."""
+"""The sample stage: a checkpoint's continuations of a prompt, as text (decoding itself is the
+model's: gptkit.model.generate)."""

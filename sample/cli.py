@@ -8,8 +8,6 @@ from gptkit.shared.cli import CONTEXT, Command, threads_option, use_threads, ver
 from gptkit.shared.errors import InputError
 from gptkit.shared.text import decode_utf8, without_surrogates
 
-DEFAULT_EOT = "<|endoftext|>"
-
 
 @click.command(cls=Command, context_settings=CONTEXT)
 @version_option
@@ -45,25 +43,19 @@ def cli(checkpoint, prompt, prompt_file, max_new_tokens, temperature, top_p, top
         click.echo(f"warning: {where}: {replaced} byte(s) that are not UTF-8 replaced by U+FFFD", err=True)
     stops = [without_surrogates(stop)[0] for stop in stops]
 
-    import torch
+    from gptkit.model import load_model, resolve_device
+    from gptkit.model.checkpoint import eot_id as checkpoint_eot_id
+    from gptkit.model.generate import generate, prompt_ids
 
-    from gptkit.model.checkpoint import load_model
+    from .stream import TextStream
 
     use_threads(threads)
-
-    from .generate import TextStream, generate
-
-    if device == "auto":
-        device = "cuda" if torch.cuda.is_available() else "cpu"
-    elif device == "cuda" and not torch.cuda.is_available():
-        raise InputError("--device cuda: no CUDA device is available")
-    model, tokenizer = load_model(checkpoint, device)
+    model, tokenizer = load_model(checkpoint, resolve_device(device))
     model.eval()
-    eot_id = tokenizer.special_tokens.get(DEFAULT_EOT)
-    # The end-of-text token starts every document in training, so it leads the prompt (a BOS).
-    ids = ([eot_id] if eot_id is not None else []) + tokenizer.encode(prompt, allowed_special=())
+    eot_id = checkpoint_eot_id(checkpoint, tokenizer)
+    ids = prompt_ids(tokenizer, prompt, eot_id)
     if not ids:
-        raise InputError(f"--prompt is empty and {checkpoint}/tokenizer.json has no {DEFAULT_EOT} to start from")
+        raise InputError(f"--prompt is empty and {checkpoint} records no end-of-text token to start from")
     context = model.config.context_length
     if len(ids) > context:
         click.echo(f"warning: the prompt has {len(ids):,} tokens, more than the context of {context:,}: keeping the last {context:,}", err=True)

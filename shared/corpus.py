@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Iterator, Sequence
 
 from gptkit.shared.errors import InputError
+from gptkit.shared.text import EOT
 
 try:
     from compression import zstd  # the standard library's, from Python 3.14
@@ -37,7 +38,7 @@ except ImportError:
         zstd = None  # only .zst files need it: they say so when opened
 
 log = logging.getLogger(__name__)
-DEFAULT_SEPARATOR = "<|endoftext|>"
+DEFAULT_SEPARATOR = EOT
 COMPRESSIONS = (".gz", ".xz", ".bz2", ".zst")
 DIRECTORY_FORMATS = (".txt", ".jsonl", ".parquet")  # what a directory given as input contributes
 BLOCK_BYTES = 1 << 20  # .txt read size; a module global so tests can make it tiny

@@ -1,4 +1,5 @@
-"""Text that came from outside (a file, standard input, the command line) made valid Unicode.
+"""The end-of-text token; text that came from outside (a file, standard input, the command
+line) made valid Unicode.
 
 Python decodes command-line arguments and, by default, standard input with `surrogateescape`,
 so bytes that are not UTF-8 arrive as lone surrogates, which no encoder accepts. As corpora
@@ -7,6 +8,11 @@ do, invalid bytes become U+FFFD and the caller says how many were replaced.
 from __future__ import annotations
 
 import re
+
+# The end-of-text token: what separates documents in a text corpus, the special token a tokenizer
+# is trained with, and what pretokenize writes after every document (the data's manifest, and a
+# checkpoint's config, record its id: readers take the id from there).
+EOT = "<|endoftext|>"
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
 

@@ -13,6 +13,7 @@ import random
 import re
 
 from gptkit.shared.errors import InputError
+from gptkit.shared.text import EOT
 from gptkit.shared.files import atomic_write
 
 from .words import (
@@ -23,7 +24,7 @@ from .words import (
     TRAITS, TREASURES, TREATS, TREES, VERB_FORMS, WEATHER, WISHES,
 )
 
-SEPARATOR = "<|endoftext|>"
+SEPARATOR = EOT
 WORD = re.compile(r"[a-z]+(?:['-][a-z]+)*")  # what `distinct_words` counts, on lowercased text
 
 PAST = {}

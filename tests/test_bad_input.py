@@ -205,10 +205,10 @@ def test_tokenizer_and_export_outputs_never_replace_other_files(finished_run, sm
 
     (tmp_path / "hf").mkdir()
     (tmp_path / "hf" / "README.md").write_text("mine")
-    assert_input_error(invoke(model_cli, "export-hf", finished_run / "latest", tmp_path / "hf"), "README.md")
+    assert_input_error(invoke(model_cli, "export-hf", "--checkpoint", finished_run / "latest", "--out", tmp_path / "hf"), "README.md")
     assert sorted(p.name for p in (tmp_path / "hf").iterdir()) == ["README.md"]
     for _ in range(2):  # an export replaces an export
-        assert invoke(model_cli, "export-hf", finished_run / "latest", tmp_path / "export").exit_code == 0
+        assert invoke(model_cli, "export-hf", "--checkpoint", finished_run / "latest", "--out", tmp_path / "export").exit_code == 0
 
 
 # -- usage errors, every stage ----------------------------------------------------------------------

@@ -9,7 +9,7 @@ from gptkit.model.checkpoint import save_model
 from gptkit.model.config import ModelConfig
 from gptkit.model.hf import export_hf
 from gptkit.model.model import TransformerLM
-from gptkit.sample.generate import generate
+from gptkit.model.generate import generate, prompt_ids
 from gptkit.tokenizer import Tokenizer, split
 
 transformers = pytest.importorskip("transformers")
@@ -33,13 +33,13 @@ def random_model(tokenizer, seed=0, **kw):
 
 
 def sample_prompt_ids(tokenizer, prompt):
-    """The ids `sample` starts from (sample/cli.py): the end-of-text token, then the prompt."""
-    return [tokenizer.special_tokens[EOT]] + tokenizer.encode(prompt, allowed_special=())
+    """The ids `sample` starts from: the checkpoint's end-of-text token, then the prompt."""
+    return prompt_ids(tokenizer, prompt, tokenizer.special_tokens[EOT])
 
 
 def exported(tmp_path, tokenizer, **kw):
     model = random_model(tokenizer, **kw)
-    save_model(model, tokenizer, tmp_path / "ckpt")
+    save_model(model, tokenizer, tmp_path / "ckpt", eot_id=tokenizer.special_tokens.get(EOT))
     export_hf(tmp_path / "ckpt", tmp_path / "hf")
     return model, tmp_path / "hf"
 

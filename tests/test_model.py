@@ -376,14 +376,14 @@ def test_checkpoint_round_trip(tmp_path, small_tokenizer, tie):
 
     tok, _ = small_tokenizer
     model = build(ckpt_config(tok, tie_embeddings=tie, n_kv_heads=2), random_norms=True)
-    save_model(model, tok, tmp_path / "ckpt")
+    save_model(model, tok, tmp_path / "ckpt", eot_id=7)
     assert sorted(os.listdir(tmp_path / "ckpt")) == ["config.json", "model.safetensors", "tokenizer.json"]
     with safe_open(str(tmp_path / "ckpt" / "model.safetensors"), framework="pt") as f:
         assert set(f.keys()) == set(model_tensors(model))
         assert ("lm_head.weight" in f.keys()) == (not tie)
     config = json.loads((tmp_path / "ckpt" / "config.json").read_text())
     assert config["model"] == model.config.to_dict()
-    assert config["tokenizer"] == {"fingerprint": tok.fingerprint, "vocab_size": tok.vocab_size}
+    assert config["tokenizer"] == {"fingerprint": tok.fingerprint, "vocab_size": tok.vocab_size, "eot_id": 7}
 
     loaded, loaded_tok = load_model(tmp_path / "ckpt")
     assert loaded.config == model.config and loaded_tok.fingerprint == tok.fingerprint
@@ -422,7 +422,7 @@ def ckpt(tmp_path, small_tokenizer):
 def recorded_anew(ckpt):
     """A checkpoint edited by hand with its checksums recorded again: consistent files whose
     content is wrong, which the checks after the checksum must catch."""
-    from gptkit.shared.checkpoint import file_crc32
+    from gptkit.model.checkpoint import file_crc32
 
     config = json.loads((ckpt / "config.json").read_text())
     config["crc32"] = {p.name: file_crc32(p) for p in ckpt.iterdir() if p.name != "config.json"}
@@ -572,7 +572,7 @@ def test_cli_init_and_export(tmp_path, small_tokenizer):
     assert torch.equal(load_model(tmp_path / "b")[0].embedding.weight, model.embedding.weight)
     assert not torch.equal(load_model(tmp_path / "c")[0].embedding.weight, model.embedding.weight)
 
-    assert_ok(invoke("export-hf", tmp_path / "a", tmp_path / "hf"))
+    assert_ok(invoke("export-hf", "--checkpoint", tmp_path / "a", "--out", tmp_path / "hf"))
     assert {"config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json"} <= set(os.listdir(tmp_path / "hf"))
     assert json.loads((tmp_path / "hf" / "config.json").read_text())["architectures"] == ["LlamaForCausalLM"]
 
@@ -586,6 +586,6 @@ def test_cli_bad_input(tmp_path, small_tokenizer):
     bad.write_text(json.dumps({"vocab_size": 10, "d_model": 100, "n_heads": 16}))
     assert_input_error(invoke("info", "--config", bad), "bad.json", "n_heads")
     (tmp_path / "empty").mkdir()
-    assert_input_error(invoke("export-hf", tmp_path / "empty", tmp_path / "hf"), "incomplete checkpoint")
-    assert_input_error(invoke("export-hf", tmp_path / "nowhere", tmp_path / "hf"), "no such checkpoint directory")
+    assert_input_error(invoke("export-hf", "--checkpoint", tmp_path / "empty", "--out", tmp_path / "hf"), "incomplete checkpoint")
+    assert_input_error(invoke("export-hf", "--checkpoint", tmp_path / "nowhere", "--out", tmp_path / "hf"), "no such checkpoint directory")
     assert sorted(os.listdir(tmp_path)) == ["bad.json", "empty"]

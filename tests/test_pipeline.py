@@ -65,7 +65,7 @@ def test_text_to_model_and_back(tmp_path):
     assert (run / "loss.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
     transformers = pytest.importorskip("transformers")
-    ok(model_cli, "export-hf", run / "latest", tmp_path / "hf")
+    ok(model_cli, "export-hf", "--checkpoint", run / "latest", "--out", tmp_path / "hf")
     hf = transformers.AutoModelForCausalLM.from_pretrained(tmp_path / "hf").eval()
     ids = torch.tensor([transformers.AutoTokenizer.from_pretrained(tmp_path / "hf").encode("Once upon a time, a cat")])
     from gptkit.model.checkpoint import load_model

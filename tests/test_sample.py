@@ -1,16 +1,19 @@
-"""The sample stage: filter_probs, next_tokens, generate (KV cache, sliding window), TextStream and the `sample` CLI."""
+"""Decoding (gptkit.model.generate: filter_probs, next_tokens, generate with its KV cache and
+sliding window) and the sample stage (TextStream, the `sample` CLI)."""
 import itertools
+import json
 import shutil
 
 import pytest
 import torch
 from click.testing import CliRunner
 
-from gptkit.model.checkpoint import load_model, save_model
+from gptkit.model.checkpoint import eot_id as checkpoint_eot_id, load_model, save_model
 from gptkit.model.config import ModelConfig
 from gptkit.model.model import TransformerLM
 from gptkit.sample.cli import cli
-from gptkit.sample.generate import TextStream, filter_probs, generate, next_tokens
+from gptkit.model.generate import filter_probs, generate, next_tokens
+from gptkit.sample.stream import TextStream
 from tests.conftest import assert_input_error
 from gptkit.tokenizer.bpe import Tokenizer
 
@@ -39,7 +42,7 @@ def model(tok):
 @pytest.fixture(scope="module")
 def checkpoint(model, tok, tmp_path_factory):
     path = tmp_path_factory.mktemp("sample") / "ckpt"
-    save_model(model, tok, path)
+    save_model(model, tok, path, eot_id=tok.special_tokens[EOT])
     return path
 
 
@@ -338,7 +341,7 @@ def test_cli_end_of_text_stops_each_sample(model, tok, tmp_path):
     chatty = tiny_model(tok.vocab_size)
     with torch.no_grad():
         chatty.lm_head.weight[eot] = 3 * chatty.lm_head.weight[296]
-    save_model(chatty, tok, tmp_path / "ckpt")
+    save_model(chatty, tok, tmp_path / "ckpt", eot_id=eot)
     ids, n = [eot] + tok.encode(PROMPT), 30
     rows = torch.stack(list(generate(chatty, ids, max_new_tokens=n, num_samples=4, temperature=1.0, top_p=0.9, seed=5)), 1).tolist()
     ends = [row.index(eot) if eot in row else n for row in rows]
@@ -385,9 +388,25 @@ def test_cli_empty_prompt(checkpoint, tmp_path):
     assert res.stdout.endswith("\n")
     bytes_only = Tokenizer(vocab=[bytes([i]) for i in range(256)], merges=[], special_tokens={})
     save_model(tiny_model(256), bytes_only, tmp_path / "no-eot")
-    assert_input_error(run_cli("--checkpoint", tmp_path / "no-eot", "--prompt", ""), EOT)
-    assert_input_error(run_cli("--checkpoint", tmp_path / "no-eot", input=""), EOT)
+    assert_input_error(run_cli("--checkpoint", tmp_path / "no-eot", "--prompt", ""), "no end-of-text token")
+    assert_input_error(run_cli("--checkpoint", tmp_path / "no-eot", input=""), "no end-of-text token")
     assert ok("--checkpoint", tmp_path / "no-eot", "--prompt", "x", "--max-new-tokens", 3).stdout.startswith("x")
+
+
+def test_the_end_of_text_id_is_the_checkpoints(model, tok, tmp_path):
+    """Decoding starts from, and stops at, the end-of-text id the checkpoint records (its data's),
+    not a token found by name; a checkpoint from before the record takes the tokenizer's."""
+    other = tok.special_tokens[EOT] - 1  # any id: what the data's manifest said
+    save_model(model, tok, tmp_path / "ckpt", eot_id=other)
+    assert checkpoint_eot_id(tmp_path / "ckpt", tok) == other
+    want = greedy_ids(model, [other] + tok.encode(PROMPT), 8)
+    want = want[: want.index(other)] if other in want else want
+    res = ok("--checkpoint", tmp_path / "ckpt", "--prompt", PROMPT, "--max-new-tokens", 8, "--temperature", 0)
+    assert res.stdout == PROMPT + tok.decode(want) + "\n"
+    config = json.loads((tmp_path / "ckpt/config.json").read_text())
+    del config["tokenizer"]["eot_id"]
+    (tmp_path / "ckpt/config.json").write_text(json.dumps(config))
+    assert checkpoint_eot_id(tmp_path / "ckpt", tok) == tok.special_tokens[EOT]
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without CUDA")

@@ -511,8 +511,9 @@ def nan_run(data, model_json, tmp_path, monkeypatch):
 
 
 def test_non_finite_loss_stops_with_an_error_and_keeps_the_last_checkpoint(nan_run):
+    """A training failure, not bad input: exit status 1."""
     res, run = nan_run
-    assert res.exit_code == 2 and isinstance(res.exception, SystemExit), (res.output, res.exception)
+    assert res.exit_code == 1 and isinstance(res.exception, SystemExit), (res.output, res.exception)
     lines = res.stderr.splitlines()
     assert len(lines) == 1 and re.match(r"Error: step \d+: the loss is nan; stopping", lines[0]) and "Traceback" not in res.output
     assert str(run) in lines[0]

@@ -24,6 +24,7 @@ import numpy as np
 import regex
 
 from gptkit.shared.errors import InputError
+from gptkit.shared.text import EOT
 from gptkit.shared.workers import process_pool
 
 from . import split
@@ -158,7 +159,7 @@ class Tokenizer:
         return cls._checked(path, vocab, merges, special_tokens, **options)
 
     @classmethod
-    def from_gpt2_files(cls, vocab_path, merges_path, special_tokens=("<|endoftext|>",)):
+    def from_gpt2_files(cls, vocab_path, merges_path, special_tokens=(EOT,)):
         """Load GPT-2's `vocab.json` and `merges.txt`; the named tokens of the vocabulary are special."""
         from .files import read_gpt2_files
 
@@ -171,11 +172,17 @@ class Tokenizer:
         except ValueError as e:
             raise InputError(f"{path}: {e}") from None
 
+    def to_json(self) -> dict:
+        """The content of this tokenizer's `tokenizer.json` (HF `tokenizers` format)."""
+        from .files import hf_json
+
+        return hf_json(self)
+
     def save(self, path):
         """Write `tokenizer.json` (HF `tokenizers` format) atomically."""
-        from .files import hf_json, write_json
+        from .files import write_json
 
-        write_json(path, hf_json(self))
+        write_json(path, self.to_json())
 
     # -- encoding ----------------------------------------------------------------------------
 

@@ -11,7 +11,7 @@ import click
 from gptkit.shared.cli import CONTEXT, Group, threads_option, version_option
 from gptkit.shared.corpus import DEFAULT_SEPARATOR, Corpus
 from gptkit.shared.errors import InputError
-from gptkit.shared.text import without_surrogates
+from gptkit.shared.text import EOT, without_surrogates
 
 DEFAULT_PATH = "tokenizer.json"
 tokenizer_option = click.option(
@@ -29,7 +29,7 @@ def cli():
 @click.option("--input", "inputs", multiple=True, metavar="PATH", help="A text, .jsonl or .parquet file (text and .jsonl also .gz/.xz/.bz2/.zst), a directory (its .txt/.jsonl/.parquet files) or a glob. Repeatable; extra paths may follow it.")
 @click.argument("more_inputs", nargs=-1, metavar="[PATH]...")
 @click.option("--vocab-size", type=int, required=True, help="Tokens in all: 256 bytes + merges + special tokens.")
-@click.option("--special-token", "special_tokens", multiple=True, default=["<|endoftext|>"], show_default=True, help="Repeatable.")
+@click.option("--special-token", "special_tokens", multiple=True, default=[EOT], show_default=True, help="Repeatable.")
 @click.option("--out", default=DEFAULT_PATH, show_default=True, metavar="PATH", help="Where to write tokenizer.json.")
 @threads_option("Processes counting pre-tokens (one thread each).")
 @click.option("--max-bytes", type=click.IntRange(min=1), metavar="B", help="Train on the first B bytes of the corpus (whole documents).")
@@ -59,7 +59,7 @@ def train(inputs, more_inputs, vocab_size, special_tokens, out, threads, max_byt
 @cli.command()
 @click.option("--vocab", "vocab_path", required=True, metavar="PATH", help="GPT-2's vocab.json.")
 @click.option("--merges", "merges_path", required=True, metavar="PATH", help="GPT-2's merges.txt.")
-@click.option("--special-token", "special_tokens", multiple=True, default=["<|endoftext|>"], show_default=True, help="Tokens of the vocabulary that are special. Repeatable.")
+@click.option("--special-token", "special_tokens", multiple=True, default=[EOT], show_default=True, help="Tokens of the vocabulary that are special. Repeatable.")
 @click.option("--out", default=DEFAULT_PATH, show_default=True, metavar="PATH")
 def convert(vocab_path, merges_path, special_tokens, out):
     """Turn GPT-2-style vocab.json + merges.txt into a tokenizer.json."""

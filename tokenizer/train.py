@@ -18,6 +18,7 @@ import numpy as np
 
 from gptkit.shared.corpus import Corpus
 from gptkit.shared.errors import InputError
+from gptkit.shared.text import EOT
 from gptkit.shared.progress import Progress
 from gptkit.shared.workers import process_pool
 
@@ -28,7 +29,7 @@ BATCH_CHARS = 1 << 17  # text per counting task: enough to amortize the hand-off
 MAX_VOCAB_SIZE = 2**31 - 1  # shard headers (shared/shards.py) hold the vocabulary size as an int32
 
 
-def train_bpe(corpus, vocab_size, special_tokens=("<|endoftext|>",), *, workers=1, max_bytes=None, quiet=False):
+def train_bpe(corpus, vocab_size, special_tokens=(EOT,), *, workers=1, max_bytes=None, quiet=False):
     """Learn a byte-level BPE of `vocab_size` tokens (256 bytes + merges + special tokens) from a `Corpus`."""
     special_tokens = list(special_tokens)
     if any(not s for s in special_tokens):

@@ -18,6 +18,7 @@ import logging
 import numpy as np
 
 from gptkit.shared.errors import InputError
+from gptkit.shared.text import EOT
 from gptkit.shared.shards import open_shard, read_manifest, shard_paths, verify_shard
 
 log = logging.getLogger(__name__)
@@ -105,6 +106,14 @@ def unigram_entropy(directory):
     """The unigram entropy of a shard directory's training tokens (the loss of a model that knows
     only token frequencies), as pretokenize records it in the manifest; None without one."""
     return (read_manifest(directory) or {}).get("totals", {}).get("train", {}).get("unigram_entropy")
+
+
+def data_eot_id(directory, tokenizer):
+    """The end-of-text id that ends every document of a shard directory, as its manifest records
+    it (None: pretokenize --no-eot); plain llm.c shards, which have no manifest, end documents
+    with the tokenizer's <|endoftext|> (GPT-2's 50256)."""
+    manifest = read_manifest(directory)
+    return manifest["eot_id"] if manifest is not None else tokenizer.special_tokens.get(EOT)
 
 
 def data_tokenizer(directory):

@@ -24,16 +24,17 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
-from gptkit.model.checkpoint import load_model, save_model
+from gptkit.model.checkpoint import CheckpointError, check_file, load_model, read_checkpoint_config, read_tensors, save_model
 from gptkit.model.config import ModelConfig, load_config
 from gptkit.model.info import model_cost
 from gptkit.model.model import TransformerLM
-from gptkit.shared.checkpoint import CheckpointError, check_file, read_checkpoint_config, read_tensors
-from gptkit.shared.errors import InputError
+from gptkit.model.device import resolve_device
+from gptkit.model.generate import generate, prompt_ids
+from gptkit.shared.errors import GptkitError, InputError
 from gptkit.shared.files import atomic_write
 
 from .config import FIELDS, LENGTH, RESUME_FIXED, TrainConfig, parse_duration
-from .data import Loader, ShardData, data_tokenizer, eval_sequences, unigram_entropy
+from .data import Loader, ShardData, data_eot_id, data_tokenizer, eval_sequences, unigram_entropy
 from .optim import Schedule, build_optimizers
 
 PEAK_BF16_FLOPS = {"H100": 989e12, "H200": 989e12, "A100": 312e12}  # dense, per GPU
@@ -43,7 +44,7 @@ UNPLANNED = 10**12  # the length of a --max-time run until its throughput is mea
 PLAN_AT = (0.05, 0.25, 0.5, 0.75, 0.9)  # fractions of --max-time where a timed run plans its length
 
 
-class TrainingError(InputError):
+class TrainingError(GptkitError):
     """Training cannot go on (e.g. a non-finite loss); the last good checkpoint stays."""
 
 
@@ -54,7 +55,7 @@ def train(config: TrainConfig, resume=False):
     # process, so that a single GPU runs NCCL, the DDP wrapper and every collective.
     ddp = "RANK" in os.environ and "WORLD_SIZE" in os.environ
     rank, world = (int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])) if ddp else (0, 1)
-    device = _device(config.device, int(os.environ.get("LOCAL_RANK", "0")))
+    device = resolve_device(config.device, int(os.environ.get("LOCAL_RANK", "0")))
     if ddp:
         dist.init_process_group("nccl" if device.type == "cuda" else "gloo", device_id=device if device.type == "cuda" else None)
     try:
@@ -67,21 +68,13 @@ def train(config: TrainConfig, resume=False):
             dist.destroy_process_group()
 
 
-def _device(name, local_rank):
-    if name == "cuda" or (name == "auto" and torch.cuda.is_available()):
-        if not torch.cuda.is_available():
-            raise InputError("--device cuda: no CUDA device is available")
-        torch.cuda.set_device(local_rank)
-        return torch.device("cuda", local_rank)
-    return torch.device("cpu")
-
-
 class Trainer:
     def __init__(self, config, resume, rank, world, device, ddp):
         self.config, self.rank, self.world, self.device, self.ddp = config, rank, world, device, ddp
         self.master = rank == 0
         self.run_dir = Path(config.out)
         self.tokenizer = data_tokenizer(config.data)
+        self.eot_id = data_eot_id(config.data, self.tokenizer)
         model_config = _model_config(config.model, self.tokenizer)
         self.context = config.context_length or model_config.context_length
         if self.context > model_config.context_length:
@@ -334,12 +327,9 @@ class Trainer:
         self._log(line)
 
     def _sample(self):
-        from gptkit.sample.generate import generate
-
         self.model.eval()
-        eot = self.tokenizer.special_tokens.get("<|endoftext|>")
-        prompt = ([eot] if eot is not None else []) + self.tokenizer.encode(self.config.sample_prompt, allowed_special=())
-        prompt = prompt[-self.model.config.context_length :]
+        eot = self.eot_id
+        prompt = prompt_ids(self.tokenizer, self.config.sample_prompt, eot)[-self.model.config.context_length :]
         ids = []
         for token in generate(self.model, prompt, max_new_tokens=self.config.sample_tokens, temperature=0.8, seed=self.config.seed):
             if token.item() == eot:
@@ -428,7 +418,7 @@ class Trainer:
                     "cuda": [s.numpy().tobytes().hex() for s in torch.cuda.get_rng_state_all()] if self.device.type == "cuda" else []},
         }
         tensors = {f"{k}/{n}": t for k, o in self.optimizers.items() for n, t in o.state_tensors().items()}
-        save_model(self.model, self.tokenizer, directory, extra_files={
+        save_model(self.model, self.tokenizer, directory, eot_id=self.eot_id, extra_files={
             OPTIMIZER_FILE: lambda path: save_file({k: v.contiguous().cpu() for k, v in tensors.items()}, path),
             STATE_FILE: lambda path: path.write_text(json.dumps(state, indent=2) + "\n"),
         })

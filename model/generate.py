@@ -12,12 +12,17 @@ reproduces a sample anywhere, up to the devices' differences in the logits thems
 """
 from __future__ import annotations
 
-import codecs
-
 import numpy as np
 import torch
 
-from gptkit.model.model import KVCache
+from .model import KVCache
+
+
+def prompt_ids(tokenizer, text, eot_id):
+    """The ids a prompt is decoded from: the end-of-text token first, where the data had one
+    (it ends, and so starts, every training document, as a BOS would), then the text's ids
+    (special-token strings in it are text)."""
+    return ([eot_id] if eot_id is not None else []) + tokenizer.encode(text, allowed_special=())
 
 
 def filter_probs(probs, top_p=1.0, top_k=None):
@@ -91,34 +96,3 @@ def generate(model, prompt, *, max_new_tokens, num_samples=1, temperature=0.8, t
             logits = last_logits(window, cache)
         else:
             logits = last_logits(token[:, None], cache)
-
-
-class TextStream:
-    """The text of one sample as its tokens arrive, ready to print: whole characters only, and
-    held back while it could be the start of a stop string; `done` once a stop string appears."""
-
-    def __init__(self, tokenizer, stops=()):
-        self.tokenizer, self.stops = tokenizer, [s for s in stops if s]
-        self.decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
-        self.pending = ""
-        self.done = False
-
-    def add(self, token_id) -> str:
-        """Text that is now safe to show after `token_id`."""
-        self.pending += self.decoder.decode(self.tokenizer.decode_bytes([token_id]))
-        return self._release(final=False)
-
-    def finish(self) -> str:
-        self.pending += self.decoder.decode(b"", final=True)
-        return self._release(final=True)
-
-    def _release(self, final):
-        found = [self.pending.index(stop) for stop in self.stops if stop in self.pending]
-        if found:
-            self.done = True
-            text, self.pending = self.pending[: min(found)], ""
-            return text
-        hold = 0 if final else max((len(s) - 1 for s in self.stops), default=0)
-        cut = max(len(self.pending) - hold, 0)
-        text, self.pending = self.pending[:cut], self.pending[cut:]
-        return text

@@ -73,7 +73,8 @@ def tiktoken_job(corpus, tokenizer_json, out_dir, threads):
     import numpy as np
     import tiktoken
 
-    from gptkit.pretokenize.encode import DEFAULT_SHARD_TOKENS, ShardSet, Split
+    from gptkit.pretokenize.encode import DEFAULT_SHARD_TOKENS, Split
+    from gptkit.shared.shards import ShardSet
     from gptkit.tokenizer import Tokenizer
     from gptkit.tokenizer.split import GPT2_PATTERN
 

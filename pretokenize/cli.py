@@ -7,8 +7,8 @@ import click
 from gptkit.shared.cli import CONTEXT, DefaultGroup, threads_option, version_option
 from gptkit.shared.corpus import DEFAULT_SEPARATOR, Corpus
 from gptkit.shared.errors import InputError
-from gptkit.shared.text import EOT
 from gptkit.shared.shards import MANIFEST, MAX_TOKENS, SHARD_NAME, ShardError, open_shard, read_header, read_manifest, shard_paths, verify_shard
+from gptkit.shared.text import EOT
 
 from .encode import DEFAULT_SHARD_TOKENS, Split, encode_corpus
 

@@ -21,40 +21,26 @@ any instant, `kill -9` included, leaves the old dataset or the new one; what a k
 from __future__ import annotations
 
 import functools
-import json
 import numbers
-import os
 import time
-from bisect import bisect_right
 from collections import deque
 from dataclasses import dataclass
 from fractions import Fraction
-from itertools import accumulate, count
+from itertools import accumulate
 from pathlib import Path
 
 import numpy as np
-import regex
 
 from gptkit.shared.errors import InputError, SettingError
-from gptkit.shared.files import atomic_write, remove_stale_temporaries
-from gptkit.shared.text import EOT
 from gptkit.shared.progress import Progress
-from gptkit.shared.shards import (HEADER_BYTES, MANIFEST, MAX_TOKENS, SHARD_NAME, ShardError, ShardHeader, ShardWriter, dtype_for,
-                           read_manifest)
+from gptkit.shared.shards import ShardSet, check_shard_directory
+from gptkit.shared.text import EOT
 from gptkit.shared.workers import process_pool
 
 DEFAULT_SHARD_TOKENS = 100_000_000
 MANIFEST_VERSION = 1
 JOB_CHARS = 1 << 20  # characters of text per worker job
 IN_FLIGHT_PER_WORKER = 2  # jobs queued per worker: keeps them busy, bounds memory
-
-# Where a validation tail may begin: at the newline ending a line, when a non-space character is
-# on one side of it. The pre-tokens on either side of such a cut do not depend on the other side
-# (no pre-token runs from a non-space into a space, and a newline followed by a non-space ends
-# its pre-token), so the tokens of the text are those of its two parts. `regex`'s \S, the
-# GPT-2 pattern's.
-LINE_END = regex.compile(r"(?<=\S)\n|\n(?=\S)")
-_LAST_LINE_END = regex.compile(LINE_END.pattern, flags=regex.REVERSE)
 
 
 @dataclass(frozen=True)
@@ -110,7 +96,8 @@ class TailSplit:
     """For a corpus with too few documents for `Split`'s rule: validation is the tail of the
     text, as nanoGPT cuts its Shakespeare. It is the shortest tail that holds at least `target`
     characters (the --val-fraction of the text) or tokens (--val-tokens) and begins at a document
-    start or at the newline ending a line (the newline goes to validation; see LINE_END). A
+    start or at the newline ending a line where the tokenizer says a cut changes no token
+    (Tokenizer.line_cuts; the newline goes to validation). A
     document cut in two is two documents, each followed by the end-of-text token."""
 
     rule: Split
@@ -151,7 +138,7 @@ def encode_corpus(corpus, tokenizer, out_dir, *, split=Split(val_fraction=0.01),
         if eot_id is None:
             raise InputError(f"{tokenizer_source or 'the tokenizer'}: no special token {eot_token!r} "
                              f"(it has: {', '.join(tokenizer.special_tokens) or 'none'}); use --eot-token or --no-eot")
-    _check_out_dir(out_dir, tokenizer.fingerprint, overwrite)
+    check_shard_directory(out_dir, tokenizer.fingerprint, overwrite)
     if val_corpus is not None:
         for flag, each in (("--val-input ", val_corpus), ("--input ", corpus)):
             if each.count(1)[0] == 0:
@@ -212,128 +199,6 @@ class _LeadingSplitTakesAll(Exception):
         self.documents = documents
 
 
-def _check_out_dir(out_dir, fingerprint, overwrite):
-    """Refuse a directory that holds shards of another tokenizer (or of none we can tell)."""
-    if out_dir.exists() and not out_dir.is_dir():
-        raise SettingError("out", f"{out_dir}: exists and is not a directory")
-    if overwrite or not out_dir.exists():
-        return
-    try:
-        manifest = read_manifest(out_dir)
-    except ShardError as e:
-        raise SettingError("out", f"{str(e)}; --overwrite replaces the directory's dataset") from None
-    found = {manifest["tokenizer"]["fingerprint"]} if manifest else set()
-    for path in out_dir.glob("*.bin"):
-        if SHARD_NAME.search(path.name):
-            with open(path, "rb") as f:
-                raw = f.read(HEADER_BYTES)
-            try:
-                found.add(ShardHeader.from_bytes(raw, path).fingerprint)
-            except InputError:
-                found.add(None)
-    others = found - {fingerprint}
-    if others:
-        theirs = ", ".join(sorted(fp or "unknown" for fp in others))
-        raise SettingError("out", f"{out_dir}: holds shards of another tokenizer ({theirs}; this one is {fingerprint}); "
-                         "choose another directory or pass --overwrite")
-
-
-class ShardSet:
-    """The shards of one output directory, numbered in the order they are opened, written under
-    temporary names and made the directory's dataset by `commit` (bench/encode.py writes its
-    reference with it too)."""
-
-    def __init__(self, out_dir, tokenizer, eot_id, shard_tokens):
-        if not (_is_whole(shard_tokens) and 1 <= shard_tokens <= MAX_TOKENS):
-            raise InputError(f"--shard-tokens {shard_tokens}: expected a whole number from 1 to {MAX_TOKENS:,}")
-        self.out_dir, self.tokenizer, self.shard_tokens = out_dir, tokenizer, shard_tokens
-        self.name = out_dir.resolve().name
-        self.dtype = dtype_for(tokenizer.vocab_size)
-        self.facts = dict(vocab_size=tokenizer.vocab_size, eot_id=eot_id, fingerprint=tokenizer.fingerprint)
-        self.open_writers, self.finished = {}, []  # finished: (split, writer, header)
-        self.numbers = None  # the unused shard numbers, from `begin`
-        self.committed = False
-        self.created_dir = not out_dir.exists()
-        self.unigrams = {split: np.zeros(tokenizer.vocab_size, np.int64) for split in ("val", "train")}  # token counts
-
-    def begin(self):
-        self.out_dir.mkdir(parents=True, exist_ok=True)
-        for tmp in self.out_dir.glob(".*.tmp-*"):  # killed runs' (a live writer's stay: see remove_stale_temporaries)
-            final = self.out_dir / tmp.name[1:].rsplit(".tmp-", 1)[0]
-            if SHARD_NAME.search(final.name) or final.name in (MANIFEST, "tokenizer.json"):
-                remove_stale_temporaries(final)
-        # Numbers that no shard of the directory has, temporary or not: the new shards go in beside
-        # the old dataset and replace none of its files.
-        taken = {int(m[2]) for path in self.out_dir.iterdir() if (m := SHARD_NAME.search(path.name.split(".tmp-")[0]))}
-        self.numbers = (n for n in count() if n not in taken)
-        for split in ("val", "train"):  # validation first, as in llm.c
-            self._open(split)
-
-    def write(self, split, tokens, doc_ends):
-        """Append tokens to the split, starting new shards as they fill; `doc_ends` are the
-        offsets (sorted) in `tokens` just after each document that ends there."""
-        self.unigrams[split] += np.bincount(tokens, minlength=len(self.unigrams[split]))
-        done = 0
-        while done < len(tokens):
-            writer = self.open_writers.get(split) or self._open(split)
-            stop = min(len(tokens), done + self.shard_tokens - writer.num_tokens)
-            writer.write(tokens[done:stop], bisect_right(doc_ends, stop) - bisect_right(doc_ends, done))
-            done = stop
-            if writer.num_tokens == self.shard_tokens:
-                self._finish(split)
-
-    def _open(self, split):
-        path = self.out_dir / f"{self.name}_{split}_{next(self.numbers):06d}.bin"
-        writer = self.open_writers[split] = ShardWriter(path, self.dtype, **self.facts)
-        return writer
-
-    def _finish(self, split):
-        writer = self.open_writers.pop(split)
-        self.finished.append((split, writer, writer.close()))
-
-    def finish_all(self):
-        for split in list(self.open_writers):
-            self._finish(split)
-        self.finished.sort(key=lambda f: f[1].path.name[-10:])  # by shard number
-
-    def commit(self, manifest):
-        """Make the new shards the directory's dataset; at every instant it is the old one or the new one.
-
-        The shards go in first, under their new names: no manifest lists them yet, so no reader
-        sees them. Then tokenizer.json, unchanged unless --overwrite brought another tokenizer (a
-        kill right after that leaves the old shards beside it, which `verify` and `train` refuse:
-        the fingerprints differ). Then the manifest, renamed over the old one: the commit point.
-        Last, the shards it does not list (the old dataset's, killed runs') are removed."""
-        for _, writer, _ in self.finished:
-            writer.commit()
-        self.tokenizer.save(self.out_dir / "tokenizer.json")
-        _sync_directory(self.out_dir)  # the renames reach the disk before the manifest that relies on them
-        with atomic_write(self.out_dir / MANIFEST) as f:
-            f.write(json.dumps(manifest, indent=2) + "\n")
-        self.committed = True
-        listed = {writer.path.name for _, writer, _ in self.finished}
-        for path in self.out_dir.glob("*.bin"):
-            if SHARD_NAME.search(path.name) and path.name not in listed:
-                path.unlink()
-
-    def discard(self):
-        """Remove what this run wrote, unless its manifest is in: then the dataset is its own."""
-        if self.committed:
-            return
-        for writer in [*self.open_writers.values(), *(w for _, w, _ in self.finished)]:
-            writer.discard()
-        if self.created_dir and self.out_dir.is_dir() and not any(self.out_dir.iterdir()):
-            self.out_dir.rmdir()
-
-
-def _sync_directory(directory):
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def _encode_documents(shards, corpus, tokenizer, eot_id, workers, quiet, counts, split_of):
     """Send each document, whole, to the split `split_of(its index)` names, counting into `counts`."""
     progress = Progress("encoding", "MB", total=corpus.total_bytes, scale=1e6, quiet=quiet)
@@ -382,7 +247,7 @@ def _encode_tail(shards, corpus, tokenizer, eot_id, workers, quiet, counts, spli
     for job, tokens, lengths in _encoded_jobs(corpus, tokenizer, eot_id, shards.dtype, workers, cut):
         for (text, ends), start, stop in zip(job, accumulate([0, *lengths]), accumulate(lengths)):
             # A text starts at a line end only where _jobs cut at one; the lookbehind needs the text before.
-            at_line_end = last is not None and not last.ends and LINE_END.match(last.text[-1] + text, 1) is not None
+            at_line_end = last is not None and not last.ends and tokenizer.line_cuts(last.text[-1] + text[:1], 1, 1) == [1]
             last = _Held(text, tokens[start:stop], ends, last is None or last.ends, at_line_end)
             held.append(last)
             held_size += split.size(last)
@@ -419,10 +284,10 @@ def _tail_cut(held, split, tokenizer, first_held_is_first_text):
     for i in reversed(range(len(held))):
         h = held[i]
         if after + split.size(h) >= split.target:
-            starts = [m.start() for m in LINE_END.finditer(h.text) if m.start() > 0]
+            starts = tokenizer.line_cuts(h.text, 1)
             if h.may_start_tail:
                 starts.insert(0, 0)
-            # Each part between two possible starts has the tokens it has in the whole text (see LINE_END).
+            # Each part between two possible starts has the tokens it has in the whole text.
             parts = [h.text[a:b] for a, b in zip([0, *starts], starts)]
             part_tokens = (len(ids) // 4 for ids in tokenizer.encode_packed(parts, allowed_special=()))
             tokens_before = list(accumulate(part_tokens, initial=0))[1:]
@@ -467,10 +332,9 @@ def _jobs(corpus, cut):
 
 
 def _last_line_end(tokenizer, text, end):
-    """The last line end (see LINE_END) at or before `end`, where a validation tail may begin; else
-    any place where a cut cannot change the tokens (a line longer than a piece of the corpus)."""
-    m = _LAST_LINE_END.search(text, 0, end + 1)
-    return m.start() if m and m.start() > 0 else tokenizer.safe_cut(text, end)
+    """The last line end at or before `end` where a validation tail may begin; else any place where
+    a cut cannot change the tokens (a line longer than a piece of the corpus)."""
+    return max(tokenizer.line_cuts(text, 1, end), default=0) or tokenizer.safe_cut(text, end)
 
 
 def _encoded_jobs(corpus, tokenizer, eot_id, dtype, workers, cut):

@@ -26,13 +26,15 @@ from __future__ import annotations
 import json
 import re
 import zlib
+from bisect import bisect_right
 from dataclasses import dataclass
+from itertools import count
 from pathlib import Path
 
 import numpy as np
 
-from gptkit.shared.errors import InputError
-from gptkit.shared.files import AtomicFile
+from gptkit.shared.errors import InputError, SettingError
+from gptkit.shared.files import AtomicFile, atomic_write, remove_stale_temporaries, sync_directory
 
 HEADER_INTS = 256
 HEADER_BYTES = HEADER_INTS * 4
@@ -304,3 +306,120 @@ def shard_paths(directory, split: str) -> list[Path]:
     if any(read_header(p).extended for p in paths):
         raise ShardError(f"{directory}: shards but no {MANIFEST}: an unfinished pretokenize run? Run it again")
     return paths
+
+
+# -- writing a shard directory ------------------------------------------------------------------
+
+
+def check_shard_directory(out_dir, fingerprint, overwrite=False):
+    """Refuse a directory that holds shards of another tokenizer (or of none we can tell)."""
+    if out_dir.exists() and not out_dir.is_dir():
+        raise SettingError("out", f"{out_dir}: exists and is not a directory")
+    if overwrite or not out_dir.exists():
+        return
+    try:
+        manifest = read_manifest(out_dir)
+    except ShardError as e:
+        raise SettingError("out", f"{str(e)}; --overwrite replaces the directory's dataset") from None
+    found = {manifest["tokenizer"]["fingerprint"]} if manifest else set()
+    for path in out_dir.glob("*.bin"):
+        if SHARD_NAME.search(path.name):
+            with open(path, "rb") as f:
+                raw = f.read(HEADER_BYTES)
+            try:
+                found.add(ShardHeader.from_bytes(raw, path).fingerprint)
+            except InputError:
+                found.add(None)
+    others = found - {fingerprint}
+    if others:
+        theirs = ", ".join(sorted(fp or "unknown" for fp in others))
+        raise SettingError("out", f"{out_dir}: holds shards of another tokenizer ({theirs}; this one is {fingerprint}); "
+                         "choose another directory or pass --overwrite")
+
+
+class ShardSet:
+    """The shards of one output directory, numbered in the order they are opened, written under
+    temporary names and made the directory's dataset by `commit` (pretokenize writes its
+    datasets with it, bench/encode.py its reference)."""
+
+    def __init__(self, out_dir, tokenizer, eot_id, shard_tokens):
+        if not (_is_count(shard_tokens) and 1 <= shard_tokens <= MAX_TOKENS):
+            raise SettingError("shard_tokens", f"{shard_tokens}: expected a whole number from 1 to {MAX_TOKENS:,}")
+        self.out_dir, self.tokenizer, self.shard_tokens = out_dir, tokenizer, shard_tokens
+        self.name = out_dir.resolve().name
+        self.dtype = dtype_for(tokenizer.vocab_size)
+        self.facts = dict(vocab_size=tokenizer.vocab_size, eot_id=eot_id, fingerprint=tokenizer.fingerprint)
+        self.open_writers, self.finished = {}, []  # finished: (split, writer, header)
+        self.numbers = None  # the unused shard numbers, from `begin`
+        self.committed = False
+        self.created_dir = not out_dir.exists()
+        self.unigrams = {split: np.zeros(tokenizer.vocab_size, np.int64) for split in ("val", "train")}  # token counts
+
+    def begin(self):
+        self.out_dir.mkdir(parents=True, exist_ok=True)
+        for tmp in self.out_dir.glob(".*.tmp-*"):  # killed runs' (a live writer's stay: see remove_stale_temporaries)
+            final = self.out_dir / tmp.name[1:].rsplit(".tmp-", 1)[0]
+            if SHARD_NAME.search(final.name) or final.name in (MANIFEST, "tokenizer.json"):
+                remove_stale_temporaries(final)
+        # Numbers that no shard of the directory has, temporary or not: the new shards go in beside
+        # the old dataset and replace none of its files.
+        taken = {int(m[2]) for path in self.out_dir.iterdir() if (m := SHARD_NAME.search(path.name.split(".tmp-")[0]))}
+        self.numbers = (n for n in count() if n not in taken)
+        for split in ("val", "train"):  # validation first, as in llm.c
+            self._open(split)
+
+    def write(self, split, tokens, doc_ends):
+        """Append tokens to the split, starting new shards as they fill; `doc_ends` are the
+        offsets (sorted) in `tokens` just after each document that ends there."""
+        self.unigrams[split] += np.bincount(tokens, minlength=len(self.unigrams[split]))
+        done = 0
+        while done < len(tokens):
+            writer = self.open_writers.get(split) or self._open(split)
+            stop = min(len(tokens), done + self.shard_tokens - writer.num_tokens)
+            writer.write(tokens[done:stop], bisect_right(doc_ends, stop) - bisect_right(doc_ends, done))
+            done = stop
+            if writer.num_tokens == self.shard_tokens:
+                self._finish(split)
+
+    def _open(self, split):
+        path = self.out_dir / f"{self.name}_{split}_{next(self.numbers):06d}.bin"
+        writer = self.open_writers[split] = ShardWriter(path, self.dtype, **self.facts)
+        return writer
+
+    def _finish(self, split):
+        writer = self.open_writers.pop(split)
+        self.finished.append((split, writer, writer.close()))
+
+    def finish_all(self):
+        for split in list(self.open_writers):
+            self._finish(split)
+        self.finished.sort(key=lambda f: f[1].path.name[-10:])  # by shard number
+
+    def commit(self, manifest):
+        """Make the new shards the directory's dataset; at every instant it is the old one or the new one.
+
+        The shards go in first, under their new names: no manifest lists them yet, so no reader
+        sees them. Then tokenizer.json, unchanged unless --overwrite brought another tokenizer (a
+        kill right after that leaves the old shards beside it, which `verify` and `train` refuse:
+        the fingerprints differ). Then the manifest, renamed over the old one: the commit point.
+        Last, the shards it does not list (the old dataset's, killed runs') are removed."""
+        for _, writer, _ in self.finished:
+            writer.commit()
+        self.tokenizer.save(self.out_dir / "tokenizer.json")
+        sync_directory(self.out_dir)  # the renames reach the disk before the manifest that relies on them
+        with atomic_write(self.out_dir / MANIFEST) as f:
+            f.write(json.dumps(manifest, indent=2) + "\n")
+        self.committed = True
+        listed = {writer.path.name for _, writer, _ in self.finished}
+        for path in self.out_dir.glob("*.bin"):
+            if SHARD_NAME.search(path.name) and path.name not in listed:
+                path.unlink()
+
+    def discard(self):
+        """Remove what this run wrote, unless its manifest is in: then the dataset is its own."""
+        if self.committed:
+            return
+        for writer in [*self.open_writers.values(), *(w for _, w, _ in self.finished)]:
+            writer.discard()
+        if self.created_dir and self.out_dir.is_dir() and not any(self.out_dir.iterdir()):
+            self.out_dir.rmdir()

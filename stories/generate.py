@@ -13,8 +13,8 @@ import random
 import re
 
 from gptkit.shared.errors import InputError
-from gptkit.shared.text import EOT
 from gptkit.shared.files import atomic_write
+from gptkit.shared.text import EOT
 
 from .words import (
     ACTIVITIES, ADVERBS, ANIMAL_SOUNDS, ANIMALS, BAD_FEELINGS, BOY_NAMES, COLORS, DIFFERENCES, DRINKS, EYES,

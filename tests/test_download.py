@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-import gptkit.pretokenize.download as dl
 from gptkit.pretokenize.cli import cli
+import gptkit.pretokenize.download as dl
 from tests.conftest import assert_input_error
 
 PAYLOAD = bytes(range(256)) * 5000  # 1.28 MB: two read chunks

@@ -7,9 +7,9 @@ import torch
 
 from gptkit.model.checkpoint import save_model
 from gptkit.model.config import ModelConfig
+from gptkit.model.generate import generate, prompt_ids
 from gptkit.model.hf import export_hf
 from gptkit.model.model import TransformerLM
-from gptkit.model.generate import generate, prompt_ids
 from gptkit.tokenizer import Tokenizer, split
 
 transformers = pytest.importorskip("transformers")

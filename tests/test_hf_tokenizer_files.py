@@ -122,6 +122,39 @@ def test_streamed_encoding_equals_whole(pair, parts, ends):
     assert list(ours.encode_iterable(text[a:b] for a, b in zip(bounds, bounds[1:]))) == ours.encode(text)
 
 
+def test_streamed_encoding_keeps_the_whitespace_before_a_special_token_whole():
+    """A piece cut before the last space of a run that a special token ends gave other ids
+    (hypothesis found '   <|endoftext|>': [285, 221, 0] streamed, [498, 0] whole), and so did a
+    cut asked for before the start of a short piece (a negative position counted from its end)."""
+    tok = Tokenizer([bytes([b]) for b in range(256)] + [b"  ", b"   ", EOT.encode()], [(32, 32), (256, 32)], {EOT: 258})
+    for text in ("   " + EOT, "x   " + EOT + " y", "  x " + EOT):
+        assert list(tok.encode_iterable([text])) == tok.encode(text)
+        assert list(tok.encode_iterable(text[i : i + 1] for i in range(len(text)))) == tok.encode(text)
+
+
+@settings(max_examples=150, deadline=None)
+@given(text=unicode_text)
+def test_line_cuts_change_no_ids(pair, text):
+    """Where pretokenize may begin the validation tail of a one-text corpus: the ids of the two
+    parts, one after the other, are the ids of the whole."""
+    _, ours, _, _ = pair
+    whole = ours.encode(text, allowed_special=())
+    for cut in ours.line_cuts(text):
+        assert ours.encode(text[:cut], allowed_special=()) + ours.encode(text[cut:], allowed_special=()) == whole
+
+
+def test_line_cuts_follow_the_pattern():
+    """GPT-2's pattern cuts at a newline beside a non-space; Llama 3's (and Qwen2's, GPT-4o's) glue a
+    newline to punctuation before it and take a run of newlines whole: only before a run after a
+    letter or digit (the rule pretokenize used for every pattern cut '.\n' and '\n\n' apart)."""
+    plain = Tokenizer([bytes([b]) for b in range(256)], [], {})
+    text = "One.\nTwo\n\nthree 4\nfive"
+    assert plain.line_cuts(text) == [4, 8, 9, 17]
+    for pattern in (split.LLAMA3_PATTERN, split.QWEN2_PATTERN, split.O200K_PATTERN):
+        assert Tokenizer(plain.vocab, [], {}, pattern=pattern).line_cuts(text) == [8, 17]
+    assert Tokenizer(plain.vocab, [], {}, pattern=r"\S+|\s+").line_cuts(text) == []  # unknown: no cut is proven
+
+
 def test_safe_cut_is_used_where_proven():
     plain = Tokenizer([bytes([b]) for b in range(256)], [], {})
     text = "one two\tthree"

@@ -17,10 +17,10 @@ import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner
 
-import gptkit.pretokenize.encode as encode
-import gptkit.shared.corpus
 from gptkit.pretokenize.cli import cli
+import gptkit.pretokenize.encode as encode
 from gptkit.pretokenize.encode import Split, encode_corpus
+import gptkit.shared.corpus
 from gptkit.shared.corpus import Corpus
 from gptkit.shared.shards import open_shard, read_header, read_manifest, shard_paths
 from tests.conftest import assert_input_error, english_like, shared_file
@@ -638,8 +638,8 @@ STOPPING_PRETOKENIZE = """
 import os, sys, time
 from pathlib import Path
 
-import gptkit.pretokenize.encode as encode
 from gptkit.pretokenize.cli import main
+from gptkit.shared.shards import ShardSet
 
 pause_at, marker = int(os.environ["PAUSE_AT"]), Path(os.environ["PAUSE_MARKER"])
 steps = None  # of the commit so far; None outside it
@@ -661,7 +661,7 @@ def counted(change):
     return change_in_steps
 
 
-def commit(self, manifest, real_commit=encode.ShardSet.commit):
+def commit(self, manifest, real_commit=ShardSet.commit):
     global steps
     steps = 0
     step()
@@ -670,7 +670,7 @@ def commit(self, manifest, real_commit=encode.ShardSet.commit):
 
 
 os.replace, os.unlink = counted(os.replace), counted(os.unlink)
-encode.ShardSet.commit = commit
+ShardSet.commit = commit
 sys.argv[0] = "pretokenize"
 main()
 """

@@ -10,9 +10,9 @@ from click.testing import CliRunner
 
 from gptkit.model.checkpoint import eot_id as checkpoint_eot_id, load_model, save_model
 from gptkit.model.config import ModelConfig
+from gptkit.model.generate import filter_probs, generate, next_tokens
 from gptkit.model.model import TransformerLM
 from gptkit.sample.cli import cli
-from gptkit.model.generate import filter_probs, generate, next_tokens
 from gptkit.sample.stream import TextStream
 from tests.conftest import assert_input_error
 from gptkit.tokenizer.bpe import Tokenizer

@@ -11,10 +11,10 @@ import click
 import pytest
 from click.testing import CliRunner
 
-import gptkit.shared.progress
 from gptkit.shared.cli import Command
 from gptkit.shared.errors import GptkitError, InputError, SettingError
 from gptkit.shared.files import atomic_write
+import gptkit.shared.progress
 from gptkit.shared.progress import Progress
 from gptkit.shared.workers import process_pool
 

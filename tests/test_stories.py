@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from gptkit.shared.errors import InputError
 from gptkit.stories import story, write_corpus
 from gptkit.stories.cli import cli, parse_size
 from gptkit.stories.generate import ING, PAST, SEPARATOR, a, distinct_words, plural
 from gptkit.stories.words import ACTIVITIES
-from gptkit.shared.errors import InputError
 from tests.conftest import assert_input_error
 
 # Words that start with a vowel letter but take "a" (a unicorn): the only ones allowed after "a".

@@ -14,11 +14,11 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from gptkit.tokenizer import Tokenizer
 import gptkit.tokenizer.bpe
+from gptkit.tokenizer.cli import cli
 import gptkit.tokenizer.files
 import gptkit.tokenizer.train
-from gptkit.tokenizer import Tokenizer
-from gptkit.tokenizer.cli import cli
 
 REPO = Path(__file__).resolve().parents[1]
 GPT2_DATA = REPO.parent / "shared" / "data"

@@ -190,7 +190,13 @@ class Tokenizer:
         """The largest position <= `end` at which `text` can be cut into two parts whose ids,
         one after the other, are the ids of `text`; 0 if there is none (or none this
         tokenizer's pattern and normalizer are known to allow). Special tokens aside."""
-        return self._cut(text, end)
+        return self._cut(text, end) if end > 0 else 0  # a negative end position would count from the end
+
+    def line_cuts(self, text, start=0, end=None):
+        """The positions in [start, end] (default: all of `text`) just before a newline where
+        `text` can be cut into two parts whose ids, one after the other, are the ids of `text`
+        (none for a pattern we know nothing about). Special tokens aside."""
+        return split.line_cuts(self.pattern, text, start, len(text) if end is None else end)
 
     def encode(self, text, allowed_special="all"):
         """The ids of `text`. Special tokens in `allowed_special` ("all", or a set of their
@@ -208,12 +214,17 @@ class Tokenizer:
         carry = ""
         for text in texts:
             buffer = carry + text
-            cut = self.safe_cut(buffer, len(buffer) - longest_special)
+            # Room after the cut for the character there and a whole special token after it (below).
+            cut = self.safe_cut(buffer, len(buffer) - longest_special - 1)
             if special_re and cut:
                 # A special token straddling the cut ends before the cut or starts after it.
                 for m in special_re.finditer(buffer, max(0, cut - longest_special), cut + longest_special):
                     if m.start() < cut < m.end():
                         cut = m.start()
+                # Nor just before whitespace that a special token follows: that whitespace ends its
+                # text, where the pattern takes the whole run (`\s+(?!\S)`), not the part after the cut.
+                while cut and special_re.match(buffer, cut + 1):
+                    cut = self.safe_cut(buffer, cut - 1)
             yield from self._encode_one(buffer[:cut], special_re)
             carry = buffer[cut:]
         yield from self._encode_one(carry, special_re)

@@ -142,6 +142,27 @@ _ASCII_SPACE_CUT_PATTERNS = frozenset({GPT2_PATTERN, LLAMA3_PATTERN, QWEN2_PATTE
 _LAST_ASCII_SPACE = regex.compile(r"(?<=[!-~]) ", flags=regex.REVERSE)
 
 
+# Line ends where a text can be cut without changing its pre-tokens: where pretokenize may begin
+# the validation tail of a corpus that is one long text. GPT-2's pattern: a newline with a
+# non-space character on one side (no pre-token runs from a non-space into a space, and a
+# newline followed by a non-space ends its pre-token). Llama 3's, Qwen2's and GPT-4o's take a
+# run of newlines whole (`\s*[\r\n]+`) and glue newlines to punctuation before them
+# (`[^\s\p{L}\p{N}]+[\r\n]*`): the cut goes before a run of newlines that follows a letter
+# or digit. Normalizers change neither (a newline is a starter that composes with nothing).
+_LINE_CUTS = {GPT2_PATTERN: regex.compile(r"(?<=\S)\n|\n(?=\S)"),
+              **dict.fromkeys((LLAMA3_PATTERN, QWEN2_PATTERN, O200K_PATTERN), regex.compile(r"(?<=[\p{L}\p{N}])\n"))}
+
+
+def line_cuts(pattern, text, start, end):
+    """Positions in [start, end] just before a newline where `text` can be cut without changing
+    its pre-tokens under `pattern` (see _LINE_CUTS); none for a pattern we know nothing about."""
+    cuts = _LINE_CUTS.get(pattern)
+    if cuts is None:
+        return []
+    # endpos leaves room for the lookahead to see the character after `end`.
+    return [m.start() for m in cuts.finditer(text, start, min(end + 2, len(text))) if m.start() <= end]
+
+
 def cutter(pattern, normalized):
     """The `safe_cut` for a tokenizer with this pattern, normalized or not: a function
     (text, end) -> the largest position <= `end` at which `text` can be cut without changing

@@ -18,8 +18,8 @@ import numpy as np
 
 from gptkit.shared.corpus import Corpus
 from gptkit.shared.errors import InputError
-from gptkit.shared.text import EOT
 from gptkit.shared.progress import Progress
+from gptkit.shared.text import EOT
 from gptkit.shared.workers import process_pool
 
 from . import split

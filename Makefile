@@ -62,7 +62,7 @@ test: install ## Run the test suite (CPU only, a few minutes on 2 cores).
 	$(PY) -m pytest
 
 bench: install ## Benchmarks against the reference clients; corpora from ../shared/data/build_bench_corpus.py.
-	$(PY) bench/tokenizer.py $(BENCH_DATA)/corpus_5mb.txt $(BENCH_DATA)/corpus_36mb.txt --workers 2
+	$(PY) bench/tokenizer.py $(BENCH_DATA)/corpus_5mb.txt $(BENCH_DATA)/corpus_36mb.txt --threads 2
 	$(PY) bench/encode.py $(BENCH_DATA)/corpus_5mb.txt $(BENCH_DATA)/corpus_36mb.txt --threads 1 2
 	$(PY) bench/sample.py
 	$(PY) bench/train.py

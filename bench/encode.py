@@ -5,7 +5,7 @@
 A tokenizer is trained once on the first corpus (`tokenizer train`, not timed). Then, for each
 corpus and worker count, two jobs run in fresh processes, alternately, --repeat times each:
 
-  ours      the real CLI: python -m pretokenize -t TOK --input CORPUS --out D --threads N -q
+  ours      the real CLI: gptkit pretokenize -t TOK --input CORPUS --out D --threads N -q
   tiktoken  this script's hidden sub-command `_tiktoken`: the same job with a tiktoken.Encoding built
             from our tokenizer's vocabulary (GPT-2 pattern): documents streamed in blocks, encoded in
             batches of about N MiB-characters by encode_ordinary, N threads each taking a share of
@@ -42,7 +42,7 @@ from operator import itemgetter
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path[0] = str(ROOT)  # not bench/: so that `tokenizer` is our package
+sys.path[0] = str(ROOT)  # the repository, not bench/: `from bench.common import ...`
 
 from bench.common import EOT, cpu, iter_docs, tree_pss_mb  # noqa: E402 (after the path is set)
 BUILD_HINT = "apt-get install -y bible-kjv bible-kjv-text dict-gcide && python3 ../shared/data/build_bench_corpus.py DIR"
@@ -136,9 +136,9 @@ def command(who, tokenizer_json, corpus, out_dir, workers):
 
 
 STARTUP = {  # the children's interpreter start and imports, without the job
-    "ours": [sys.executable, "-c", "import pretokenize.cli, tokenizer"],  # what `-m pretokenize` imports first
+    "ours": [sys.executable, "-c", "import gptkit.pretokenize.cli, gptkit.tokenizer"],  # what `-m gptkit.pretokenize` imports first
     "tiktoken": [sys.executable, "-c", f"import sys; sys.path[0] = {str(ROOT)!r}; "
-                 "import argparse, numpy, tiktoken, pretokenize.encode, shared.shards, tokenizer"],
+                 "import argparse, numpy, tiktoken, gptkit.pretokenize.encode, gptkit.shared.shards, gptkit.tokenizer"],
 }
 
 
@@ -229,7 +229,7 @@ def speed_table(tokenizer_json, corpora, tmp, a):
     rows, mismatches = [], []
     for corpus in corpora:
         mb = corpus.stat().st_size / 1e6
-        for workers in a.workers:
+        for workers in a.threads:
             seconds, identical = defaultdict(list), True
             for r in range(a.repeat):
                 results, difference = jobs(tokenizer_json, corpus, tmp, workers)
@@ -320,7 +320,7 @@ def main():
     sys.stdout.reconfigure(line_buffering=True)  # keep stdout in step with the progress lines on stderr
     print(machine())
     print(f"vocab size {a.vocab_size} (trained on {corpora[0].name}), special token {EOT}, "
-          f"workers {' '.join(map(str, a.workers))}, repeat {a.repeat} (medians)")
+          f"workers {' '.join(map(str, a.threads))}, repeat {a.repeat} (medians)")
     with tempfile.TemporaryDirectory(prefix="bench-encode-") as tmp:
         tmp = Path(tmp)
         tokenizer_json = tmp / "tokenizer.json"
@@ -329,7 +329,7 @@ def main():
         startup_line(a.repeat)
         small = max(corpora, key=lambda p: p.stat().st_size)
         big = a.rss_corpus.resolve() if a.rss_corpus else build_big(small, tmp / f"{small.stem}_x{BIG_COPIES}.txt")
-        mismatches += memory_table(tokenizer_json, small, big, not a.rss_corpus, tmp, max(a.workers))
+        mismatches += memory_table(tokenizer_json, small, big, not a.rss_corpus, tmp, max(a.threads))
     print(f"\nat the end: {load()}")
     if mismatches:
         print("\n" + "\n".join(mismatches))

@@ -33,7 +33,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path[0] = str(ROOT)  # not bench/: so that `sample` is our package
+sys.path[0] = str(ROOT)  # the repository, not bench/: `from bench.common import ...`
 
 from bench.common import EOT, run_child, torch_machine  # noqa: E402 (after the path is set)
 MODEL = dict(vocab_size=10000, context_length=512, d_model=256, n_layers=4, n_heads=4, d_ff=688, tie_embeddings=False)

@@ -22,7 +22,7 @@ from itertools import chain
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path[0] = str(ROOT)  # not bench/: this file's name would hide the `tokenizer` package
+sys.path[0] = str(ROOT)  # the repository, not bench/: `from bench.common import ...`
 
 from bench.common import EOT, cpu, iter_docs, tree_pss_mb  # noqa: E402 (after the path is set)
 BUILD_HINT = "apt-get install -y bible-kjv bible-kjv-text dict-gcide && python3 ../shared/data/build_bench_corpus.py DIR"
@@ -152,9 +152,9 @@ def child_main(argv):
     parser.add_argument("--repeat", type=int)
     a = parser.parse_args(argv)
     if a.task == "encode":
-        out = encode_all(a.path, a.tokenizer_json, a.workers, a.repeat)
+        out = encode_all(a.path, a.tokenizer_json, a.threads, a.repeat)
     else:
-        seconds = (train_ours(a.path, a.vocab_size, a.workers, a.tokenizer_json) if a.task == "train-ours"
+        seconds = (train_ours(a.path, a.vocab_size, a.threads, a.tokenizer_json) if a.task == "train-ours"
                    else train_hf(a.path, a.vocab_size))
         out = {"seconds": seconds}
     out["ru_maxrss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
@@ -189,14 +189,14 @@ def bench_corpus(path, tmp, a):
     for r in range(a.repeat):  # alternate ours and HF so that noise hits both alike
         for who in ("ours", "hf"):
             run = run_child([f"train-{who}", path, tokenizer_json, "--vocab-size", a.vocab_size,
-                             "--threads", a.workers], a.workers)
+                             "--threads", a.threads], a.threads)
             runs[who].append(run)
             print(f"  {path.name}: train {who} {r + 1}/{a.repeat}: {run['seconds']:.2f} s, "
                   f"peak {run['peak_tree_mb']:.0f} MB", file=sys.stderr)
     train = {who: {key: statistics.median(run[key] for run in runs[who])
                    for key in ("seconds", "peak_tree_mb", "ru_maxrss_mb")} for who in runs}
     print(f"  {path.name}: encoding ({len(ENCODE_MODES)} modes x {a.repeat})", file=sys.stderr)
-    encode = run_child(["encode", path, tokenizer_json, "--threads", a.workers, "--repeat", a.repeat], a.workers)
+    encode = run_child(["encode", path, tokenizer_json, "--threads", a.threads, "--repeat", a.repeat], a.threads)
     speed = {mode: encode["mb"] / statistics.median(s) for mode, s in encode["seconds"].items()}
     return train, encode, speed
 
@@ -244,12 +244,12 @@ def main():
               file=sys.stderr)
         sys.exit(2)
     print(machine())
-    print(f"vocab size {a.vocab_size}, special token {EOT}, workers {a.workers}, repeat {a.repeat} (medians)")
+    print(f"vocab size {a.vocab_size}, special token {EOT}, workers {a.threads}, repeat {a.repeat} (medians)")
     failed = False
     with tempfile.TemporaryDirectory(prefix="bench-tokenizer-") as tmp:
         for path in a.corpora:
             train, encode, speed = bench_corpus(path, tmp, a)
-            print_report(path, train, encode, speed, a.workers)
+            print_report(path, train, encode, speed, a.threads)
             failed |= bool(encode["mismatches"])
     if failed:
         sys.exit("MISMATCH: the tokenizers disagree (see above)")

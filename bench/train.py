@@ -43,7 +43,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path[0] = str(ROOT)  # not bench/: so that `train`, `model` are our packages
+sys.path[0] = str(ROOT)  # the repository, not bench/: `from bench.common import ...`
 
 from bench.common import run_child, torch_machine  # noqa: E402 (after the path is set)
 

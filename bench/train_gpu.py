@@ -36,7 +36,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path[0] = str(ROOT)  # not bench/: so that `train`, `model` are our packages
+sys.path[0] = str(ROOT)  # the repository, not bench/: `from bench.common import ...`
 
 import torch  # noqa: E402
 import torch.nn as nn  # noqa: E402

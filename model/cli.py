@@ -1,4 +1,5 @@
-"""`model`: inspect a model config, make a random checkpoint, export to Hugging Face. Run `model --help`."""
+"""`gptkit model`: inspect a model config, make a random checkpoint, export to Hugging Face. Run
+`gptkit model --help`."""
 from pathlib import Path
 
 import click

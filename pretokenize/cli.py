@@ -1,4 +1,5 @@
-"""`pretokenize`: encode corpora into token shards, inspect and verify them. Run `pretokenize --help`."""
+"""`gptkit pretokenize`: encode corpora into token shards, inspect and verify them. Run
+`gptkit pretokenize --help`."""
 import time
 from pathlib import Path
 

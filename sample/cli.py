@@ -1,4 +1,4 @@
-"""`sample`: text from a checkpoint. Run `sample --help`."""
+"""`gptkit sample`: text from a checkpoint. Run `gptkit sample --help`."""
 import random
 import sys
 

@@ -1,4 +1,4 @@
-"""`stories` (or `python -m stories`): write a corpus of generated stories. Run `python -m stories --help`."""
+"""`gptkit stories`: write a corpus of generated stories. Run `gptkit stories --help`."""
 import re
 import time
 from decimal import Decimal

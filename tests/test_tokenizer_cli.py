@@ -2,7 +2,7 @@
 
 Most tests drive the click group in-process with CliRunner (click 8.2+ keeps stdout and
 stderr apart in `result.stdout` / `result.stderr`; `result.output` holds both); one runs
-`python -m tokenizer` for real.
+`python -m gptkit.tokenizer` for real.
 """
 import json
 import os

@@ -1,4 +1,4 @@
-"""`tokenizer`: train a byte-level BPE, encode, decode, inspect. Run `tokenizer --help`."""
+"""`gptkit tokenizer`: train a byte-level BPE, encode, decode, inspect. Run `gptkit tokenizer --help`."""
 import io
 import json
 import sys

@@ -50,6 +50,8 @@ def encode(tokenizer_path, inputs, more_inputs, out_dir, val_fraction, val_token
     if val_inputs and (val_fraction is not None or val_tokens is not None):
         flag = "--val-fraction" if val_fraction is not None else "--val-tokens"
         raise InputError(f"--val-input and {flag}: give one or the other (all of --val-input is the validation split)")
+    if val_fraction is not None and val_tokens is not None:
+        raise InputError("--val-fraction and --val-tokens: give one or the other")
     if val_fraction is None and val_tokens is None:
         val_fraction = 0.01
     split = Split(val_fraction, val_tokens)  # checks them

@@ -53,12 +53,12 @@ class Split:
 
     def __post_init__(self):
         if (self.val_fraction is None) == (self.val_tokens is None):
-            raise InputError("--val-fraction and --val-tokens: give one or the other")
+            raise InputError("val_fraction and val_tokens: give one or the other")
         # NaN fails every comparison, so this refuses it and the infinities too.
         if self.val_fraction is not None and not (isinstance(self.val_fraction, numbers.Real) and 0 < self.val_fraction < 1):
-            raise InputError(f"--val-fraction {self.val_fraction}: expected a number between 0 and 1, both excluded")
+            raise SettingError("val_fraction", f"{self.val_fraction}: expected a number between 0 and 1, both excluded")
         if self.val_tokens is not None and not (_is_whole(self.val_tokens) and self.val_tokens >= 1):
-            raise InputError(f"--val-tokens {self.val_tokens}: expected a whole number, 1 or more")
+            raise SettingError("val_tokens", f"{self.val_tokens}: expected a whole number, 1 or more")
 
     def describe(self):
         if self.val_tokens is not None:

@@ -26,7 +26,7 @@ import zlib
 from pathlib import Path
 from typing import Iterator, Sequence
 
-from gptkit.shared.errors import InputError
+from gptkit.shared.errors import InputError, SettingError
 from gptkit.shared.text import EOT
 
 try:
@@ -123,7 +123,7 @@ def expand_inputs(inputs: Sequence[str | os.PathLike]) -> list[Path]:
         # An existing path is taken literally, so a file named "a[1].txt" is not a pattern.
         matches = [item] if os.path.exists(item) else sorted(glob.glob(item, recursive=True))
         if not matches:
-            raise InputError(f"--input {item!r}: no such file or directory")
+            raise SettingError("input", f"{item!r}: no such file or directory")
         files = []
         for match in map(Path, matches):
             if match.is_dir():

@@ -265,7 +265,7 @@ def test_directories_and_globs_expand_sorted_without_duplicates(tmp_path):
 
 
 def test_missing_path_or_empty_glob(tmp_path):
-    with pytest.raises(InputError, match=r"--input '.*nope\*': no such file or directory"):
+    with pytest.raises(InputError, match=r"^input '.*nope\*': no such file or directory"):
         expand_inputs([str(tmp_path / "nope*")])
     with pytest.raises(InputError, match="no such file or directory"):
         Corpus([tmp_path / "missing.txt"])

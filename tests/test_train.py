@@ -127,9 +127,9 @@ def test_max_bytes_takes_whole_leading_documents(tmp_path):
 @pytest.mark.parametrize(
     "kwargs, message",
     [
-        ({"vocab_size": 256}, "--vocab-size 256: must be at least 256 + 1"),
-        ({"vocab_size": 300, "special_tokens": ["<a>", "<a>"]}, "'<a>' is given twice"),
-        ({"vocab_size": 300, "special_tokens": [""]}, "cannot be empty"),
+        ({"vocab_size": 256}, "vocab_size 256: must be at least 256 + 1"),  # the library names its setting,
+        ({"vocab_size": 300, "special_tokens": ["<a>", "<a>"]}, "special_token '<a>': given twice"),  # the CLI its flag
+        ({"vocab_size": 300, "special_tokens": [""]}, "special_token '': a special token cannot be empty"),
     ],
 )
 def test_bad_settings(tmp_path, kwargs, message):

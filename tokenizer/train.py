@@ -17,7 +17,7 @@ from itertools import chain, islice
 import numpy as np
 
 from gptkit.shared.corpus import Corpus
-from gptkit.shared.errors import InputError
+from gptkit.shared.errors import InputError, SettingError
 from gptkit.shared.progress import Progress
 from gptkit.shared.text import EOT
 from gptkit.shared.workers import process_pool
@@ -33,18 +33,18 @@ def train_bpe(corpus, vocab_size, special_tokens=(EOT,), *, workers=1, max_bytes
     """Learn a byte-level BPE of `vocab_size` tokens (256 bytes + merges + special tokens) from a `Corpus`."""
     special_tokens = list(special_tokens)
     if any(not s for s in special_tokens):
-        raise InputError("--special-token: a special token cannot be empty")
+        raise SettingError("special_token", "'': a special token cannot be empty")
     if len(set(special_tokens)) != len(special_tokens):
         duplicate = next(s for s in special_tokens if special_tokens.count(s) > 1)
-        raise InputError(f"--special-token: {duplicate!r} is given twice")
+        raise SettingError("special_token", f"{duplicate!r}: given twice")
     if not isinstance(vocab_size, numbers.Integral) or isinstance(vocab_size, bool):
-        raise InputError(f"--vocab-size {vocab_size!r}: expected a whole number")
+        raise SettingError("vocab_size", f"{vocab_size!r}: expected a whole number")
     if vocab_size < 256 + len(special_tokens):
-        raise InputError(f"--vocab-size {vocab_size}: must be at least 256 + {len(special_tokens)} special token(s)")
+        raise SettingError("vocab_size", f"{vocab_size}: must be at least 256 + {len(special_tokens)} special token(s)")
     if vocab_size > MAX_VOCAB_SIZE:
-        raise InputError(f"--vocab-size {vocab_size}: at most {MAX_VOCAB_SIZE:,} (token shards hold the vocabulary size as an int32)")
+        raise SettingError("vocab_size", f"{vocab_size}: at most {MAX_VOCAB_SIZE:,} (token shards hold the vocabulary size as an int32)")
     if max_bytes is not None and not (isinstance(max_bytes, numbers.Integral) and max_bytes >= 1):
-        raise InputError(f"--max-bytes {max_bytes!r}: expected a whole number, 1 or more")
+        raise SettingError("max_bytes", f"{max_bytes!r}: expected a whole number, 1 or more")
     counts = count_pretokens(corpus, special_tokens, workers=workers, max_bytes=max_bytes, quiet=quiet)
     if not counts:
         raise InputError(f"{', '.join(map(str, corpus.paths))}: the corpus holds no text to train on")

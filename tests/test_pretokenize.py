@@ -24,7 +24,7 @@ import gptkit.shared.corpus
 from gptkit.shared.corpus import Corpus
 from gptkit.shared.shards import open_shard, read_header, read_manifest, shard_paths
 from tests.conftest import assert_input_error, english_like, shared_file
-from gptkit.tokenizer import Tokenizer, train_bpe
+from gptkit.tokenizer import Tokenizer, split, train_bpe
 
 EOT = "<|endoftext|>"
 
@@ -357,6 +357,25 @@ def test_the_tail_is_found_across_many_small_pieces_and_jobs(tmp_path, monkeypat
     for n in (1, 700):
         encode_corpus(Corpus([path]), tok, tmp_path / "data", split=Split(val_tokens=n), workers=workers, quiet=True)
         assert_cut_at_a_line_end(tok, tmp_path / "data", text, n, unit="tokens")
+
+
+@pytest.mark.parametrize("pattern", [split.LLAMA3_PATTERN, split.O200K_PATTERN])
+def test_the_tail_of_one_text_begins_where_the_tokenizers_own_pattern_allows(tmp_path, tok, pattern):
+    """Llama 3's and GPT-4o's patterns glue a newline to punctuation before it and take newline runs
+    whole: the tail begins before a run of newlines after a letter or digit, and the tokens of the
+    two parts are the tokens of the whole text (GPT-2's rule, used for every pattern before, cut
+    '.\\n' and '\\n\\n' apart and changed them)."""
+    other = Tokenizer(tok.vocab, tok.merges, tok.special_tokens, pattern=pattern)
+    text = "".join("the cat sat on the mat.\n" if i % 10 else "a big dog\n\n" for i in range(1, 200))
+    encode_corpus(Corpus([write_txt(tmp_path / "book.txt", [text])]), other, tmp_path / "data", split=Split(0.1), quiet=True)
+    train, val = split_text(other, tmp_path / "data")
+    head, tail = train.removesuffix(EOT), val.removesuffix(EOT)
+    assert head + tail == text and len(tail) >= len(text) / 10
+    assert tail[0] == "\n" and head[-1].isalnum()
+    eot = other.special_tokens[EOT]
+    ids = other.encode(text, allowed_special=())
+    assert tokens_of(tmp_path / "data", "train").tolist() + tokens_of(tmp_path / "data", "val").tolist() == \
+        ids[: len(other.encode(head, allowed_special=()))] + [eot] + ids[len(other.encode(head, allowed_special=())):] + [eot]
 
 
 def test_a_few_documents_are_cut_as_one_text(tmp_path, tok, tok_path):

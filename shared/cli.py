@@ -47,8 +47,8 @@ def _as_click(error: GptkitError) -> click.ClickException:
     return shown
 
 
-class Command(click.Command):
-    """A command whose usage and library errors are one line."""
+class _OneLine:
+    """Usage errors and library errors in one line; logging set up before the command runs."""
 
     def parse_args(self, ctx, args):
         try:
@@ -64,19 +64,17 @@ class Command(click.Command):
             raise _as_click(e) from None
 
 
-class Group(click.Group):
-    """A group whose usage and library errors, and its commands', are one line."""
+class Command(_OneLine, click.Command):
+    """A command of ours."""
+
+
+class Group(_OneLine, click.Group):
+    """A group of ours: its commands are ours too, listed in the order of their use."""
 
     command_class = Command
 
     def list_commands(self, ctx):
-        return list(self.commands)  # in the order they were added: the order of their use
-
-    def parse_args(self, ctx, args):
-        try:
-            return super().parse_args(ctx, args)
-        except click.UsageError as e:
-            raise _one_line(e) from None
+        return list(self.commands)  # in the order they were added
 
     def resolve_command(self, ctx, args):
         if args and args[0] not in self.commands and not args[0].startswith("-"):
@@ -90,13 +88,6 @@ class Group(click.Group):
         close = difflib.get_close_matches(word, self.list_commands(ctx), n=1, cutoff=0.6)
         hint = f"; did you mean {close[0]!r}?" if close else f" (commands: {', '.join(self.list_commands(ctx))})"
         raise _one_line(click.UsageError(f"No such command {word!r}{hint}", ctx))
-
-    def invoke(self, ctx):
-        configure_logging()
-        try:
-            return super().invoke(ctx)
-        except GptkitError as e:
-            raise _as_click(e) from None
 
 
 Group.group_class = Group

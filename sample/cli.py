@@ -1,4 +1,5 @@
 """`gptkit sample`: text from a checkpoint. Run `gptkit sample --help`."""
+import logging
 import random
 import sys
 
@@ -7,6 +8,8 @@ import click
 from gptkit.shared.cli import CONTEXT, Command, threads_option, use_threads, version_option
 from gptkit.shared.errors import InputError
 from gptkit.shared.text import decode_utf8, without_surrogates
+
+log = logging.getLogger(__name__)
 
 
 @click.command(cls=Command, context_settings=CONTEXT)
@@ -40,7 +43,7 @@ def cli(checkpoint, prompt, prompt_file, max_new_tokens, temperature, top_p, top
         prompt, replaced = without_surrogates(prompt)  # bytes of the command line that are not UTF-8
         where = "--prompt"
     if replaced:
-        click.echo(f"warning: {where}: {replaced} byte(s) that are not UTF-8 replaced by U+FFFD", err=True)
+        log.warning(f"{where}: {replaced} byte(s) that are not UTF-8 replaced by U+FFFD")
     stops = [without_surrogates(stop)[0] for stop in stops]
 
     from gptkit.model import load_model, resolve_device
@@ -58,7 +61,7 @@ def cli(checkpoint, prompt, prompt_file, max_new_tokens, temperature, top_p, top
         raise InputError(f"--prompt is empty and {checkpoint} records no end-of-text token to start from")
     context = model.config.context_length
     if len(ids) > context:
-        click.echo(f"warning: the prompt has {len(ids):,} tokens, more than the context of {context:,}: keeping the last {context:,}", err=True)
+        log.warning(f"the prompt has {len(ids):,} tokens, more than the context of {context:,}: keeping the last {context:,}")
         ids = ids[-context:]
     if seed is None:
         seed = random.randrange(2**31)

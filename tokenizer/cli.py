@@ -1,6 +1,7 @@
 """`gptkit tokenizer`: train a byte-level BPE, encode, decode, inspect. Run `gptkit tokenizer --help`."""
 import io
 import json
+import logging
 import sys
 import time
 from itertools import islice
@@ -13,6 +14,7 @@ from gptkit.shared.corpus import DEFAULT_SEPARATOR, Corpus
 from gptkit.shared.errors import InputError
 from gptkit.shared.text import EOT, without_surrogates
 
+log = logging.getLogger(__name__)
 DEFAULT_PATH = "tokenizer.json"
 tokenizer_option = click.option(
     "--tokenizer", "-t", "path", default=DEFAULT_PATH, show_default=True, metavar="PATH", help="A tokenizer.json (HF tokenizers format)."
@@ -85,7 +87,7 @@ def encode(path, text, file_path, specials_as_text):
     if text is not None:
         text, replaced = without_surrogates(text)  # bytes of the command line that are not UTF-8
         if replaced:
-            click.echo(f"warning: TEXT: {replaced} byte(s) that are not UTF-8 replaced by U+FFFD", err=True)
+            log.warning(f"TEXT: {replaced} byte(s) that are not UTF-8 replaced by U+FFFD")
         ids = iter(tokenizer.encode(text, allowed))
     else:
         stdin = io.TextIOWrapper(sys.stdin.buffer, encoding="utf-8", errors="replace", newline="")

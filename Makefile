@@ -56,7 +56,7 @@ demo: install ## The whole pipeline offline on CPU: stories -> tokenizer -> shar
 	$(GPTKIT) tokenizer train --input $(DEMO)/stories.txt --vocab-size 2048 --out $(DEMO)/tokenizer.json $(THREADS_FLAG)
 	$(GPTKIT) pretokenize --tokenizer $(DEMO)/tokenizer.json --input $(DEMO)/stories.txt --out $(DEMO)/stories $(THREADS_FLAG)
 	$(GPTKIT) train --config tiny --data $(DEMO)/stories --out $(DEMO)/run $(THREADS_FLAG)
-	$(GPTKIT) sample --checkpoint $(DEMO)/run/latest --prompt "Once upon a time" --num-samples 3 --max-new-tokens 120 --seed 0
+	$(GPTKIT) sample --checkpoint $(DEMO)/run/latest --prompt "Once upon a time" --num-samples 3 --max-new-tokens 120 --seed 0 $(THREADS_FLAG)
 
 test: install ## Run the test suite (CPU only, a few minutes on 2 cores).
 	$(PY) -m pytest

@@ -89,7 +89,7 @@ def train_config(tmp, out, a):
 
     return TrainConfig(data=str(tmp / "data"), out=str(tmp / out), model=dict(MODEL, context_length=a.context),
                        device="cpu", seed=SEED, batch_size=a.batch_size, context_length=a.context,
-                       eval_tokens=4 * a.context).check()
+                       eval_tokens=4 * a.context)
 
 
 def trainer(tmp, out, a):

@@ -132,7 +132,7 @@ def contenders(shape, data, run_dir, device, compile_model):
     def ours():
         trainer = Trainer(TrainConfig(data=str(data), out=str(run_dir), model=shape, device=device.type, batch_size=batch,
                                       context_length=context, compile=compile_model, warmup_steps=10, max_steps=10**6,
-                                      eval_tokens=context).check(), False, 0, 1, device, False)
+                                      eval_tokens=context), False, 0, 1, device, False)
         return trainer
 
     def hf_llama():

@@ -78,4 +78,6 @@ def load_config(name_or_path) -> ModelConfig:
     """A preset by name (see `preset_names()`) or a JSON file: a model config, or a file with
     one under the key "model" (as checkpoints have)."""
     settings, path = config_files.read_settings(name_or_path, PRESETS_DIR, "model settings")
+    if isinstance(settings.get("model"), dict):  # a checkpoint's config.json, or a training run's
+        settings = settings["model"]
     return ModelConfig.from_dict(settings, source=str(path))

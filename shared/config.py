@@ -2,7 +2,7 @@
 import json
 from pathlib import Path
 
-from gptkit.shared.errors import InputError
+from gptkit.shared.errors import SettingError
 
 
 def preset_names(presets_dir) -> list[str]:
@@ -11,20 +11,19 @@ def preset_names(presets_dir) -> list[str]:
 
 def read_settings(name_or_path, presets_dir, what) -> tuple[dict, Path]:
     """The JSON object of a preset of `presets_dir` (a name without a suffix that is no file)
-    or of a file, and the path it came from; `what` names its contents in errors."""
+    or of a file, and the path it came from; `what` names its contents in errors. The setting is
+    `config`, as the commands call a preset or settings file."""
     path = Path(name_or_path)
     if not path.suffix and not path.exists():
         path = Path(presets_dir) / f"{name_or_path}.json"
         if not path.exists():
-            raise InputError(f"--config {name_or_path}: no such preset (presets: {', '.join(preset_names(presets_dir))}) or file")
+            raise SettingError("config", f"{name_or_path}: no such preset (presets: {', '.join(preset_names(presets_dir))}) or file")
     try:
         settings = json.loads(path.read_text())
     except OSError as e:
-        raise InputError(f"--config {path}: cannot read ({e.strerror})") from None
+        raise SettingError("config", f"{path}: cannot read ({e.strerror})") from None
     except ValueError as e:
-        raise InputError(f"--config {path}: not valid JSON ({e})") from None
-    if isinstance(settings, dict) and what == "model settings" and isinstance(settings.get("model"), dict):
-        settings = settings["model"]  # a checkpoint's or a training config's model
+        raise SettingError("config", f"{path}: not valid JSON ({e})") from None
     if not isinstance(settings, dict):
-        raise InputError(f"--config {path}: expected a JSON object of {what}")
+        raise SettingError("config", f"{path}: expected a JSON object of {what}")
     return settings, path

@@ -5,8 +5,9 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from gptkit.model.config import ModelConfig
+from gptkit.model.config import ModelConfig, load_config
 from gptkit.model.info import training_memory
+from gptkit.shared.errors import SettingError
 from gptkit.train.cli import cli
 from gptkit.train.config import TrainConfig, load_train_config
 from gptkit.train.recipe import DEFAULT_BUDGET, GPU_PRESET, LADDER, TOKENS_PER_PARAM, recipe, recipe_config
@@ -38,7 +39,7 @@ def test_more_threads_never_buy_a_smaller_model():
 def test_each_choice_is_a_sound_config(tokens, seconds):
     r = recipe(tokens, 4096, seconds, threads=2)
     model = ModelConfig(**r.settings()["model"])
-    config = TrainConfig(data="d", out="o", **r.settings()).check()
+    config = TrainConfig(data="d", out="o", **r.settings())
     assert config.context_length is None  # the model's own context
     assert model.vocab_size == 4096 and model.head_dim % 2 == 0
     assert 1 <= config.warmup_steps < max(r.steps, 2) and config.min_lr < config.lr
@@ -103,7 +104,8 @@ def test_flags_beat_the_recipe(data, capsys):
 
 def test_a_model_flag_or_no_data_bypasses_the_recipe(data, capsys):
     assert chosen(data, model="tiny") == TrainConfig(data=str(data), out="run", device="cpu", model="tiny")
-    assert recipe_config({"out": "run"}).data is None
+    with pytest.raises(SettingError, match="^data is needed"):  # the CLI shows it as --data
+        recipe_config({"out": "run"})
     assert capsys.readouterr().out == ""
 
 
@@ -129,4 +131,5 @@ def test_config_bypasses_the_recipe(data, tmp_path):
                                    "--max-steps", "1", "--batch-size", "1", "--context-length", "16", "--eval-tokens", "16"])
     assert res.exit_code == 0, res.output
     assert "recipe" not in res.output
-    assert json.loads((tmp_path / "run" / "config.json").read_text())["model"] == "tiny"
+    tiny = {**load_config("tiny").to_dict(), "vocab_size": 450}  # the preset, resolved for the data's tokenizer
+    assert json.loads((tmp_path / "run" / "config.json").read_text())["model"] == tiny

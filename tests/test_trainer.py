@@ -6,6 +6,7 @@ Everything runs tiny models (d_model 32, 2 layers, context 32-64) for a few step
 in-process runs use `train(config)` or the click command, the signal/kill/DDP tests run
 `python -m train` / `torchrun` as subprocesses.
 """
+import dataclasses
 import json
 import os
 import random
@@ -23,14 +24,15 @@ import torch
 from click.testing import CliRunner
 from safetensors.torch import load_file
 
-from gptkit.model.checkpoint import load_model
-from gptkit.model.config import ModelConfig
+from gptkit.model.checkpoint import file_crc32, load_model
+from gptkit.model.config import ModelConfig, load_config
+from gptkit.model.config import preset_names as model_preset_names
 from gptkit.model.model import TransformerLM
-from gptkit.shared.errors import InputError
+from gptkit.shared.errors import SettingError
 from gptkit.shared.shards import ShardHeader
 from tests.conftest import assert_input_error, english_like
 from gptkit.train.cli import cli
-from gptkit.train.config import TrainConfig, load_train_config, preset_names
+from gptkit.train.config import FIELDS, TrainConfig, load_train_config, preset_names
 from gptkit.train.data import Loader, ShardData
 from gptkit.train.optim import AdamW, Muon, Schedule, build_optimizers, lr_scale, orthogonalize
 from gptkit.train.trainer import Trainer, TrainingError, train
@@ -83,7 +85,7 @@ def settings(data, out, model, **overrides):
 
 
 def config(*args, **overrides):
-    return TrainConfig(**settings(*args, **overrides)).check()
+    return TrainConfig(**settings(*args, **overrides))
 
 
 def flags(**kw):
@@ -268,6 +270,46 @@ def test_weight_decay_only_on_matrices_and_embeddings_on_request(tied, decay_emb
     assert ("lm_head.weight" in before) != tied
 
 
+# -- the config: checked when it is made, one flag per field ---------------------------------------
+
+def test_the_option_table_has_exactly_the_fields_of_train_config():
+    from gptkit.train.cli import SETTINGS
+
+    assert [name for name, _, _ in SETTINGS] == list(FIELDS)
+    for name, kind, _ in SETTINGS:
+        default = FIELDS[name].default
+        if default not in (None, dataclasses.MISSING):
+            assert type(default) is kind, name
+
+
+@pytest.mark.parametrize("setting, value, message", [
+    ("batch_size", 0, "batch_size 0: expected a whole number, 1 or more"),
+    ("lr", float("nan"), "lr nan: expected a finite number 0 or more"),
+    ("loader", "shuffled", "loader 'shuffled': expected one of random, sequential"),
+    ("verify_data", "no", "verify_data 'no': expected true or false"),
+    ("max_time", "soon", "max_time 'soon': expected a duration above 0"),
+    ("data", "", "data '': expected a pretokenize output directory"),
+    ("model", 3, "model 3: expected a preset name"),
+])
+def test_a_train_config_checks_every_field_when_made_and_names_it(setting, value, message):
+    with pytest.raises(SettingError, match=f"^{re.escape(message)}") as error:
+        TrainConfig(**{"data": "d", "out": "o", setting: value})
+    assert error.value.setting == setting  # the command line shows the flag, --batch-size ...
+
+
+def test_a_train_config_takes_paths_and_needs_data_and_out(tmp_path):
+    config = TrainConfig(data=tmp_path / "d", out=tmp_path / "o")
+    assert config.data == str(tmp_path / "d") and json.loads(json.dumps(config.to_dict()))["out"] == str(tmp_path / "o")
+    with pytest.raises(SettingError, match="^out is needed"):
+        load_train_config("tiny", {"data": "d"})
+
+
+@pytest.mark.parametrize("model", model_preset_names())
+def test_every_model_preset_has_a_training_preset(model):
+    config = load_train_config(model, {"data": "d", "out": "o"})
+    assert config.model == model and config.lr > config.min_lr
+
+
 # -- schedules -------------------------------------------------------------------------------------
 
 def test_cosine_schedule_boundaries():
@@ -433,6 +475,62 @@ def test_resume_refuses_changed_settings_and_fresh_runs_refuse_a_used_dir(data, 
     assert res.exit_code == 0, res.output
 
 
+def test_a_run_keeps_its_model_when_the_model_file_is_edited(data, tmp_path):
+    model_file, run = write_model(tmp_path / "model.json"), tmp_path / "run"
+    train(config(data, run, model_file, max_steps=2))
+    saved = json.loads((run / "config.json").read_text())
+    assert saved["model"] == ModelConfig(**MODEL).to_dict()  # the model itself, not the file's name
+    assert load_config(run / "config.json") == ModelConfig(**MODEL)  # a run's config.json serves as a model config
+    write_model(tmp_path / "model.json", d_model=64, n_heads=4)
+    res = invoke("--out", run, "--resume", "--max-steps", 4)
+    assert res.exit_code == 0, (res.output, res.exception)
+    assert latest_step(run) == 4 and load_model(run / "latest")[0].config == ModelConfig(**MODEL)
+
+
+def test_a_checkpoint_of_another_model_is_refused(data, model_json, tmp_path):
+    run, other = tmp_path / "run", tmp_path / "other"
+    train(config(data, run, model_json, max_steps=2))
+    train(config(data, other, write_model(tmp_path / "other.json", d_ff=96), max_steps=2))
+    res = invoke("--out", run, "--resume", "--from-checkpoint", other / "latest", "--max-steps", 4)
+    assert_input_error(res, "--resume", "its model has d_ff 96, the run's 64")
+    saved = json.loads((run / "config.json").read_text())
+    (run / "config.json").write_text(json.dumps({**saved, "model": {**saved["model"], "d_ff": 96}}))
+    assert_input_error(invoke("--out", run, "--resume", "--max-steps", 4), "its model has d_ff 64, the run's 96")
+    assert latest_step(run) == 2
+
+
+def test_checkpoints_keep_only_the_state_a_resume_restores_and_old_ones_resume_exactly(data, model_json, tmp_path):
+    straight = tmp_path / "straight"
+    train(config(data, straight, model_json, max_steps=6, checkpoint_interval=3))
+    state = json.loads((straight / "latest/trainer_state.json").read_text())
+    assert set(state) == {"step", "tokens", "config_digest", "optimizer_steps", "schedule", "rng"} and list(state["rng"]) == ["torch"]
+
+    # A run of the format before: config.json names the model file, and trainer_state.json holds
+    # the loader's settings and the CUDA generators' state, which no resume ever read.
+    old = tmp_path / "old"
+    shutil.copytree(straight, old, symlinks=True)
+    shutil.rmtree(old / "checkpoints/step-000006_tokens-768")
+    (old / "latest").unlink()
+    (old / "latest").symlink_to(Path("checkpoints") / "step-000003_tokens-384")
+    settings_then = {**json.loads((old / "config.json").read_text()), "model": model_json}
+    (old / "config.json").write_text(json.dumps(settings_then))
+    checkpoint = old / "checkpoints/step-000003_tokens-384"
+    state = json.loads((checkpoint / "trainer_state.json").read_text())
+    state.update(config_digest=TrainConfig(**settings_then).digest(), rng={**state["rng"], "cuda": []},
+                 loader={"mode": "random", "seed": 1337, "batch_size": 4, "context_length": 32, "world_size": 1, "grad_accum": 1})
+    (checkpoint / "trainer_state.json").write_text(json.dumps(state))
+    checkpoint_config = json.loads((checkpoint / "config.json").read_text())
+    checkpoint_config["crc32"]["trainer_state.json"] = file_crc32(checkpoint / "trainer_state.json")
+    (checkpoint / "config.json").write_text(json.dumps(checkpoint_config))
+
+    res = invoke("--out", old, "--resume")
+    assert res.exit_code == 0, (res.output, res.exception)
+    assert [{k: v for k, v in r.items() if k not in ("tokens_per_s", "elapsed_s")} for r in records(old)] == \
+        [{k: v for k, v in r.items() if k not in ("tokens_per_s", "elapsed_s")} for r in records(straight)]
+    a, b = weights(straight / "latest"), weights(old / "latest")
+    assert all(torch.equal(a[k], b[k]) for k in a)
+
+
 @pytest.mark.parametrize("schedule", ["cosine", "wsd"])
 def test_a_replanned_schedule_goes_on_without_a_jump_and_ends_at_min_lr(schedule):
     c = TrainConfig(data="d", out="o", lr=1e-3, min_lr=1e-4, warmup_steps=10, schedule=schedule)
@@ -576,18 +674,17 @@ def test_validation_reports_bits_per_byte_of_the_text(data, model_json, tmp_path
 
 
 def test_a_length_on_the_command_line_beats_the_presets(data, tmp_path):
-    assert load_train_config("gpt2-small").max_tokens == 10_000_000_000
-    assert load_train_config("gpt2-small", {"max_steps": 12}).max_tokens is None
-    assert load_train_config("gpt2-small", {"max_tokens": 5000}).max_tokens == 5000
-    with pytest.raises(InputError, match="--max-steps and --max-tokens"):
-        load_train_config("tiny", {"max_steps": 12, "max_tokens": 5000})
+    where = {"data": "d", "out": "o"}
+    assert load_train_config("gpt2-small", where).max_tokens == 10_000_000_000
+    assert load_train_config("gpt2-small", {**where, "max_steps": 12}).max_tokens is None
+    assert load_train_config("gpt2-small", {**where, "max_tokens": 5000}).max_tokens == 5000
     assert_input_error(invoke("--config", "tiny", "--data", data, "--out", tmp_path / "r", "--max-steps", 3, "--max-tokens", 999),
                        "--max-steps", "--max-tokens")
 
 
 @pytest.mark.parametrize("preset", preset_names())
 def test_presets_compile_on_cuda_only(preset):
-    assert load_train_config(preset).compile is None  # None: compile where the device is CUDA
+    assert load_train_config(preset, {"data": "d", "out": "o"}).compile is None  # None: compile where the device is CUDA
 
 
 class Killed(BaseException):
@@ -629,7 +726,7 @@ def test_a_signal_stops_training_with_a_checkpoint(data, model_json, tmp_path, s
     proc.send_signal(signum)
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 0, err
-    assert f"stopped by {signum.name}" in out and f"resume with: python -m train --out {run} --resume" in out
+    assert f"stopped by {signum.name}" in out and f"resume with: gptkit train --out {run} --resume" in out
     last = records(run)[-1]["step"]
     assert latest_step(run) == last >= 3
     load_model(run / "latest")
@@ -733,9 +830,22 @@ def test_bad_settings(data, model_json, tmp_path):
     assert_input_error(invoke("--config", tmp_path / "c.json", *base_flags(data, out, model_json)), "learning_rate")
     assert_input_error(invoke(*base_flags(data, out, model_json, loader="shuffled")), "--loader", "sequential")
     assert_input_error(invoke(*base_flags(data, out, model_json, grad_accum=0)), "--grad-accum")
-    with pytest.raises(InputError, match="--batch-size 3: not divisible among 2 processes"):
+    with pytest.raises(SettingError, match="^batch_size 3: not divisible among 2 processes"):
         Trainer(config(data, out, model_json, batch_size=3), False, 0, 2, torch.device("cpu"), False)
     assert not out.exists()
+
+
+def test_library_errors_name_the_setting(data, model_json, tmp_path):
+    """Trainer, data and model errors name TrainConfig's fields (the CLI shows them as flags,
+    test_bad_settings and test_bad_data_directories)."""
+    with pytest.raises(SettingError, match="^context_length 128: longer than the model's context of 64"):
+        Trainer(config(data, tmp_path / "r", model_json, context_length=128), False, 0, 1, torch.device("cpu"), False)
+    with pytest.raises(SettingError, match=f"^data {re.escape(str(tmp_path))}: no tokenizer.json"):
+        train(config(tmp_path, tmp_path / "r", model_json))
+    (tmp_path / "bad.json").write_text("{oops")
+    with pytest.raises(SettingError, match=f"^model {re.escape(str(tmp_path / 'bad.json'))}: not valid JSON"):
+        train(config(data, tmp_path / "r", str(tmp_path / "bad.json")))
+    assert not (tmp_path / "r").exists()
 
 
 def test_shards_of_another_tokenizer_are_refused(data, model_json, small_tokenizer, tmp_path):

@@ -1,31 +1,73 @@
-"""`train`: train a TransformerLM on token shards. Run `train --help`.
+"""`gptkit train`: train a TransformerLM on token shards. Run `gptkit train run --help`.
 
 Every setting of train.config.TrainConfig has a flag (`--batch-size`, `--lr`, ...); a flag
 overrides the --config preset or file, which overrides the defaults. Without --config (and
 without --model) on the CPU, train.recipe sizes the model, batch and schedule for the corpus
 and the time budget instead of a preset; flags override it as they would a preset.
 """
-import json
-from pathlib import Path
+import dataclasses
 
 import click
 
-from gptkit.shared.cli import CONTEXT, DefaultGroup, threads_option, use_threads, version_option
+from gptkit.shared.cli import CONTEXT, DefaultGroup, flag, threads_option, use_threads, version_option
 from gptkit.shared.errors import InputError
 
-from .config import HELP, TrainConfig, load_train_config, option_specs, preset_names, with_length
+from .config import FIELDS, LENGTH, load_train_config, preset_names, with_overrides
 from .recipe import recipe_config
+
+# One flag per TrainConfig field: (field, click type, help). bool fields are --x/--no-x switches.
+# The types stay plain: TrainConfig checks every value, so a bad one reads the same from a flag,
+# a preset, a run's config.json or a library call.
+SETTINGS = (
+    ("data", str, "A pretokenize output directory (shards + tokenizer.json)."),
+    ("out", str, "The run directory (config.json, metrics.jsonl, checkpoints/, latest)."),
+    ("model", str, "A model preset name or a model config file (the run records the model itself)."),
+    ("seed", int, "Seed of the model's initialization, the random loader and the samples."),
+    ("device", str, "auto | cpu | cuda."),
+    ("compile", bool, "Compile the model with torch.compile; default: on CUDA (costs 30-40 s on CPU and gains nothing there)."),
+    ("batch_size", int, "Sequences per micro-step, all processes together."),
+    ("grad_accum", int, "Micro-steps per optimizer step."),
+    ("context_length", int, "Tokens per sequence (at most the model's context; default: the model's)."),
+    ("loader", str, "random (uniform offsets) | sequential (the token stream in order)."),
+    ("verify_data", bool, "Read every shard once before training: its CRC-32 and that every id fits the vocabulary "
+                          "(about 0.5 s per GiB from the page cache; --no-verify-data skips it for large data you trust)."),
+    ("max_steps", int, "Optimizer steps (with --resume: extend or shorten the run to this many)."),
+    ("max_tokens", int, "Train on this many tokens instead (sets the number of steps)."),
+    ("max_time", str, "Train for this long instead (e.g. 2m, 90s, 1h30m): the steps are planned from the measured "
+                      "throughput so that the schedule ends on time."),
+    ("optimizer", str, "adamw | muon (Muon for hidden matrices, AdamW for embeddings, head and gains)."),
+    ("lr", float, "Peak learning rate (AdamW)."),
+    ("min_lr", float, "Learning rate at the end of the schedule."),
+    ("beta1", float, "AdamW's first-moment decay."),
+    ("beta2", float, "AdamW's second-moment decay."),
+    ("eps", float, "AdamW's epsilon."),
+    ("weight_decay", float, "Decoupled weight decay, on matrices only."),
+    ("decay_embeddings", bool, "Also decay the embedding (and a separate LM head)."),
+    ("muon_lr", float, "Peak learning rate of Muon."),
+    ("muon_momentum", float, "Muon's momentum (Nesterov)."),
+    ("grad_clip", float, "Clip the global gradient L2 norm to this (0: no clipping)."),
+    ("schedule", str, "cosine (warmup, cosine to min_lr) | wsd (warmup, stable, linear cool-down)."),
+    ("warmup_steps", int, "Steps of linear warmup."),
+    ("decay_steps", int, "cosine: the step where min_lr is reached (default: the last)."),
+    ("cooldown_fraction", float, "wsd: the final fraction of the steps spent decaying to min_lr."),
+    ("eval_interval", int, "Steps between validation losses (0: only at the end)."),
+    ("eval_tokens", int, "Validation tokens (the first of the val split; the same every time)."),
+    ("log_interval", int, "Steps between log lines."),
+    ("sample_interval", int, "Steps between generated samples (0: never)."),
+    ("sample_prompt", str, "The prompt of the samples."),
+    ("sample_tokens", int, "Tokens generated per sample."),
+    ("checkpoint_interval", int, "Steps between checkpoints (0: only at the end)."),
+    ("checkpoint_tokens", int, "Also a checkpoint every this many tokens."),
+    ("keep_last", int, "Checkpoints kept."),
+)
 
 
 def _setting_options(command):
-    for name, kind, default in reversed(option_specs()):
-        flag = "--" + name.replace("_", "-")
-        if kind is bool:
-            decls, extra = [f"{flag}/--no-{name.replace('_', '-')}"], {}
-        else:
-            decls, extra = [flag], {"type": kind}
-        shown = "" if default is None else f"  [default: {default}]"
-        command = click.option(*decls, name, default=None, help=HELP.get(name, "") + shown, **extra)(command)
+    for name, kind, help in reversed(SETTINGS):
+        default = FIELDS[name].default
+        shown = "" if default in (None, dataclasses.MISSING) else f"  [default: {default}]"
+        decls = [f"{flag(name)}/--no-{name.replace('_', '-')}"] if kind is bool else [flag(name)]
+        command = click.option(*decls, name, type=kind, default=None, help=help + shown)(command)
     return command
 
 
@@ -46,11 +88,17 @@ def cli():
 @_setting_options
 def run(config_name, resume, from_checkpoint, threads, **settings):
     """Train a Llama-style model on the shards of a pretokenize directory; checkpoints and
-    metrics go to --out. Multi-GPU: torchrun --nproc_per_node=N -m train ..."""
-    from .trainer import load_run_config, train
+    metrics go to --out. Multi-GPU: torchrun --nproc_per_node=N -m gptkit.train ..."""
+    from .run_dir import load_run_config
+    from .trainer import train
 
     use_threads(threads)
     overrides = {k: v for k, v in settings.items() if v is not None}
+    lengths = [k for k in LENGTH if k in overrides]
+    if len(lengths) > 1:
+        raise InputError(f"{' and '.join(map(flag, lengths))}: give one (each sets the length of the run)")
+    if from_checkpoint and not resume:
+        raise InputError("--from-checkpoint: only with --resume")
     if resume:
         if "out" not in overrides:
             raise InputError("--resume: give the run directory with --out")
@@ -58,75 +106,22 @@ def run(config_name, resume, from_checkpoint, threads, **settings):
         if config_name:  # `make train ARGS=--resume` passes the Makefile's CONFIG whatever the run was made with
             click.echo(f"note: --resume continues with the settings saved in {overrides['out']}/config.json; "
                        f"--config {config_name} is not applied", err=True)
-        config = TrainConfig(**{**saved, **with_length(saved, overrides)})
+        config = with_overrides(saved, overrides)
     elif config_name:
         config = load_train_config(config_name, overrides)
     else:  # no preset: the model, batch and schedule are sized for the corpus and the time budget
         config = recipe_config(overrides)
-    if from_checkpoint and not resume:
-        raise InputError("--from-checkpoint: only with --resume")
-    train(config.check(), resume=from_checkpoint or resume)
+    train(config, resume=from_checkpoint or resume)
 
 
 @cli.command()
-@click.argument("run_dir", metavar="RUN", type=click.Path(exists=True, file_okay=False, path_type=Path))
-@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), help="The PNG to write.  [default: RUN/loss.png]")
+@click.argument("run_dir", metavar="RUN", type=click.Path(exists=True, file_okay=False))
+@click.option("--out", type=click.Path(dir_okay=False), help="The PNG to write.  [default: RUN/loss.png]")
 def plot(run_dir, out):
     """Plot training and validation loss against tokens, with the learning rate, from RUN/metrics.jsonl."""
-    try:
-        import matplotlib
+    from .plot import plot_run
 
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        raise InputError("plot: matplotlib is not installed (pip install matplotlib, or pip install -e '.[plot]')") from None
-    metrics = run_dir / "metrics.jsonl"
-    if not metrics.is_file():
-        raise InputError(f"{run_dir}: no metrics.jsonl (not a run directory?)")
-    records = []
-    for line in metrics.read_text(errors="replace").splitlines():
-        try:
-            records.append(json.loads(line))
-        except ValueError:
-            continue  # a line cut short (a full disk, a kill) or garbled: the plot goes on without it
-    train = [r for r in records if "loss" in r]
-    val = [r for r in records if "val_loss" in r]
-    if not train:
-        raise InputError(f"{metrics}: no training records yet")
-    fig, (loss_axis, bpb_axis) = plt.subplots(1, 2, figsize=(12, 5), width_ratios=(2, 1), layout="constrained")
-    loss_axis.plot([r["tokens"] for r in train], [r["loss"] for r in train], label="train loss", color="tab:blue")
-    if val:
-        loss_axis.plot([r["tokens"] for r in val], [r["val_loss"] for r in val], "o-", label="validation loss", color="tab:orange")
-    entropy = _unigram_entropy(run_dir)
-    if entropy is not None:
-        loss_axis.axhline(entropy, linestyle="--", color="tab:red", label=f"unigram entropy of the training tokens ({entropy:.2f})")
-    loss_axis.set_xlabel("tokens")
-    loss_axis.set_ylabel("loss (nats per token)")
-    lr_axis = loss_axis.twinx()
-    lr_axis.plot([r["tokens"] for r in train], [r["lr"] for r in train], label="learning rate", color="tab:gray", alpha=0.5)
-    lr_axis.set_ylabel("learning rate")
-    handles = loss_axis.get_lines() + lr_axis.get_lines()
-    fig.legend(handles, [h.get_label() for h in handles], loc="outside lower center", ncols=len(handles))  # off the data
-    bpb = [r for r in val if "val_bpb" in r]
-    bpb_axis.plot([r["tokens"] for r in bpb], [r["val_bpb"] for r in bpb], "o-", color="tab:green")
-    bpb_axis.set_xlabel("tokens")
-    bpb_axis.set_ylabel("validation bits per byte of text")
-    bpb_axis.set_title("tokenizer-independent" if bpb else "no bits per byte recorded")
-    fig.suptitle(str(run_dir))
-    out = out or run_dir / "loss.png"
-    fig.savefig(out, dpi=120)
-    click.echo(f"wrote {out}")
-
-
-def _unigram_entropy(run_dir):
-    """The unigram entropy of the run's training tokens, if its settings and data can be read."""
-    from .data import unigram_entropy
-    from .trainer import load_run_config
-
-    try:
-        return unigram_entropy(load_run_config(run_dir)["data"])
-    except (InputError, KeyError, TypeError):
-        return None
+    click.echo(f"wrote {plot_run(run_dir, out)}")
 
 
 def main():

@@ -17,9 +17,9 @@ import logging
 
 import numpy as np
 
-from gptkit.shared.errors import InputError
-from gptkit.shared.text import EOT
+from gptkit.shared.errors import InputError, SettingError
 from gptkit.shared.shards import open_shard, read_manifest, shard_paths, verify_shard
+from gptkit.shared.text import EOT
 
 log = logging.getLogger(__name__)
 
@@ -33,7 +33,7 @@ class ShardData:
     def __init__(self, directory, split, vocab_size, fingerprint, context_length, verify=True):
         paths = shard_paths(directory, split)
         if not paths:
-            raise InputError(f"--data {directory}: no {split} shards (*_{split}_NNNNNN.bin); run pretokenize first")
+            raise SettingError("data", f"{directory}: no {split} shards (*_{split}_NNNNNN.bin); run pretokenize first")
         self.shards = [(verify_shard if verify else open_shard)(p, vocab_size) for p in paths]
         plain = [s.path.name for s in self.shards if not s.header.extended]
         if plain:
@@ -47,7 +47,7 @@ class ShardData:
         self.sizes = np.array([len(s.tokens) for s in self.shards], np.int64)
         self.starts = np.concatenate([[0], np.cumsum(self.sizes)])  # of each shard in the stream; [-1]: its length
         if self.sizes.max() < context_length + 1:
-            raise InputError(f"--data {directory}: the longest {split} shard has {self.sizes.max():,} tokens, "
+            raise SettingError("data", f"{directory}: the longest {split} shard has {self.sizes.max():,} tokens, "
                              f"too few for one sequence of {context_length} + 1")
 
     def span(self, start, length):
@@ -88,10 +88,6 @@ class Loader:
         flat = self.data.span(start, self.B * T + 1)
         return np.stack([flat[i * T : i * T + T + 1] for i in range(self.B)])
 
-    def state(self):
-        return {"mode": self.mode, "seed": self.seed, "batch_size": self.B, "context_length": self.T,
-                "world_size": self.world, "grad_accum": self.grad_accum}
-
 
 def eval_sequences(data: ShardData, context_length, max_tokens):
     """The fixed validation set: the first `max_tokens` tokens of the validation stream, as
@@ -125,5 +121,5 @@ def data_tokenizer(directory):
     path = Path(directory) / "tokenizer.json"
     if not path.is_file():
         hint = "" if read_manifest(directory) else " (for plain llm.c shards, put the tokenizer.json they were made with beside them)"
-        raise InputError(f"--data {directory}: no tokenizer.json{hint}")
+        raise SettingError("data", f"{directory}: no tokenizer.json{hint}")
     return Tokenizer.from_file(path)

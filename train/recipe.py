@@ -130,15 +130,15 @@ def recipe(train_tokens, vocab_size, budget_seconds, threads) -> Recipe:
 def recipe_config(overrides):
     """The TrainConfig of a run given no --config: the recipe for its --data and budget, with
     `overrides` (the flags) on top. Where the flags name the model (--model: the user has
-    chosen it) or give no --data (the config check says so), the flags go on TrainConfig's
+    chosen it) or give no data (with_overrides says it is needed), the flags go on TrainConfig's
     defaults, as with no recipe; on CUDA, on the GPU_PRESET preset."""
     import torch
 
-    from .config import LENGTH, TrainConfig, load_train_config, parse_duration, with_length
+    from .config import LENGTH, load_train_config, parse_duration, with_overrides
     from .data import data_tokenizer
 
     if "model" in overrides or overrides.get("data") is None:
-        return TrainConfig(**with_length({}, overrides))
+        return with_overrides({}, overrides)
     device = overrides.get("device", "auto")
     if device == "cuda" or (device == "auto" and torch.cuda.is_available()):
         _log(f"no recipe on cuda: the {GPU_PRESET} preset (pass --config for another)")
@@ -154,7 +154,7 @@ def recipe_config(overrides):
         settings = chosen.settings(overrides.get("max_steps") or -(-overrides["max_tokens"] // tokens_per_step))
     else:
         settings = chosen.settings()
-    config = TrainConfig(**{**settings, **with_length(settings, overrides)})
+    config = with_overrides(settings, overrides)
     _log(chosen.line(train_tokens, budget if overrides.get("max_time") else f"{budget} (the default budget)", threads, config))
     return config
 

@@ -1,45 +1,41 @@
 """The training loop: one process per device, DDP across processes (torchrun), resumable exactly.
 
-A run directory holds:
-    config.json        the effective training config
-    metrics.jsonl      one JSON record per log line and per evaluation
-    checkpoints/step-000500_tokens-2048000/   model.safetensors, config.json, tokenizer.json
-                       (what `sample` needs) + optimizer.safetensors, trainer_state.json
-    latest             a symlink to the newest checkpoint, replaced only once it is whole
+`train(config)` runs a Trainer in every process. The Trainer builds the data, the model and
+its optimizers, then loops: each step is queued on the device, and the host waits for the
+device only where it must know what happened (a log line, an evaluation, a sample, a
+checkpoint, a signal, a --max-time plan). Beside it: run_dir.py (the run's config.json and
+metrics.jsonl), checkpoints.py (saving and resuming), evaluate.py (the validation loss).
 """
 from __future__ import annotations
 
 import contextlib
-import json
+import dataclasses
+import itertools
 import math
 import os
-import shutil
-import itertools
 import signal
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-import numpy as np
 import torch
 import torch.distributed as dist
 
-from gptkit.model.checkpoint import CheckpointError, check_file, load_model, read_checkpoint_config, read_tensors, save_model
 from gptkit.model.config import ModelConfig, load_config
-from gptkit.model.info import model_cost
-from gptkit.model.model import TransformerLM
 from gptkit.model.device import resolve_device
 from gptkit.model.generate import generate, prompt_ids
-from gptkit.shared.errors import GptkitError, InputError
-from gptkit.shared.files import atomic_write
+from gptkit.model.info import model_cost
+from gptkit.model.model import TransformerLM
+from gptkit.shared.errors import GptkitError, SettingError
 
-from .config import FIELDS, LENGTH, RESUME_FIXED, TrainConfig, parse_duration
-from .data import Loader, ShardData, data_eot_id, data_tokenizer, eval_sequences, unigram_entropy
+from .checkpoints import Checkpoints
+from .config import LENGTH, TrainConfig, fixed_difference, parse_duration
+from .data import Loader, ShardData, data_eot_id, data_tokenizer, unigram_entropy
+from .evaluate import Evaluator, unigram_comparison
 from .optim import Schedule, build_optimizers
+from .run_dir import RunDir, load_run_config
 
 PEAK_BF16_FLOPS = {"H100": 989e12, "H200": 989e12, "A100": 312e12}  # dense, per GPU
-CHECKPOINTS, LATEST = "checkpoints", "latest"
-OPTIMIZER_FILE, STATE_FILE = "optimizer.safetensors", "trainer_state.json"
 UNPLANNED = 10**12  # the length of a --max-time run until its throughput is measured
 PLAN_AT = (0.05, 0.25, 0.5, 0.75, 0.9)  # fractions of --max-time where a timed run plans its length
 
@@ -70,34 +66,37 @@ def train(config: TrainConfig, resume=False):
 
 class Trainer:
     def __init__(self, config, resume, rank, world, device, ddp):
-        self.config, self.rank, self.world, self.device, self.ddp = config, rank, world, device, ddp
+        self.rank, self.world, self.device, self.ddp = rank, world, device, ddp
         self.master = rank == 0
-        self.run_dir = Path(config.out)
         self.tokenizer = data_tokenizer(config.data)
         self.eot_id = data_eot_id(config.data, self.tokenizer)
-        model_config = _model_config(config.model, self.tokenizer)
+        model_config = _resolve_model(config.model, self.tokenizer)
+        # The run keeps the model itself, not the name of the preset or file it came from: a
+        # file edited later cannot change a resumed run's model.
+        given, self.config = config, dataclasses.replace(config, model=model_config.to_dict())
         self.context = config.context_length or model_config.context_length
         if self.context > model_config.context_length:
-            raise InputError(f"--context-length {self.context}: longer than the model's context of {model_config.context_length}")
-        self.train_data, self.val_data = (ShardData(config.data, split, self.tokenizer.vocab_size, self.tokenizer.fingerprint,
-                                                    self.context, config.verify_data) for split in ("train", "val"))
+            raise SettingError("context_length", f"{self.context}: longer than the model's context of {model_config.context_length}")
+        self.train_data, val_data = (ShardData(config.data, split, self.tokenizer.vocab_size, self.tokenizer.fingerprint,
+                                               self.context, config.verify_data) for split in ("train", "val"))
         if config.batch_size % world:
-            raise InputError(f"--batch-size {config.batch_size}: not divisible among {world} processes (it counts the sequences of all of them)")
+            raise SettingError("batch_size", f"{config.batch_size}: not divisible among {world} processes "
+                                             "(it counts the sequences of all of them)")
         self.loader = Loader(self.train_data, config.loader, config.batch_size // world, self.context, config.seed, rank, world, config.grad_accum)
-        self.eval_set = eval_sequences(self.val_data, self.context, config.eval_tokens)
-        self.token_bytes = torch.tensor(_token_bytes(self.tokenizer), device=device)
+        self.evaluate = Evaluator(val_data, self.tokenizer, self.context, config, rank, world, device, ddp)
         self.tokens_per_step = config.batch_size * self.context * config.grad_accum
         self.time_budget = parse_duration(config.max_time) if config.max_time and not config.max_tokens else None
-        self.schedule = Schedule(config, self._planned_steps())
+        self.schedule = Schedule(self.config, self._planned_steps())
 
         torch.manual_seed(config.seed)
         self.model = TransformerLM(model_config).to(device)
         self.optimizers = build_optimizers(self.model, config, rank, world)
+        self.run_dir, self.checkpoints = RunDir(config.out, self.master), Checkpoints(config.out, config.keep_last)
         self.step, self.tokens = 0, 0
-        if resume:
-            self._resume(self.run_dir / LATEST if resume is True else Path(resume))
+        if resume:  # a run begun before config.json held the model itself hashed the preset name or file path
+            self._resume(self.checkpoints.latest if resume is True else Path(resume), {self.config.digest(), given.digest()})
         else:
-            self._start_run_dir()
+            self.run_dir.start(self.config)
         self.first_step = self.step
         # --max-time: (seconds since the loop started, step) as rank 0 measured them at syncs
         self.clock, self.timing_pending, self.timed_from, self.timed_last, self.plans = 0.0, None, None, None, 0
@@ -172,14 +171,14 @@ class Trainer:
             if eval_due:
                 val_loss, val_bpb = self._evaluate()
                 if last:
-                    self._compare_with_unigram(val_loss, val_bpb)
+                    self._log(unigram_comparison(val_loss, val_bpb, unigram_entropy(config.data)))
             if sample_due and self.master:
                 self._sample()
             if save_due or stopping:
                 self._save()
             if stopping:
                 self._log(f"stopped by {self.stop_signal or 'a signal to another rank'} after step {self.step}; "
-                          f"resume with: python -m train --out {self.run_dir} --resume")
+                          f"resume with: gptkit train --out {self.run_dir.path} --resume")
                 break
         return self.step
 
@@ -231,7 +230,7 @@ class Trainer:
         for i, (loss, norm) in enumerate(zip(losses, norms)):
             if not (math.isfinite(loss) and math.isfinite(norm)):
                 what = f"the loss is {loss}" if not math.isfinite(loss) else f"the gradient norm is {norm}"
-                raise TrainingError(f"step {first_step + i}: {what}; stopping ({self._last_checkpoint_note()})")
+                raise TrainingError(f"step {first_step + i}: {what}; stopping ({self.checkpoints.last_note()})")
         return losses[-1], norms[-1], stop > 0
 
     def _plan_for_time(self):
@@ -244,7 +243,10 @@ class Trainer:
             return
         seconds_per_step = (clock - start_clock) / (step - start_step)
         self.plans += 1
-        total = max(self.step + 1, step + int((self.time_budget - clock) / seconds_per_step))
+        # Two steps at least, even past the budget: the re-planned schedule goes on from this
+        # step's learning rate and needs one more to reach min_lr (with one, the run ended above
+        # it whenever a slow stretch had spent the budget by the time of a plan).
+        total = max(self.step + 2, step + int((self.time_budget - clock) / seconds_per_step))
         self._replan(total, f"--max-time {self.config.max_time}: {1000 * seconds_per_step:.1f} ms per step so far")
 
     def _replan(self, total, reason):
@@ -254,12 +256,6 @@ class Trainer:
         self._record({"step": self.step, "tokens": self.tokens, "replan": {"total_steps": total, "lr": lr, "reason": reason}},
                      f"step {self.step} | schedule re-planned: {'?' if before == UNPLANNED else before} -> {total} steps "
                      f"({reason}); the learning rate goes on from {lr:.2e}")
-
-    def _last_checkpoint_note(self):
-        latest = self.run_dir / LATEST
-        if latest.exists():
-            return f"the last checkpoint, {latest.resolve().name} in {self.run_dir}, is intact"
-        return f"no checkpoint was written to {self.run_dir}"
 
     def _batches(self):
         """(inputs, targets) on the device for every micro-step from the current step on. The
@@ -286,45 +282,13 @@ class Trainer:
                 current, ahead = ahead.result(), pool.submit(pinned, s, m)
                 yield on_device(current)
 
-    @torch.no_grad()
     def _evaluate(self):
-        """Loss over the fixed validation sequences, in nats per token and in bits per byte of
-        the text (independent of the tokenizer: the summed loss of the targets that are text,
-        in bits, over their bytes; special tokens count in neither). The ranks share the
-        sequences, each in batches of its own batch size, and add up their sums."""
-        self.model.eval()
-        mine = self.eval_set[self.rank :: self.world]
-        batch_size = self.config.batch_size // self.world
-        sums = torch.zeros(4, device=self.device, dtype=torch.float64)  # loss, targets, loss on text, text bytes
-        for i in range(0, len(mine), batch_size):
-            batch = torch.from_numpy(mine[i : i + batch_size]).to(self.device).long()
-            targets = batch[:, 1:]
-            with self.autocast:
-                losses = self.model.token_losses(batch[:, :-1], targets)
-            nbytes = self.token_bytes[targets]
-            sums[0] += losses.sum(dtype=torch.float64)  # all of it stays on the device: no sync per batch
-            sums[1] += targets.numel()
-            sums[2] += (losses * (nbytes > 0)).sum(dtype=torch.float64)
-            sums[3] += nbytes.sum(dtype=torch.float64)
-        if self.ddp:
-            dist.all_reduce(sums)
-        loss_sum, count, text_loss, text_bytes = sums.tolist()
-        val_loss, val_bpb = loss_sum / count, text_loss / math.log(2) / max(text_bytes, 1)
+        val_loss, val_bpb, count = self.evaluate(self.model, self.autocast)
         self._record({"step": self.step, "tokens": self.tokens, "val_loss": val_loss, "val_ppl": math.exp(min(val_loss, 50)),
                       "val_bpb": val_bpb},
                      f"step {self.step} | val loss {val_loss:.4f} | val ppl {math.exp(min(val_loss, 50)):.2f} | "
-                     f"val bpb {val_bpb:.4f} ({int(count):,} tokens)")
+                     f"val bpb {val_bpb:.4f} ({count:,} tokens)")
         return val_loss, val_bpb
-
-    def _compare_with_unigram(self, val_loss, val_bpb):
-        """The final validation loss beside the loss of a model that knows only token frequencies."""
-        entropy = unigram_entropy(self.config.data)
-        line = f"final validation loss {val_loss:.4f} nats/token, {val_bpb:.4f} bits/byte"
-        if entropy is not None:
-            gap = f"{entropy - val_loss:.4f} below" if val_loss <= entropy else f"{val_loss - entropy:.4f} above"
-            line += (f"; {gap} the unigram entropy of the training tokens ({entropy:.4f}: the loss of a model that "
-                     f"knows only token frequencies)")
-        self._log(line)
 
     def _sample(self):
         self.model.eval()
@@ -363,38 +327,14 @@ class Trainer:
         return None if peak is None else self.flops_per_token * tokens_per_s / (peak * self.world)
 
     def _record(self, record, line):
-        if self.master:
-            print(line, flush=True)
-            with open(self.run_dir / "metrics.jsonl", "a") as f:
-                f.write(json.dumps(record) + "\n")
+        self._log(line)
+        self.run_dir.append(record)
 
     def _log(self, line):
         if self.master:
             print(line, flush=True)
 
     # -- checkpoints -------------------------------------------------------------------------------
-
-    def _start_run_dir(self):
-        """A new run: --out is a new directory, or one a run of ours left without a checkpoint.
-        Anything else (a file, a directory of other files, a run with checkpoints) is refused."""
-        out = self.run_dir
-        if (out / LATEST).exists():
-            raise InputError(f"--out {out}: holds a run already; pass --resume to continue it, or choose another --out")
-        if out.exists() and not out.is_dir():
-            raise InputError(f"--out {out}: is a file; expected a run directory (new, or one of ours)")
-        ours = {"config.json", "metrics.jsonl", CHECKPOINTS}
-        foreign = sorted(p.name for p in out.iterdir() if p.name not in ours and not p.name.startswith(".")) if out.is_dir() else []
-        if foreign or (out.is_dir() and (out / "config.json").exists() and not _is_run_dir(out)):
-            raise InputError(f"--out {out}: a directory of other files ({(foreign or ['config.json'])[0]}, ...), "
-                             "not a run; choose a new --out")
-        if self.master:
-            try:
-                out.mkdir(parents=True, exist_ok=True)
-                with atomic_write(out / "config.json") as f:
-                    f.write(json.dumps(self.config.to_dict(), indent=2) + "\n")
-                (out / "metrics.jsonl").unlink(missing_ok=True)
-            except OSError as e:
-                raise InputError(f"--out {out}: cannot write there ({e.strerror})") from None
 
     def _checkpoint_due(self):
         c = self.config
@@ -403,118 +343,40 @@ class Trainer:
         return bool(by_steps or by_tokens)
 
     def _save(self):
-        if not self.master:
-            return
-        from safetensors.torch import save_file
+        if self.master:
+            state = {"step": self.step, "tokens": self.tokens, "config_digest": self.config.digest(),
+                     "schedule": self.schedule.state()}
+            directory = self.checkpoints.save(self.model, self.tokenizer, self.eot_id, self.optimizers, state)
+            self._log(f"saved {directory}")
 
-        name = f"step-{self.step:06d}_tokens-{self.tokens}"
-        directory = self.run_dir / CHECKPOINTS / name
-        state = {
-            "step": self.step, "tokens": self.tokens, "config_digest": self.config.digest(),
-            "optimizer_steps": {k: getattr(o, "steps", self.step) for k, o in self.optimizers.items()},
-            "schedule": self.schedule.state(),
-            "loader": self.loader.state(),
-            "rng": {"torch": torch.get_rng_state().numpy().tobytes().hex(),
-                    "cuda": [s.numpy().tobytes().hex() for s in torch.cuda.get_rng_state_all()] if self.device.type == "cuda" else []},
-        }
-        tensors = {f"{k}/{n}": t for k, o in self.optimizers.items() for n, t in o.state_tensors().items()}
-        save_model(self.model, self.tokenizer, directory, eot_id=self.eot_id, extra_files={
-            OPTIMIZER_FILE: lambda path: save_file({k: v.contiguous().cpu() for k, v in tensors.items()}, path),
-            STATE_FILE: lambda path: path.write_text(json.dumps(state, indent=2) + "\n"),
-        })
-        link = self.run_dir / f".{LATEST}.tmp-{os.getpid()}"
-        link.unlink(missing_ok=True)
-        link.symlink_to(Path(CHECKPOINTS) / name)
-        os.replace(link, self.run_dir / LATEST)  # the pointer moves only once the checkpoint is whole
-        self._log(f"saved {directory}")
-        for old in sorted((self.run_dir / CHECKPOINTS).glob("step-*"))[: -self.config.keep_last]:
-            doomed = old.with_name(f".{old.name}.tmp-{os.getpid()}")  # never half-deleted under its own name
-            os.replace(old, doomed)
-            shutil.rmtree(doomed)
-        for stale in (self.run_dir / CHECKPOINTS).glob(".step-*.tmp-*"):  # left by a process killed while saving
-            shutil.rmtree(stale, ignore_errors=True)
-
-    def _resume(self, checkpoint):
-        if not checkpoint.exists():
-            raise InputError(f"--out {self.run_dir}: no checkpoint to resume from ({checkpoint} is missing)")
-        try:
-            state = self._read_state(checkpoint)
-            if state["config_digest"] != self.config.digest():
-                raise InputError(f"--resume {self.run_dir}: the settings differ from the run's "
-                                 f"({_config_difference(self.run_dir, self.config)})")
-            model, _ = load_model(checkpoint, self.device)
-            tensors = self._read_optimizer_state(checkpoint)
-        except CheckpointError as e:
-            raise CheckpointError(f"{e}; {self._intact_checkpoint_note(checkpoint)}") from None
-        self.model.load_state_dict(model.state_dict())
-        for key, optimizer in self.optimizers.items():
-            prefix = f"{key}/"
-            optimizer.load_state_tensors({k[len(prefix):]: v for k, v in tensors.items() if k.startswith(prefix)},
-                                         state["optimizer_steps"][key])
-        torch.set_rng_state(torch.from_numpy(np.frombuffer(bytes.fromhex(state["rng"]["torch"]), np.uint8).copy()))
-        self.step, self.tokens = state["step"], state["tokens"]
-        metrics = self.run_dir / "metrics.jsonl"
-        if self.master and metrics.exists():  # records from after the checkpoint belong to the interrupted attempt
-            kept = [line for line in metrics.read_text(errors="replace").splitlines() if _record_step(line) <= self.step]
-            with atomic_write(metrics) as f:
-                f.write("".join(line + "\n" for line in kept))
-        self._resume_schedule(state.get("schedule"))
-
-    def _read_state(self, checkpoint):
-        """A checkpoint's trainer_state.json, checked (its CRC-32 and every field a resume reads)."""
-        path = check_file(checkpoint, STATE_FILE, read_checkpoint_config(checkpoint))
-        try:
-            state = json.loads(path.read_text())
-        except (ValueError, UnicodeDecodeError) as e:
-            raise CheckpointError(f"{path}: damaged, not JSON ({e})") from None
-        problem = _state_problem(state, self.optimizers)
-        if problem:
-            raise CheckpointError(f"{path}: damaged ({problem})")
-        return state
-
-    def _read_optimizer_state(self, checkpoint):
-        path = checkpoint / OPTIMIZER_FILE
-        tensors = read_tensors(checkpoint, OPTIMIZER_FILE, device=self.device)
-        for key, optimizer in self.optimizers.items():
-            for name, tensor in optimizer.state_tensors().items():
-                saved = tensors.get(f"{key}/{name}")
-                if saved is None or saved.shape != tensor.shape:
-                    raise CheckpointError(f"{path}: damaged ({'no' if saved is None else 'a wrong shape of'} tensor {key}/{name})")
-        return tensors
-
-    def _intact_checkpoint_note(self, damaged):
-        """Which checkpoint of the run a resume could start from instead of a damaged one."""
-        for candidate in sorted((self.run_dir / CHECKPOINTS).glob("step-*"), reverse=True):
-            if candidate.resolve() == damaged.resolve():
-                continue
-            try:
-                config = read_checkpoint_config(candidate)
-                for name in config.get("crc32", {}):
-                    check_file(candidate, name, config)
-                self._read_state(candidate)
-            except CheckpointError:
-                continue
-            return f"{candidate.name} is intact: resume from it with --resume --from-checkpoint {candidate}"
-        return f"no intact checkpoint in {self.run_dir / CHECKPOINTS} to resume from"
+    def _resume(self, checkpoint, digests):
+        """Continue from `checkpoint`, which must be this run's: the same model, and the same
+        settings but for the length (`digests`: the hashes of them that are this run's)."""
+        saved = self.checkpoints.read(checkpoint, self.model.config, self.optimizers, self.device)
+        if saved.state["config_digest"] not in digests:
+            difference = fixed_difference(load_run_config(self.run_dir.path), self.config) or "the run's config.json was edited"
+            raise SettingError("resume", f"{self.run_dir.path}: the settings differ from the run's ({difference})")
+        saved.restore(self.model, self.optimizers)
+        self.step, self.tokens = saved.state["step"], saved.state["tokens"]
+        self.run_dir.cut_back(self.step)
+        self._resume_schedule(saved.state.get("schedule"))
 
     def _resume_schedule(self, saved):
         """The run's own plan; or, when this resume gives a new length (--max-steps, --max-tokens,
         --max-time), a plan re-made from this step, recorded in config.json and metrics.jsonl."""
         if saved is not None:
             self.schedule = Schedule(self.config, **saved)
-        then = load_run_config(self.run_dir)
+        then = load_run_config(self.run_dir.path)
         if all(then.get(k) == getattr(self.config, k) for k in LENGTH):
             if self.total_steps != UNPLANNED:
                 self.time_budget = None  # a timed run resumes on the plan it made
             return
         total = self._planned_steps()
         if total <= self.step:
-            flag = "--max-tokens" if self.config.max_tokens else "--max-steps"
-            raise InputError(f"{flag}: the run in {self.run_dir} has done {self.step:,} steps, "
-                             f"{'all' if total == self.step else 'more than'} the {total:,} asked for")
-        if self.master:
-            with atomic_write(self.run_dir / "config.json") as f:
-                f.write(json.dumps(self.config.to_dict(), indent=2) + "\n")
+            setting = "max_tokens" if self.config.max_tokens else "max_steps"
+            raise SettingError(setting, f"{getattr(self.config, setting)}: the run in {self.run_dir.path} has done "
+                                        f"{self.step:,} steps, {'all' if total == self.step else 'more than'} the {total:,} asked for")
+        self.run_dir.write_config(self.config)
         if self.time_budget:  # planned from this session's throughput, once it is measured
             self.schedule = self.schedule.replan(self.step, UNPLANNED)
         else:
@@ -524,75 +386,17 @@ class Trainer:
         self.stop_signal = signal.Signals(signum).name
 
 
-def _state_problem(state, optimizers):
-    """What a trainer_state.json lacks for a resume, or None."""
-    if not isinstance(state, dict):
-        return "not a JSON object"
-    for key, kind in (("step", int), ("tokens", int), ("config_digest", str), ("optimizer_steps", dict), ("rng", dict)):
-        if not isinstance(state.get(key), kind):
-            return f"no {key!r}" if key not in state else f"{key!r} is not a {kind.__name__}"
-    missing = [k for k in optimizers if not isinstance(state["optimizer_steps"].get(k), int)]
-    if missing:
-        return f"no step count of optimizer {missing[0]!r}"
+def _resolve_model(model, tokenizer) -> ModelConfig:
+    """The model a run trains: `model` (a preset name, a model config file or a model config)
+    made for the data's tokenizer."""
     try:
-        bytes.fromhex(state["rng"]["torch"])
-    except (KeyError, TypeError, ValueError):
-        return "no random-number state"
-    return None
-
-
-def _record_step(line):
-    """The step of a metrics.jsonl line; a line cut short (a full disk) counts as past any step."""
-    try:
-        return json.loads(line)["step"]
-    except (ValueError, TypeError, KeyError):
-        return math.inf
-
-
-def _is_run_dir(directory):
-    try:
-        load_run_config(directory)
-        return True
-    except InputError:
-        return False
-
-
-def _token_bytes(tokenizer):
-    """The length in bytes of each token's text; 0 for special tokens, which stand for no text."""
-    special = set(tokenizer.special_tokens.values())
-    return [0 if i in special else len(b) for i, b in enumerate(tokenizer.vocab)]
-
-
-def _model_config(model, tokenizer) -> ModelConfig:
-    config = ModelConfig.from_dict(dict(model), "model") if isinstance(model, dict) else load_config(model)
-    config.vocab_size = tokenizer.vocab_size  # the model is made for the data's tokenizer
+        config = ModelConfig.from_dict(dict(model), "model") if isinstance(model, dict) else load_config(model)
+    except SettingError as e:  # load_config names the file as the setting `config`; here it is `model`
+        raise SettingError("model", e.problem) from None
+    config.vocab_size = tokenizer.vocab_size
     return config
-
-
-def _config_difference(run_dir, config):
-    saved = json.loads((run_dir / "config.json").read_text())
-    now = config.to_dict()
-    changed = [k for k in RESUME_FIXED if saved.get(k) != now.get(k)]
-    return ", ".join(f"{k}: {saved.get(k)!r} then, {now.get(k)!r} now" for k in changed[:2]) or "the run's config.json was edited"
 
 
 def _hms(seconds):
     seconds = int(seconds)
     return f"{seconds // 3600}:{seconds % 3600 // 60:02d}:{seconds % 60:02d}"
-
-
-def load_run_config(run_dir) -> dict:
-    """The settings a run saved in its config.json, checked."""
-    path = Path(run_dir) / "config.json"
-    if not path.is_file():
-        raise InputError(f"--out {run_dir}: no config.json, so no run to resume")
-    try:
-        saved = json.loads(path.read_text())
-    except (ValueError, UnicodeDecodeError) as e:
-        raise InputError(f"{path}: damaged, not JSON ({e})") from None
-    if not isinstance(saved, dict):
-        raise InputError(f"{path}: damaged, not a JSON object of training settings")
-    unknown = sorted(set(saved) - set(FIELDS))
-    if unknown:
-        raise InputError(f"{path}: unknown setting {unknown[0]!r}; was the file edited?")
-    return saved

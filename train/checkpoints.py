@@ -1,0 +1,165 @@
+"""A run's checkpoints: written whole or not at all, the newest few kept, read back checked.
+
+    checkpoints/step-000500_tokens-2048000/   a model checkpoint (model/checkpoint.py: what `sample`
+                       needs) + optimizer.safetensors (every optimizer's state tensors, under
+                       "adamw/..." and "muon/...") + trainer_state.json (step, tokens, settings
+                       digest, optimizer step counts, schedule, random-number state)
+    latest             a symlink to the newest checkpoint, moved only once that one is whole
+
+A resume reads a checkpoint back with every file checked (its CRC-32, and every field and
+tensor the resume needs); a damaged one is an error that names the newest intact checkpoint
+to resume from instead.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from gptkit.model.checkpoint import CheckpointError, check_file, load_model, read_checkpoint_config, read_tensors, save_model
+from gptkit.model.config import ModelConfig
+from gptkit.model.model import TransformerLM
+from gptkit.shared.errors import SettingError
+from gptkit.shared.files import atomic_symlink, remove_directory, remove_stale_temporaries, sync_directory
+
+CHECKPOINTS, LATEST = "checkpoints", "latest"
+OPTIMIZER_FILE, STATE_FILE = "optimizer.safetensors", "trainer_state.json"
+
+
+class Checkpoints:
+    def __init__(self, run_dir, keep_last):
+        self.run_dir, self.keep_last = Path(run_dir), keep_last
+        self.directory, self.latest = self.run_dir / CHECKPOINTS, self.run_dir / LATEST
+
+    def save(self, model, tokenizer, eot_id, optimizers, state) -> Path:
+        """Write a checkpoint of `model` and `optimizers` with the trainer's `state` (step, tokens,
+        config_digest, schedule), point `latest` at it, and delete the oldest beyond keep_last."""
+        from safetensors.torch import save_file
+
+        name = f"step-{state['step']:06d}_tokens-{state['tokens']}"
+        directory = self.directory / name
+        # Of the random-number state only torch's CPU generator is saved, and a resume restores it.
+        # The CUDA generators are not (nothing in training draws from them), nor is the loader,
+        # whose batches are a function of (seed, step, rank) alone. Checkpoints that hold them
+        # ("rng.cuda", "loader") resume all the same: the resume never read them.
+        state = {**state, "optimizer_steps": {k: getattr(o, "steps", state["step"]) for k, o in optimizers.items()},
+                 "rng": {"torch": torch.get_rng_state().numpy().tobytes().hex()}}
+        tensors = {f"{k}/{n}": t for k, o in optimizers.items() for n, t in o.state_tensors().items()}
+        save_model(model, tokenizer, directory, eot_id=eot_id, extra_files={
+            OPTIMIZER_FILE: lambda path: save_file({k: v.contiguous().cpu() for k, v in tensors.items()}, path),
+            STATE_FILE: lambda path: path.write_text(json.dumps(state, indent=2) + "\n"),
+        })
+        sync_directory(self.directory)  # the checkpoint reaches the disk under its name before the pointer to it
+        atomic_symlink(self.latest, Path(CHECKPOINTS) / name)
+        for old in sorted(self.directory.glob("step-*"))[: -self.keep_last]:
+            remove_directory(old)
+        for stale in self.directory.glob(".step-*.tmp-*"):  # of a process killed while saving or deleting
+            remove_stale_temporaries(self.directory / stale.name[1:].rsplit(".tmp-", 1)[0])
+        return directory
+
+    def read(self, checkpoint, model_config, optimizers, device) -> Saved:
+        """What a resume takes from `checkpoint`, every file checked, nothing applied yet. A
+        checkpoint of another model than `model_config`, the run's, is refused."""
+        checkpoint = Path(checkpoint)
+        if not checkpoint.exists():
+            raise SettingError("out", f"{self.run_dir}: no checkpoint to resume from ({checkpoint} is missing)")
+        try:
+            _check_model(checkpoint, model_config)
+            state = _read_state(checkpoint, optimizers)
+            model, _ = load_model(checkpoint, device)
+            tensors = _read_optimizer_tensors(checkpoint, optimizers, device)
+        except CheckpointError as e:
+            raise CheckpointError(f"{e}; {self._intact_note(checkpoint, optimizers)}") from None
+        return Saved(state, model, tensors)
+
+    def last_note(self):
+        """Which checkpoint a run that cannot go on leaves, for its error."""
+        if self.latest.exists():
+            return f"the last checkpoint, {self.latest.resolve().name} in {self.run_dir}, is intact"
+        return f"no checkpoint was written to {self.run_dir}"
+
+    def _intact_note(self, damaged, optimizers):
+        """Which checkpoint of the run a resume could start from instead of a damaged one."""
+        for candidate in sorted(self.directory.glob("step-*"), reverse=True):
+            if candidate.resolve() == damaged.resolve():
+                continue
+            try:
+                config = read_checkpoint_config(candidate)
+                for name in config.get("crc32", {}):
+                    check_file(candidate, name, config)
+                _read_state(candidate, optimizers)
+            except CheckpointError:
+                continue
+            return f"{candidate.name} is intact: resume from it with --resume --from-checkpoint {candidate}"
+        return f"no intact checkpoint in {self.directory} to resume from"
+
+
+@dataclass
+class Saved:
+    """A checkpoint read back and checked: its trainer state, model and optimizer tensors."""
+
+    state: dict
+    model: TransformerLM
+    optimizer_tensors: dict
+
+    def restore(self, model, optimizers):
+        """Put the checkpoint's weights, optimizer state and random-number state in place."""
+        model.load_state_dict(self.model.state_dict())
+        for key, optimizer in optimizers.items():
+            prefix = f"{key}/"
+            optimizer.load_state_tensors({k[len(prefix):]: v for k, v in self.optimizer_tensors.items() if k.startswith(prefix)},
+                                         self.state["optimizer_steps"][key])
+        torch.set_rng_state(torch.from_numpy(np.frombuffer(bytes.fromhex(self.state["rng"]["torch"]), np.uint8).copy()))
+
+
+def _check_model(checkpoint, model_config):
+    then = ModelConfig.from_dict(read_checkpoint_config(checkpoint)["model"], f"{checkpoint}/config.json").to_dict()
+    now = model_config.to_dict()
+    differs = [k for k in now if then[k] != now[k]]
+    if differs:
+        raise SettingError("resume", f"{checkpoint}: its model has {differs[0]} {then[differs[0]]!r}, the run's "
+                                     f"{now[differs[0]]!r} (a checkpoint of another run, or the run's config.json was edited)")
+
+
+def _read_state(checkpoint, optimizers):
+    """A checkpoint's trainer_state.json, checked (its CRC-32 and every field a resume reads)."""
+    path = check_file(checkpoint, STATE_FILE, read_checkpoint_config(checkpoint))
+    try:
+        state = json.loads(path.read_text())
+    except (ValueError, UnicodeDecodeError) as e:
+        raise CheckpointError(f"{path}: damaged, not JSON ({e})") from None
+    problem = _state_problem(state, optimizers)
+    if problem:
+        raise CheckpointError(f"{path}: damaged ({problem})")
+    return state
+
+
+def _state_problem(state, optimizers):
+    """What a trainer_state.json lacks for a resume, or None."""
+    if not isinstance(state, dict):
+        return "not a JSON object"
+    for key, kind in (("step", int), ("tokens", int), ("config_digest", str), ("optimizer_steps", dict), ("rng", dict)):
+        if not isinstance(state.get(key), kind):
+            return f"no {key!r}" if key not in state else f"{key!r} is not a {kind.__name__}"
+    missing = [k for k in optimizers if not isinstance(state["optimizer_steps"].get(k), int)]
+    if missing:
+        return f"no step count of optimizer {missing[0]!r}"
+    try:
+        bytes.fromhex(state["rng"]["torch"])
+    except (KeyError, TypeError, ValueError):
+        return "no random-number state"
+    return None
+
+
+def _read_optimizer_tensors(checkpoint, optimizers, device):
+    path = checkpoint / OPTIMIZER_FILE
+    tensors = read_tensors(checkpoint, OPTIMIZER_FILE, device=device)
+    for key, optimizer in optimizers.items():
+        for name, tensor in optimizer.state_tensors().items():
+            saved = tensors.get(f"{key}/{name}")
+            if saved is None or saved.shape != tensor.shape:
+                raise CheckpointError(f"{path}: damaged ({'no' if saved is None else 'a wrong shape of'} tensor {key}/{name})")
+    return tensors

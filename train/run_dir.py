@@ -1,0 +1,118 @@
+"""The run directory: its settings (config.json) and its metrics (metrics.jsonl).
+
+    config.json        the effective training config, the model resolved to its full config
+    metrics.jsonl      one JSON record per log line, evaluation, sample and re-planned schedule
+    checkpoints/, latest   see checkpoints.py
+
+A new run starts only in a new directory or in one a run of ours left without a checkpoint;
+a resumed run first cuts metrics.jsonl back to its checkpoint's step.
+"""
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+from gptkit.shared.errors import InputError, SettingError
+from gptkit.shared.files import atomic_write
+
+from .checkpoints import CHECKPOINTS, LATEST
+from .config import FIELDS
+
+CONFIG_FILE, METRICS_FILE = "config.json", "metrics.jsonl"
+
+
+class RunDir:
+    """Rank 0 writes the files; the other ranks only read."""
+
+    def __init__(self, path, master=True):
+        self.path, self.master = Path(path), master
+        self.config_file, self.metrics = self.path / CONFIG_FILE, self.path / METRICS_FILE
+
+    def start(self, config):
+        """A new run: `config.out` is a new directory, or one a run of ours left without a
+        checkpoint. Anything else (a file, a directory of other files, a run with checkpoints)
+        is refused."""
+        out = self.path
+        if (out / LATEST).exists():
+            raise SettingError("out", f"{out}: holds a run already; pass --resume to continue it, or choose another directory")
+        if out.exists() and not out.is_dir():
+            raise SettingError("out", f"{out}: is a file; expected a run directory (new, or one of ours)")
+        ours = {CONFIG_FILE, METRICS_FILE, CHECKPOINTS}
+        foreign = sorted(p.name for p in out.iterdir() if p.name not in ours and not p.name.startswith(".")) if out.is_dir() else []
+        if foreign or (self.config_file.exists() and not _is_run_dir(out)):
+            raise SettingError("out", f"{out}: a directory of other files ({(foreign or [CONFIG_FILE])[0]}, ...), not a run; "
+                                      "choose a new directory")
+        if self.master:
+            try:
+                out.mkdir(parents=True, exist_ok=True)
+                self.write_config(config)
+                self.metrics.unlink(missing_ok=True)
+            except OSError as e:
+                raise SettingError("out", f"{out}: cannot write there ({e.strerror})") from None
+
+    def write_config(self, config):
+        if self.master:
+            with atomic_write(self.config_file) as f:
+                f.write(json.dumps(config.to_dict(), indent=2) + "\n")
+
+    def append(self, record):
+        if self.master:
+            with open(self.metrics, "a") as f:
+                f.write(json.dumps(record) + "\n")
+
+    def cut_back(self, step):
+        """Drop the records from after `step`: they belong to an attempt interrupted after its
+        last checkpoint, which the resumed run does again."""
+        if self.master and self.metrics.exists():
+            kept = [line for line in self.metrics.read_text(errors="replace").splitlines() if _record_step(line) <= step]
+            with atomic_write(self.metrics) as f:
+                f.write("".join(line + "\n" for line in kept))
+
+
+def load_run_config(run_dir) -> dict:
+    """The settings a run saved in its config.json, checked."""
+    path = Path(run_dir) / CONFIG_FILE
+    if not path.is_file():
+        raise SettingError("out", f"{run_dir}: no {CONFIG_FILE}, so no run to resume")
+    try:
+        saved = json.loads(path.read_text())
+    except (ValueError, UnicodeDecodeError) as e:
+        raise InputError(f"{path}: damaged, not JSON ({e})") from None
+    if not isinstance(saved, dict):
+        raise InputError(f"{path}: damaged, not a JSON object of training settings")
+    unknown = sorted(set(saved) - set(FIELDS))
+    if unknown:
+        raise InputError(f"{path}: unknown setting {unknown[0]!r}; was the file edited?")
+    return saved
+
+
+def read_metrics(run_dir) -> list[dict]:
+    """The records of a run's metrics.jsonl; a line cut short (a full disk, a kill) or garbled is
+    left out."""
+    path = Path(run_dir) / METRICS_FILE
+    if not path.is_file():
+        raise InputError(f"{run_dir}: no {METRICS_FILE} (not a run directory?)")
+    records = []
+    for line in path.read_text(errors="replace").splitlines():
+        try:
+            records.append(json.loads(line))
+        except ValueError:
+            continue
+    return records
+
+
+def _record_step(line):
+    """The step of a metrics.jsonl line; a line cut short (a full disk) counts as past any step."""
+    try:
+        return json.loads(line)["step"]
+    except (ValueError, TypeError, KeyError):
+        return math.inf
+
+
+def _is_run_dir(directory):
+    try:
+        load_run_config(directory)
+        return True
+    except InputError:
+        return False

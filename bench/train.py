@@ -74,13 +74,16 @@ def build_data(directory, vocab=MODEL["vocab_size"], train_tokens=TRAIN_TOKENS):
     shards = []
     for index, (split, n) in enumerate((("val", VAL_TOKENS), ("train", train_tokens))):
         name = f"bench_{split}_{index:06d}.bin"
-        writer = ShardWriter(directory / name, dtype, vocab_size=vocab, eot_id=vocab - 1, fingerprint=tokenizer.fingerprint)
+        writer = ShardWriter(directory / name, dtype, vocab_size=vocab, eot_id=None, fingerprint=tokenizer.fingerprint)
         writer.write(rng.integers(0, vocab - 1, n, dtype=np.int64).astype(dtype))  # no end-of-text
-        writer.close()
+        header = writer.close()
         writer.commit()
-        shards.append({"file": name, "split": split, "tokens": n})
-    manifest = {"name": "bench", "dtype": dtype.name, "shards": shards,
-                "tokenizer": {"fingerprint": tokenizer.fingerprint, "vocab_size": vocab}}
+        shards.append({"file": name, "split": split, "tokens": n, "documents": 0, "crc32": f"{header.checksum:08x}"})
+    # Every field a reader checks (shared/shards.py MANIFEST_FIELDS), as pretokenize would write it.
+    manifest = {"name": "bench", "dtype": dtype.name, "shards": shards, "eot_token": None, "eot_id": None,
+                "tokenizer": {"fingerprint": tokenizer.fingerprint, "vocab_size": vocab},
+                "split": {"text": "random ids"},
+                "totals": {s["split"]: {"documents": 0, "tokens": s["tokens"]} for s in shards}}
     (directory / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
 
 

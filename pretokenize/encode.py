@@ -247,7 +247,7 @@ def _encode_tail(shards, corpus, tokenizer, eot_id, workers, quiet, counts, spli
     for job, tokens, lengths in _encoded_jobs(corpus, tokenizer, eot_id, shards.dtype, workers, cut):
         for (text, ends), start, stop in zip(job, accumulate([0, *lengths]), accumulate(lengths)):
             # A text starts at a line end only where _jobs cut at one; the lookbehind needs the text before.
-            at_line_end = last is not None and not last.ends and tokenizer.line_cuts(last.text[-1] + text[:1], 1, 1) == [1]
+            at_line_end = last is not None and not last.ends and tokenizer.line_cuts(last.text[-1] + text[:2], 1, 1) == [1]
             last = _Held(text, tokens[start:stop], ends, last is None or last.ends, at_line_end)
             held.append(last)
             held_size += split.size(last)

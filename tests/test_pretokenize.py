@@ -359,6 +359,23 @@ def test_the_tail_is_found_across_many_small_pieces_and_jobs(tmp_path, monkeypat
         assert_cut_at_a_line_end(tok, tmp_path / "data", text, n, unit="tokens")
 
 
+def test_a_text_that_begins_at_a_line_end_after_a_space_may_begin_the_tail(tmp_path, monkeypatch, tok):
+    """Every line ends in a space, so a line end is a cut only by the character after the newline;
+    texts cut there by the jobs may begin the tail (the check of that character was missing)."""
+    monkeypatch.setattr(Corpus, "pieces", functools.partialmethod(Corpus.pieces, piece_chars=997))
+    monkeypatch.setattr(encode, "JOB_CHARS", 3000)
+    text = "".join(f"the line number {i} ends in a space \n" for i in range(400))
+    path = write_txt(tmp_path / "book.txt", [text])
+    # The jobs cut each 997-character piece at its last line end: the texts after the cut begin
+    # there. A tail of exactly the tokens from such a place on is shortest when it begins there.
+    starts = [text.rindex("\n", 0, 997 * k - 1) for k in (3, 7, 11)]
+    for start in starts:
+        n = len(tok.encode(text[start:], allowed_special=())) + 1  # and its end-of-text
+        encode_corpus(Corpus([path]), tok, tmp_path / "data", split=Split(val_tokens=n), quiet=True)
+        assert_cut_at_a_line_end(tok, tmp_path / "data", text, n, unit="tokens")
+        assert len(split_text(tok, tmp_path / "data")[1].removesuffix(EOT)) == len(text) - start
+
+
 @pytest.mark.parametrize("pattern", [split.LLAMA3_PATTERN, split.O200K_PATTERN])
 def test_the_tail_of_one_text_begins_where_the_tokenizers_own_pattern_allows(tmp_path, tok, pattern):
     """Llama 3's and GPT-4o's patterns glue a newline to punctuation before it and take newline runs

@@ -116,12 +116,19 @@ def test_cuda_takes_the_gpu_preset(data, capsys):
 
 
 def test_the_run_logs_the_recipe_and_records_it(data, tmp_path):
-    run = tmp_path / "run"
-    res = CliRunner().invoke(cli, ["--data", str(data), "--out", str(run), "--device", "cpu", "--max-steps", "2",
-                                   "--batch-size", "2"])
+    """--threads sets torch's threads before the recipe measures the machine by them."""
+    import torch
+
+    run, before = tmp_path / "run", torch.get_num_threads()
+    try:
+        res = CliRunner().invoke(cli, ["--data", str(data), "--out", str(run), "--device", "cpu", "--max-steps", "2",
+                                       "--batch-size", "2", "--threads", "1"])
+        assert torch.get_num_threads() == 1
+    finally:
+        torch.set_num_threads(before)
     assert res.exit_code == 0, res.output
     first, second = res.output.splitlines()[:2]
-    assert first.startswith("recipe for ") and second.startswith("training ")
+    assert first.startswith("recipe for ") and "on cpu (1 threads)" in first and second.startswith("training ")
     saved = json.loads((run / "config.json").read_text())
     assert f"d {saved['model']['d_model']}, {saved['model']['n_layers']} layers" in first
 

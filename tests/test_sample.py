@@ -393,6 +393,16 @@ def test_cli_empty_prompt(checkpoint, tmp_path):
     assert ok("--checkpoint", tmp_path / "no-eot", "--prompt", "x", "--max-new-tokens", 3).stdout.startswith("x")
 
 
+def test_threads_sets_torchs_threads_and_changes_no_greedy_text(checkpoint):
+    before = torch.get_num_threads()
+    try:
+        one = ok("--checkpoint", checkpoint, "--prompt", PROMPT, "--max-new-tokens", 12, "--temperature", 0, "--threads", 1)
+        assert torch.get_num_threads() == 1
+    finally:
+        torch.set_num_threads(before)
+    assert one.stdout == ok("--checkpoint", checkpoint, "--prompt", PROMPT, "--max-new-tokens", 12, "--temperature", 0).stdout
+
+
 def test_the_end_of_text_id_is_the_checkpoints(model, tok, tmp_path):
     """Decoding starts from, and stops at, the end-of-text id the checkpoint records (its data's),
     not a token found by name; a checkpoint from before the record takes the tokenizer's."""

@@ -87,9 +87,12 @@ def test_threads_default_is_one_per_physical_core_shared_by_torchrun_processes(m
     cores = shared_cli.physical_cores()
     assert 1 <= cores <= (len(__import__("os").sched_getaffinity(0)))
     monkeypatch.delenv("LOCAL_WORLD_SIZE", raising=False)
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
     assert shared_cli.default_threads() == cores
     monkeypatch.setenv("LOCAL_WORLD_SIZE", str(2 * cores))
     assert shared_cli.default_threads() == 1
+    monkeypatch.setenv("OMP_NUM_THREADS", "3")  # the environment's own setting wins (torchrun sets 1)
+    assert shared_cli.default_threads() == 3
 
 
 NANOGPT_FILES = {name: "raise SystemExit('the wrong program ran: ' + __file__)\n"

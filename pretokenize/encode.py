@@ -334,7 +334,7 @@ def _jobs(corpus, cut):
 def _last_line_end(tokenizer, text, end):
     """The last line end at or before `end` where a validation tail may begin; else any place where
     a cut cannot change the tokens (a line longer than a piece of the corpus)."""
-    return max(tokenizer.line_cuts(text, 1, end), default=0) or tokenizer.safe_cut(text, end)
+    return tokenizer.last_line_cut(text, end) or tokenizer.safe_cut(text, end)
 
 
 def _encoded_jobs(corpus, tokenizer, eot_id, dtype, workers, cut):

@@ -153,6 +153,10 @@ def test_line_cuts_follow_the_pattern():
     for pattern in (split.LLAMA3_PATTERN, split.QWEN2_PATTERN, split.O200K_PATTERN):
         assert Tokenizer(plain.vocab, [], {}, pattern=pattern).line_cuts(text) == [8, 17]
     assert Tokenizer(plain.vocab, [], {}, pattern=r"\S+|\s+").line_cuts(text) == []  # unknown: no cut is proven
+    for pattern in (split.GPT2_PATTERN, split.LLAMA3_PATTERN, r"\S+|\s+"):  # the last one, searched from the end
+        tok = Tokenizer(plain.vocab, [], {}, pattern=pattern)
+        assert [tok.last_line_cut(text, end) for end in range(len(text))] == \
+            [max(tok.line_cuts(text, 1, end), default=0) for end in range(len(text))]
 
 
 def test_safe_cut_is_used_where_proven():

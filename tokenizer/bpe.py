@@ -198,6 +198,10 @@ class Tokenizer:
         (none for a pattern we know nothing about). Special tokens aside."""
         return split.line_cuts(self.pattern, text, start, len(text) if end is None else end)
 
+    def last_line_cut(self, text, end):
+        """The last of `line_cuts(text, 1, end)`, or 0, found from `end` backwards."""
+        return split.last_line_cut(self.pattern, text, end)
+
     def encode(self, text, allowed_special="all"):
         """The ids of `text`. Special tokens in `allowed_special` ("all", or a set of their
         strings) are encoded as themselves; any others as plain text."""

@@ -153,14 +153,26 @@ _LINE_CUTS = {GPT2_PATTERN: regex.compile(r"(?<=\S)\n|\n(?=\S)"),
               **dict.fromkeys((LLAMA3_PATTERN, QWEN2_PATTERN, O200K_PATTERN), regex.compile(r"(?<=[\p{L}\p{N}])\n"))}
 
 
+_LAST_LINE_CUTS = {pattern: regex.compile(cuts.pattern, flags=regex.REVERSE) for pattern, cuts in _LINE_CUTS.items()}
+
+
 def line_cuts(pattern, text, start, end):
     """Positions in [start, end] just before a newline where `text` can be cut without changing
     its pre-tokens under `pattern` (see _LINE_CUTS); none for a pattern we know nothing about."""
-    cuts = _LINE_CUTS.get(pattern)
+    return list(_cuts_within(_LINE_CUTS.get(pattern), text, start, end))
+
+
+def last_line_cut(pattern, text, end):
+    """The last of line_cuts(pattern, text, 1, end), or 0; searched from `end` backwards, so it
+    costs the distance to that line end, not the length of the text."""
+    return next(_cuts_within(_LAST_LINE_CUTS.get(pattern), text, 1, end), 0)
+
+
+def _cuts_within(cuts, text, start, end):
     if cuts is None:
-        return []
+        return iter(())
     # endpos leaves room for the lookahead to see the character after `end`.
-    return [m.start() for m in cuts.finditer(text, start, min(end + 2, len(text))) if m.start() <= end]
+    return (m.start() for m in cuts.finditer(text, start, min(end + 2, len(text))) if m.start() <= end)
 
 
 def cutter(pattern, normalized):

@@ -165,9 +165,6 @@ def use_threads(threads: int):
 class _StderrHandler(logging.StreamHandler):
     """Writes to whatever sys.stderr is when a record arrives (test runners swap it)."""
 
-    def __init__(self):
-        super().__init__()
-
     @property
     def stream(self):
         return sys.stderr
@@ -179,7 +176,7 @@ class _StderrHandler(logging.StreamHandler):
 
 class _Format(logging.Formatter):
     def format(self, record):
-        return f"{record.levelname.lower()}: {record.getMessage()}" if record.levelno >= logging.WARNING else record.getMessage()
+        return f"{record.levelname.lower()}: {record.getMessage()}"  # warning: ..., error: ...
 
 
 def configure_logging():

@@ -1,8 +1,22 @@
-"""The model stage: a Llama-style TransformerLM, its presets, its checkpoints and decoding."""
-from .checkpoint import load_model, save_model
-from .config import ModelConfig, load_config
-from .device import resolve_device
-from .generate import generate
-from .model import KVCache, TransformerLM
+"""The model stage: a Llama-style TransformerLM, its presets, its checkpoints and decoding.
 
-__all__ = ["KVCache", "ModelConfig", "TransformerLM", "generate", "load_config", "load_model", "resolve_device", "save_model"]
+    from gptkit.model import TransformerLM, load_model
+    from gptkit.model.generate import generate
+
+The names load their modules when first used (PEP 562): importing `gptkit.model.config`, as
+every command's option table does, must not import torch (2-3 s, and a torch-sized parent for
+the worker processes pretokenize forks).
+"""
+import importlib
+
+_MODULE_OF = {"KVCache": "model", "TransformerLM": "model", "ModelConfig": "config", "load_config": "config",
+              "load_model": "checkpoint", "save_model": "checkpoint", "resolve_device": "device"}
+__all__ = sorted(_MODULE_OF)
+
+
+def __getattr__(name):
+    if name not in _MODULE_OF:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{_MODULE_OF[name]}", __name__), name)
+    globals()[name] = value  # found directly from now on
+    return value

@@ -111,6 +111,13 @@ def test_works_from_any_directory_even_one_with_nanogpts_files(tmp_path):
     assert "Usage: gptkit train" in run([sys.executable, "-m", "gptkit.train", "--help"], tmp_path).stdout
 
 
+def test_the_command_starts_without_torch(tmp_path):
+    """`gptkit` imports every stage's options; none of them may import torch (2-3 s at every start,
+    and pretokenize's forked workers twice as slow from a torch-sized parent)."""
+    res = run([sys.executable, "-c", "import sys, gptkit.cli; print('torch' in sys.modules)"], tmp_path)
+    assert res.returncode == 0 and res.stdout == "False\n", res
+
+
 def test_installs_no_top_level_names_but_gptkit(tmp_path):
     """The distribution's modules are all under gptkit: `tokenizer`, `train`, `model`, ... stay free
     for the user and for other packages (PyPI's `tokenizer` installs `import tokenizer`)."""

@@ -19,23 +19,25 @@ class ModelCost:
 
 
 def model_cost(config: ModelConfig) -> ModelCost:
-    """Counts from a model built on the meta device (no memory, no initialization).
+    """Counts in closed form from the shape model.py builds (tests/test_model.py checks them against
+    built models), so that `gptkit model info` answers without importing torch.
 
     Training FLOPs per token follow PaLM's accounting (as nanoGPT's MFU does): 6 per matmul
     weight (2 forward, 4 backward) plus 12 * layers * d_model * context for the attention
     scores and the weighted values.
     """
-    import torch
-
-    from .model import TransformerLM
-
-    with torch.device("meta"):
-        model = TransformerLM(config)
-    params = model.num_params()
-    embedding = config.vocab_size * config.d_model
-    matmul = params - embedding + (embedding if config.tie_embeddings else 0)
-    attention = 12 * config.n_layers * config.d_model * config.context_length
-    return ModelCost(params, params - embedding, matmul, 6 * matmul + attention)
+    d, q_width, kv_width = config.d_model, config.n_heads * config.head_dim, config.n_kv_heads * config.head_dim
+    attention = 2 * d * q_width + 2 * d * kv_width  # wq and wo; wk and wv
+    qk_norms = 2 * config.head_dim if config.qk_norm else 0
+    feed_forward = 3 * d * config.d_ff  # SwiGLU: w1, w3, w2
+    layer = 2 * d + attention + qk_norms + feed_forward  # with its two RMSNorm gains
+    embedding = config.vocab_size * d
+    lm_head = 0 if config.tie_embeddings else embedding  # a tied head is the embedding
+    non_embedding = config.n_layers * layer + d + lm_head  # d: the final RMSNorm
+    # The token embedding is a lookup, no matmul, unless it is also the LM head.
+    matmul = non_embedding + (embedding if config.tie_embeddings else 0)
+    attention_scores = 12 * config.n_layers * config.d_model * config.context_length
+    return ModelCost(embedding + non_embedding, non_embedding, matmul, 6 * matmul + attention_scores)
 
 
 def training_memory(config: ModelConfig, batch_size: int, activation_bytes: int) -> dict:

@@ -2,6 +2,8 @@
 import json
 import math
 import os
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -349,11 +351,22 @@ def test_presets_have_documented_shapes():
     assert model_cost(load_config("gpt2-medium")).params / 1e6 == pytest.approx(355, abs=1)
 
 
-@pytest.mark.parametrize("tie", [True, False])
-def test_model_cost_matches_built_model(tie):
-    config = cfg(vocab_size=100, n_layers=3, n_kv_heads=2, qk_norm=True, tie_embeddings=tie)
-    model, cost = build(config), model_cost(config)
-    L, d, T = 3, 32, 32
+ODD_CONFIGS = {
+    "untied": cfg(tie_embeddings=False),
+    "tied, GQA, QK-norm": cfg(vocab_size=100, n_layers=3, n_kv_heads=2, qk_norm=True, tie_embeddings=True),
+    "untied, GQA, QK-norm": cfg(vocab_size=100, n_layers=3, n_kv_heads=2, qk_norm=True),
+    "one KV head, odd sizes": cfg(vocab_size=101, d_model=48, n_heads=6, n_kv_heads=1, d_ff=77, n_layers=1),
+}
+
+
+@pytest.mark.parametrize("name", [*preset_names(), *ODD_CONFIGS])
+def test_model_cost_matches_built_model(name):
+    """model_cost counts in closed form: it must follow every change to the model's shape."""
+    config = ODD_CONFIGS[name] if name in ODD_CONFIGS else load_config(name)
+    with torch.device("meta"):  # gpt2-medium's shapes without its memory
+        model = TransformerLM(config)
+    cost = model_cost(config)
+    L, d, T = config.n_layers, config.d_model, config.context_length
     assert cost.params == model.num_params()
     assert cost.non_embedding_params == model.num_params(embedding=False)
     assert cost.flops_per_token == 6 * cost.matmul_params + 12 * L * d * T
@@ -557,6 +570,14 @@ def test_cli_info():
     assert any(line.startswith("parameters: ") and f"{cost.params:,}" in line for line in lines)
     assert any(line.startswith("training FLOPs per token: ") and f"{cost.flops_per_token:,}" in line for line in lines)
     assert "GiB" in res.stdout
+
+
+def test_cli_info_does_not_import_torch(tmp_path):
+    """`model info` is arithmetic on the config: importing torch would make it take seconds."""
+    probe = ("import sys; from gptkit.cli import cli; cli(['model', 'info', '--config', 'tiny'], standalone_mode=False); "
+             "print('torch' in sys.modules)")
+    res = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0 and res.stdout.startswith("config: tiny\n") and res.stdout.endswith("\nFalse\n"), res
 
 
 def test_cli_init_and_export(tmp_path, small_tokenizer):

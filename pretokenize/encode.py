@@ -220,7 +220,7 @@ def _encode_documents(shards, corpus, tokenizer, eot_id, workers, quiet, counts,
                 counts[doc_split][0] += 1
                 doc_index, doc_split = doc_index + 1, None
         shards.write(run_split, tokens[run_start:position], run_ends)
-        _show(progress, corpus, counts)
+        _show(progress, corpus, counts["train"][0] + counts["val"][0], counts["train"][1] + counts["val"][1])
     progress.close()
 
 
@@ -243,8 +243,12 @@ def _encode_tail(shards, corpus, tokenizer, eot_id, workers, quiet, counts, spli
     """Training is the text up to the cut, validation the tail after it (see TailSplit)."""
     progress = Progress("encoding", "MB", total=corpus.total_bytes, scale=1e6, quiet=quiet)
     held, held_size, last = deque(), 0, None
+    # The progress counts what was read: `counts` leaves out the held texts until the end, and
+    # then counts the document the tail cuts as two.
+    documents_read, tokens_read = 0, 0
     cut = functools.partial(_last_line_end, tokenizer)
     for job, tokens, lengths in _encoded_jobs(corpus, tokenizer, eot_id, shards.dtype, workers, cut):
+        documents_read, tokens_read = documents_read + sum(ends for _, ends in job), tokens_read + len(tokens)
         for (text, ends), start, stop in zip(job, accumulate([0, *lengths]), accumulate(lengths)):
             # A text starts at a line end only where _jobs cut at one; the lookbehind needs the text before.
             at_line_end = last is not None and not last.ends and tokenizer.line_cuts(last.text[-1] + text[:2], 1, 1) == [1]
@@ -255,7 +259,7 @@ def _encode_tail(shards, corpus, tokenizer, eot_id, workers, quiet, counts, spli
             while len(held) > 1 and held[1].may_start_tail and held_size - split.size(held[0]) >= split.target:
                 held_size -= split.size(held[0])
                 _write_held(shards, "train", held.popleft(), counts)
-        _show(progress, corpus, counts)
+        _show(progress, corpus, documents_read, tokens_read)
     progress.close()
     found = _tail_cut(held, split, tokenizer, first_held_is_first_text=counts["train"][1] == 0)
     if found is None:
@@ -306,8 +310,7 @@ def _write_held(shards, name, held, counts):
     counts[name][1] += len(held.tokens)
 
 
-def _show(progress, corpus, counts):
-    documents, tokens = (sum(c[i] for c in counts.values()) for i in (0, 1))
+def _show(progress, corpus, documents, tokens):
     progress.update(corpus.bytes_read, f"{documents:,} docs, {tokens:,} tokens")
 
 

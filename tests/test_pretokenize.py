@@ -335,6 +335,16 @@ def test_one_document_splits_into_training_and_the_tail_of_its_text(tmp_path, to
     assert f"split: 1 document(s), too few to hold out whole ones" in res.stdout
 
 
+def test_progress_line_counts_the_document_the_tail_cuts_once(tmp_path, tok, capsys):
+    """Its texts are held back until the end, and then written as two documents: the progress
+    counts what was read, one document and its tokens."""
+    text = odd_text(3000, 1)
+    encode_corpus(Corpus([write_txt(tmp_path / "book.txt", [text])]), tok, tmp_path / "data", split=Split(0.1))
+    tokens = len(tok.encode(text, allowed_special=())) + 1  # and its end-of-text token
+    last_line = capsys.readouterr().err.splitlines()[-1]
+    assert last_line.startswith("encoding: ") and f", 1 docs, {tokens:,} tokens, " in last_line, last_line
+
+
 def test_one_document_with_val_tokens_holds_out_that_many_tokens_of_its_tail(tmp_path, tok, tok_path):
     text = odd_text(3000, 2)
     out = tmp_path / "data"

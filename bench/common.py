@@ -66,3 +66,32 @@ def torch_machine(threads):
     import transformers
 
     return f"machine: {cpu()}, {threads} torch threads, torch {torch.__version__}, transformers {transformers.__version__}"
+
+
+BUSY = {
+    # a CPU-bound process of another kind: one thread that never waits
+    "python": "while True: pass",
+    # a process that runs torch itself, on one thread per core as torch does by default: its OpenMP
+    # threads spin at barriers too (a second training run, a test suite)
+    "torch": "import torch\na = torch.randn(256, 256)\nwhile True: a = (a @ a).tanh_()",
+}
+
+
+class busy_processes:
+    """`count` busy processes of `kind` (BUSY) beside the benchmark while the block runs."""
+
+    def __init__(self, count, kind="python"):
+        self.count, self.kind = count, kind
+
+    def __enter__(self):
+        self.procs = [subprocess.Popen([sys.executable, "-c", BUSY[self.kind]]) for _ in range(self.count)]
+        return self
+
+    def __exit__(self, *exc):
+        for proc in self.procs:
+            proc.kill()
+            proc.wait()
+
+
+def load_average():
+    return os.getloadavg()[0]

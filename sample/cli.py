@@ -2,10 +2,11 @@
 import logging
 import random
 import sys
+import time
 
 import click
 
-from gptkit.shared.cli import CONTEXT, Command, threads_option, use_threads, version_option
+from gptkit.shared.cli import CONTEXT, Command, threads_option, version_option
 from gptkit.shared.errors import InputError
 from gptkit.shared.text import decode_utf8, without_surrogates
 
@@ -25,7 +26,7 @@ log = logging.getLogger(__name__)
 @click.option("--seed", type=click.IntRange(0, 2**63 - 1), help="Random seed; the same seed gives the same text.  [default: random, printed]")
 @click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto", show_default=True)
 @click.option("--stop", "stops", multiple=True, metavar="STR", help="Stop a sample when it produces STR (repeatable). The end-of-text token always stops it.")
-@threads_option("Threads of torch's CPU kernels.")
+@threads_option("Threads of torch's CPU kernels.", measured=True)
 def cli(checkpoint, prompt, prompt_file, max_new_tokens, temperature, top_p, top_k, num_samples, seed, device, stops, threads):
     """Continue a prompt with a trained model, streaming the text to standard output."""
     if not temperature >= 0:  # NaN too
@@ -49,11 +50,13 @@ def cli(checkpoint, prompt, prompt_file, max_new_tokens, temperature, top_p, top
     from gptkit.model import load_model, resolve_device
     from gptkit.model.checkpoint import eot_id as checkpoint_eot_id
     from gptkit.model.generate import generate, prompt_ids
+    from gptkit.model.threads import torch_threads
 
     from .stream import TextStream
 
-    use_threads(threads)
-    model, tokenizer = load_model(checkpoint, resolve_device(device))
+    device = resolve_device(device)
+    threads = torch_threads(threads, device)
+    model, tokenizer = load_model(checkpoint, device)
     model.eval()
     eot_id = checkpoint_eot_id(checkpoint, tokenizer)
     ids = prompt_ids(tokenizer, prompt, eot_id)
@@ -73,8 +76,10 @@ def cli(checkpoint, prompt, prompt_file, max_new_tokens, temperature, top_p, top
     texts = [[] for _ in range(num_samples)]
     if live:
         _write(prompt)
+    started = time.perf_counter()
     for step in generate(model, ids, max_new_tokens=max_new_tokens, num_samples=num_samples,
                          temperature=temperature, top_p=top_p, top_k=top_k, seed=seed):
+        threads.record(time.perf_counter() - started)  # a token's time: the count for the next
         for i, token in enumerate(step.tolist()):
             if finished[i]:
                 continue
@@ -89,6 +94,7 @@ def cli(checkpoint, prompt, prompt_file, max_new_tokens, temperature, top_p, top
                 texts[i].append(text)
         if all(finished):
             break
+        started = time.perf_counter()
     for i, stream in enumerate(streams):
         tail = "" if stream.done else stream.finish()
         if live:

@@ -21,6 +21,7 @@ import click
 from gptkit import __version__
 
 from .errors import GptkitError, SettingError
+from .workers import cores_per_process, default_threads
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 110}
 
@@ -40,9 +41,13 @@ def _one_line(error: click.UsageError) -> click.UsageError:
     return one
 
 
+def error_line(error: GptkitError) -> str:
+    """What a command shows of a library error, after `Error: `: a SettingError names its flag."""
+    return f"{flag(error.setting)} {error.problem}" if isinstance(error, SettingError) else str(error)
+
+
 def _as_click(error: GptkitError) -> click.ClickException:
-    message = f"{flag(error.setting)} {error.problem}" if isinstance(error, SettingError) else str(error)
-    shown = click.ClickException(message)
+    shown = click.ClickException(error_line(error))
     shown.exit_code = error.exit_code
     return shown
 
@@ -121,42 +126,15 @@ def version_option(command):
 # -- threads ----------------------------------------------------------------------------------------
 
 
-def physical_cores() -> int:
-    """The physical cores this process may run on (logical CPUs that are hyper-threads of one
-    core count once)."""
-    cpus = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else range(os.cpu_count() or 1)
-    cores = set()
-    for cpu in cpus:
-        topology = Path(f"/sys/devices/system/cpu/cpu{cpu}/topology")
-        try:
-            cores.add(((topology / "physical_package_id").read_text(), (topology / "core_id").read_text()))
-        except OSError:  # no sysfs (not Linux): each logical CPU counts
-            cores.add(cpu)
-    return max(1, len(cores))
-
-
-def default_threads() -> int:
-    """OMP_NUM_THREADS where the environment sets it (as torchrun does, to 1, for several processes
-    a machine); else one thread per physical core, shared among the processes torchrun starts on
-    this machine. (torch's own default, one per logical CPU, collapses under load: 84-950 tok/s instead of
-    ~2,400 on a busy 2-core machine.)"""
-    omp = os.environ.get("OMP_NUM_THREADS", "")
-    if omp.isdigit() and int(omp) > 0:
-        return int(omp)
-    return max(1, physical_cores() // int(os.environ.get("LOCAL_WORLD_SIZE", "1")))
-
-
-def threads_option(what: str):
-    """`--threads N`, the same flag in every stage; `what` says what the threads do there."""
+def threads_option(what: str, measured: bool = False):
+    """`--threads N`, the same flag in every stage; `what` says what the threads do there.
+    `measured`: torch's threads, which the stage chooses by measurement when the flag is not given
+    (model/threads.py)."""
+    if measured:
+        return click.option("--threads", type=click.IntRange(min=1), metavar="N", help=(
+            f"{what}  [default: measured, 1 to {cores_per_process()} as the load allows; OMP_NUM_THREADS fixes it]"))
     return click.option("--threads", type=click.IntRange(min=1), default=default_threads(),
                         show_default="one per physical core", metavar="N", help=what)
-
-
-def use_threads(threads: int):
-    """Run torch's CPU kernels on `threads` threads."""
-    import torch
-
-    torch.set_num_threads(threads)
 
 
 # -- logging ----------------------------------------------------------------------------------------

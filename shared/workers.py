@@ -1,4 +1,6 @@
-"""Worker processes for the CPU-bound stages."""
+"""Worker processes for the CPU-bound stages, and how many cores they have."""
+from __future__ import annotations
+
 import ctypes
 import multiprocessing
 import os
@@ -6,8 +8,40 @@ import signal
 import threading
 import time
 from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
 
 PR_SET_PDEATHSIG = 1  # linux/prctl.h
+
+
+def physical_cores() -> int:
+    """The physical cores this process may run on (logical CPUs that are hyper-threads of one
+    core count once)."""
+    cpus = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else range(os.cpu_count() or 1)
+    cores = set()
+    for cpu in cpus:
+        topology = Path(f"/sys/devices/system/cpu/cpu{cpu}/topology")
+        try:
+            cores.add(((topology / "physical_package_id").read_text(), (topology / "core_id").read_text()))
+        except OSError:  # no sysfs (not Linux): each logical CPU counts
+            cores.add(cpu)
+    return max(1, len(cores))
+
+
+def threads_from_environment() -> int | None:
+    """OMP_NUM_THREADS where the environment sets it (torchrun sets 1 for several processes a machine)."""
+    omp = os.environ.get("OMP_NUM_THREADS", "")
+    return int(omp) if omp.isdigit() and int(omp) > 0 else None
+
+
+def cores_per_process() -> int:
+    """The physical cores of this process's share: torchrun's processes on this machine share them."""
+    return max(1, physical_cores() // int(os.environ.get("LOCAL_WORLD_SIZE", "1")))
+
+
+def default_threads() -> int:
+    """Threads (or worker processes) of a CPU-bound stage: OMP_NUM_THREADS where the environment
+    sets it, else one per physical core of this process's share."""
+    return threads_from_environment() or cores_per_process()
 
 
 def process_pool(workers, initializer=None, initargs=()):

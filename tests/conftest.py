@@ -1,5 +1,12 @@
+import os
 import random
 from pathlib import Path
+
+# One thread for torch in every test, set before torch is imported: runs compared bit for bit must
+# not differ by the thread count the default would measure (the order of float sums differs), and
+# tests that run train and sample as a user does then see a fixed count. Tests of the measured
+# count remove it (tests/test_threads.py).
+os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import pytest
 

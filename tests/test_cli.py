@@ -83,14 +83,18 @@ def test_the_same_flag_for_the_same_thing_in_every_stage():
         assert not [p for p in command.params if isinstance(p, click.Argument) and p.name in ("checkpoint", "out", "out_dir")], path
 
 
-def test_threads_default_is_one_per_physical_core_shared_by_torchrun_processes(monkeypatch):
-    cores = shared_cli.physical_cores()
+def test_worker_threads_default_to_one_per_physical_core_shared_by_torchrun_processes(monkeypatch):
+    """tokenizer train's and pretokenize's --threads (worker processes); torch's threads are measured
+    up to the same share (tests/test_threads.py)."""
+    from gptkit.shared import workers
+
+    cores = workers.physical_cores()
     assert 1 <= cores <= (len(__import__("os").sched_getaffinity(0)))
     monkeypatch.delenv("LOCAL_WORLD_SIZE", raising=False)
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
-    assert shared_cli.default_threads() == cores
+    assert shared_cli.default_threads() == workers.cores_per_process() == cores
     monkeypatch.setenv("LOCAL_WORLD_SIZE", str(2 * cores))
-    assert shared_cli.default_threads() == 1
+    assert shared_cli.default_threads() == workers.cores_per_process() == 1
     monkeypatch.setenv("OMP_NUM_THREADS", "3")  # the environment's own setting wins (torchrun sets 1)
     assert shared_cli.default_threads() == 3
 

@@ -1,0 +1,166 @@
+"""How many threads torch's CPU kernels run on: chosen by timing the work itself.
+
+torch runs its CPU kernels on an OpenMP team whose threads spin at the barrier that ends each
+parallel region. On an idle machine that is the fastest way to hand work between threads. When
+other processes share the cores, a thread of the team is often descheduled, and the others
+spin at the barrier until it runs again, a scheduler time slice later, once per parallel region
+(hundreds a training step). Measured on a 2-core machine (bench/threads.py): one thread beats
+two by 1.3x beside two busy Python processes and by 15x beside two processes that run torch
+themselves, while on an idle machine two threads are 1.8x faster than one. OMP_WAIT_POLICY=PASSIVE
+(threads sleep at the barrier) softens the collapse but costs 40% on an idle machine, and it must
+be set before torch is imported. No fixed count is right for every machine, and the load changes
+while a run goes on.
+
+So the count climbs: a loop of like units of work (training steps, sampled tokens) starts on one
+thread, and takes the next count of the ladder 1, 2, 4, ... (up to one per physical core) when
+the machine had idle cores while it ran and the units then get faster. When the units slow down
+by half, something else took the cores: the climb starts again from one thread. While below the
+top, it looks for idle cores again after a wait that doubles each time the look finds nothing
+better. `--threads N` (or OMP_NUM_THREADS, which torchrun sets) fixes the count.
+"""
+from __future__ import annotations
+
+import os
+import statistics
+import time
+from collections import deque
+
+import torch
+
+from gptkit.shared.workers import cores_per_process, threads_from_environment
+
+PROBE_UNITS = 3  # units timed at a count before it is judged
+MIN_WINDOW = 0.2  # seconds: units shorter than /proc/stat's 10 ms ticks are judged over this much time
+FASTER = 0.95  # a higher count is kept only when its units take at most this fraction of the time
+SLOWDOWN = 1.5  # units this much slower than when the count was chosen: the cores were taken, climb again
+IDLE_CORES = 0.5  # idle cores, on average, while the loop ran, that make one more thread worth a try
+FIRST_LOOK, LAST_LOOK = 15.0, 240.0  # seconds between looks for idle cores: doubled after each fruitless try
+
+
+def cpu_seconds():
+    """(idle, all) CPU time of the whole machine so far, in seconds summed over its CPUs; None
+    where /proc/stat is not there to read (not Linux)."""
+    try:
+        with open("/proc/stat") as f:
+            fields = [int(v) for v in f.readline().split()[1:]]
+    except (OSError, ValueError):
+        return None
+    ticks = os.sysconf("SC_CLK_TCK")
+    return (fields[3] + fields[4]) / ticks, sum(fields[:8]) / ticks  # idle + iowait; user .. steal
+
+
+class Threads:
+    """torch's CPU threads for a loop: `record(seconds)` after each unit of work.
+
+    `fixed`: the count, or None to choose it by measurement among 1 .. `most` threads.
+    `set_threads`, `cpu_seconds` and `clock` are torch's, the machine's and time's unless a
+    test gives its own."""
+
+    def __init__(self, fixed=None, most=1, set_threads=torch.set_num_threads, cpu_seconds=cpu_seconds,
+                 clock=time.monotonic):
+        self.set_threads, self.cpu_seconds, self.clock = set_threads, cpu_seconds, clock
+        self.fixed = fixed
+        if fixed is not None:
+            self.ladder = [fixed]
+        else:
+            self.ladder = [2**i for i in range(most.bit_length()) if 2**i < most] + [most]
+        self.level, self.chosen_time, self.trying_from = 0, None, None
+        self.wait, self.warming = FIRST_LOOK, True
+        self.recent = deque(maxlen=PROBE_UNITS)
+        self._use(0)
+
+    @property
+    def count(self):
+        return self.ladder[self.level]
+
+    def describe(self):
+        if self.fixed is not None:
+            return f"{self.fixed} thread{'s' if self.fixed > 1 else ''}"
+        return f"threads measured, 1 to {self.ladder[-1]}"
+
+    @property
+    def settled(self):
+        """Whether the count is chosen (for now): fixed, or timed and not being tried against another."""
+        return self.fixed is not None or (not self.warming and self.trying_from is None and self.chosen_time is not None)
+
+    def record(self, seconds):
+        """One unit of work took `seconds` at the current count; the count may change for the next."""
+        if self.fixed is not None:
+            return
+        if self.warming:  # the first unit pays for allocations and warm-ups, not for the thread count
+            self.warming = False
+            self._use(self.level)
+            return
+        self.window.append(seconds)
+        self.recent.append(seconds)
+        if len(self.window) < PROBE_UNITS or self.clock() - self.window_start < MIN_WINDOW:
+            if self.trying_from is None or seconds <= SLOWDOWN * self.trying_from[1]:
+                return
+        median = statistics.median(self.window)
+        if self.trying_from is not None:
+            self._judge_try(median)
+        elif self.chosen_time is None:
+            self.chosen_time = median
+            self._maybe_climb()
+        elif self.level > 0 and statistics.median(self.recent) > SLOWDOWN * self.chosen_time:
+            self.wait = FIRST_LOOK
+            self._use(0)  # something took the cores: measure again from one thread
+        elif self.clock() >= self.next_look:
+            self._maybe_climb()
+        else:
+            self._new_window(keep_idle=True)
+
+    def _maybe_climb(self):
+        """One more thread where the machine had idle cores while this count ran."""
+        idle = self._idle_cores()
+        if self.level + 1 < len(self.ladder) and (idle is None or idle >= IDLE_CORES):
+            self.trying_from = (self.level, self.chosen_time)
+            self._use(self.level + 1)
+        else:
+            self._look_later()
+
+    def _judge_try(self, median):
+        level, time_before = self.trying_from
+        self.trying_from = None
+        if len(self.window) >= PROBE_UNITS and median <= FASTER * time_before:
+            self.chosen_time, self.wait = median, FIRST_LOOK
+            self._maybe_climb()
+        else:
+            self._use(level, chosen_time=time_before)
+            self.wait = min(2 * self.wait, LAST_LOOK)
+            self._look_later()
+
+    def _use(self, level, chosen_time=None):
+        self.level, self.chosen_time = level, chosen_time
+        self.set_threads(self.count)
+        self.recent.clear()
+        self._new_window()
+        self._look_later()
+
+    def _look_later(self):
+        self.next_look = self.clock() + self.wait
+        self._new_window()
+
+    def _new_window(self, keep_idle=False):
+        self.window, self.window_start = [], self.clock()
+        if not keep_idle:
+            self.cpu_mark = self.cpu_seconds()
+
+    def _idle_cores(self):
+        """Idle cores on average since the mark; None where the machine does not say."""
+        now = self.cpu_seconds()
+        if now is None or self.cpu_mark is None or now[1] <= self.cpu_mark[1]:
+            return None
+        cpus = os.cpu_count() or 1
+        return cpus * (now[0] - self.cpu_mark[0]) / (now[1] - self.cpu_mark[1])
+
+
+
+def torch_threads(threads=None, device=None) -> Threads:
+    """The threads of a stage that runs torch on `device`: `threads` (--threads) or
+    OMP_NUM_THREADS fixes them; else on the CPU they are measured, up to one per physical core
+    of this process's share, and beside a GPU (which does the work) they are that many."""
+    fixed = threads or threads_from_environment()
+    if fixed is None and device is not None and device.type != "cpu":
+        fixed = cores_per_process()
+    return Threads(fixed, cores_per_process())

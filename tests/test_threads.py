@@ -1,0 +1,114 @@
+"""torch's thread count (model/threads.py): chosen by timing the work on a simulated machine whose
+speed and idle cores depend on the count and on the load beside it, and fixed where asked."""
+import os
+
+import pytest
+import torch
+
+from gptkit.model.threads import FIRST_LOOK, Threads, torch_threads
+
+
+class Machine:
+    """`cpus` cores; `busy` of them taken by other processes. A unit of work takes `work` seconds
+    on one thread; more threads divide it among the free cores, and collapse (OpenMP threads
+    spinning for a descheduled peer) when they and the others outnumber the cores."""
+
+    def __init__(self, cpus=2, busy=0, work=0.1):
+        self.cpus, self.busy, self.work = cpus, busy, work
+        self.now, self.idle, self.total, self.counts = 0.0, 0.0, 0.0, []
+
+    def unit(self, count):
+        if count + self.busy <= self.cpus:
+            seconds = self.work / count * 1.1 if count > 1 else self.work
+        else:
+            seconds = self.work * (1 + self.busy) * (15 if count > 1 else 1)
+        self.now += seconds
+        self.idle += seconds * max(0, self.cpus - self.busy - count)
+        self.total += seconds * self.cpus
+        return seconds
+
+    def threads(self, **kw):
+        return Threads(most=self.cpus, set_threads=self.counts.append, clock=lambda: self.now,
+                       cpu_seconds=lambda: (self.idle, self.total), **kw)
+
+    def run(self, threads, units):
+        seen = []
+        for _ in range(units):
+            seen.append(threads.count)
+            threads.record(self.unit(threads.count))
+        return seen
+
+
+@pytest.fixture(autouse=True)
+def cpus(monkeypatch):
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+
+
+def test_an_idle_machine_climbs_to_every_core():
+    machine = Machine()
+    threads = machine.threads()
+    seen = machine.run(threads, 200)
+    assert seen[0] == 1 and seen[-1] == 2 and seen.index(2) < 10 and set(seen[seen.index(2):]) == {2}
+    assert threads.settled
+
+
+def test_a_busy_machine_stays_on_one_thread_without_trying_two():
+    machine = Machine(busy=2)
+    assert set(machine.run(machine.threads(), 300)) == {1} and set(machine.counts) == {1}
+
+
+def test_load_that_arrives_sends_it_back_to_one_thread_and_load_that_leaves_up_again():
+    machine = Machine()
+    threads = machine.threads()
+    machine.run(threads, 50)
+    assert threads.count == 2
+    machine.busy = 2
+    seen = machine.run(threads, 100)
+    assert seen.index(1) <= 4 and set(seen[seen.index(1):]) == {1}  # a few collapsed steps, then one thread
+    machine.busy = 0
+    start = machine.now
+    seen = machine.run(threads, 2000)
+    assert seen[-1] == 2  # after a look for idle cores
+    assert machine.now - start >= FIRST_LOOK - 1 or seen.index(2) < 10
+
+
+def test_a_try_that_is_slower_goes_back_and_waits_longer_each_time():
+    machine = Machine(busy=1)  # one free core: two threads share it with the busy process
+    threads = machine.threads()
+    # the machine reports idle cores (as when the other process sleeps now and then), but two threads lose
+    threads.cpu_seconds = lambda: (machine.total, machine.total)
+    seen = machine.run(threads, 3000)
+    tries = sum(1 for a, b in zip(seen, seen[1:]) if (a, b) == (1, 2))
+    assert seen[-1] == 1 and 1 <= tries <= 8
+    waits = [i for i, (a, b) in enumerate(zip(seen, seen[1:])) if (a, b) == (1, 2)]
+    gaps = [b - a for a, b in zip(waits, waits[1:])]
+    assert gaps == sorted(gaps)  # the waits between tries grow
+
+
+def test_a_fixed_count_never_changes():
+    machine = Machine(busy=2)
+    threads = machine.threads(fixed=2)
+    assert set(machine.run(threads, 100)) == {2} and machine.counts == [2] and threads.settled
+
+
+def test_threads_flag_or_omp_num_threads_fix_the_count(monkeypatch):
+    before = torch.get_num_threads()
+    try:
+        monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+        assert torch_threads(None).fixed is None and torch.get_num_threads() == 1  # measured: it starts on one
+        assert torch_threads(2).fixed == 2 and torch.get_num_threads() == 2
+        assert torch_threads(None, torch.device("cuda")).fixed is not None  # beside a GPU: not measured
+        monkeypatch.setenv("OMP_NUM_THREADS", "1")
+        assert torch_threads(None).fixed == 1
+    finally:
+        torch.set_num_threads(before)
+
+
+def test_sample_and_train_measure_by_default():
+    """The commands' --threads default is the measured count (None for torch_threads)."""
+    from gptkit.sample.cli import cli as sample_cli
+    from gptkit.train.cli import cli as train_cli
+
+    for command, args in ((sample_cli, ["--checkpoint", "c", "--prompt", "p"]), (train_cli.commands["run"], ["--out", "o"])):
+        assert command.make_context("gptkit", args).params["threads"] is None
+        assert "measured" in next(p for p in command.params if p.name == "threads").help

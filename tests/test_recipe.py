@@ -1,66 +1,92 @@
-"""The default CPU recipe (train/recipe.py): its choices for corpus sizes and budgets, and how
-the CLI uses it (flags win, --config and --model bypass it, one line names the choice)."""
+"""The default recipe (train/recipe.py): its choices for corpus sizes, budgets and machines, the
+timing it chooses by, and how a run uses it (flags win, --config and --model bypass it, one line
+names the choice)."""
 import json
 
 import pytest
+import torch
 from click.testing import CliRunner
 
 from gptkit.model.config import ModelConfig, load_config
-from gptkit.model.info import training_memory
-from gptkit.shared.errors import SettingError
+from gptkit.model.info import model_cost, training_memory
+from gptkit.model.threads import Threads
 from gptkit.train.cli import cli
-from gptkit.train.config import TrainConfig, load_train_config
-from gptkit.train.recipe import DEFAULT_BUDGET, GPU_PRESET, LADDER, TOKENS_PER_PARAM, recipe, recipe_config
+from gptkit.train.config import WITHOUT_RECIPE, TrainConfig, completed
+from gptkit.train.recipe import DEFAULT_BUDGET, LADDER, TOKENS_PER_PARAM, choose, recipe_config, step_timer
 
 MINUTE = 60
 CORPORA = (50_000, 400_000, 4_000_000, 400_000_000)  # training tokens: ~100 KB to ~1 GB of text
 BUDGETS = (30, 2 * MINUTE, 10 * MINUTE, 60 * MINUTE, 24 * 60 * MINUTE)
+CPU, GPU = 60e9, 300e12  # training FLOP/s of a 2-core CPU and of a GPU at these shapes
+
+
+def flop_rate(rate, vocab_size=1024):
+    """A step timer for a machine doing `rate` training FLOP/s at every shape."""
+    def seconds_per_step(shape):
+        return model_cost(ModelConfig(**shape.model(vocab_size))).flops_per_token * shape.batch * shape.context / rate
+    return seconds_per_step
 
 
 @pytest.mark.parametrize("tokens", CORPORA)
-def test_more_time_never_buys_a_smaller_model(tokens):
-    sizes = [recipe(tokens, 1024, seconds, threads=2).params for seconds in BUDGETS]
+@pytest.mark.parametrize("rate", (CPU, GPU))
+def test_more_time_never_buys_a_smaller_model(tokens, rate):
+    sizes = [choose(tokens, 1024, seconds, flop_rate(rate)).params for seconds in BUDGETS]
     assert sizes == sorted(sizes)
 
 
 @pytest.mark.parametrize("seconds", BUDGETS)
 def test_more_data_never_buys_a_smaller_model(seconds):
-    sizes = [recipe(tokens, 1024, seconds, threads=2).params for tokens in CORPORA]
+    sizes = [choose(tokens, 1024, seconds, flop_rate(CPU)).params for tokens in CORPORA]
     assert sizes == sorted(sizes)
 
 
-def test_more_threads_never_buy_a_smaller_model():
-    sizes = [recipe(4_000_000, 4096, 10 * MINUTE, threads).params for threads in (1, 2, 8, 32)]
-    assert sizes == sorted(sizes)
+def test_a_faster_machine_never_buys_a_smaller_model():
+    sizes = [choose(4_000_000, 4096, 10 * MINUTE, flop_rate(rate, 4096)).params for rate in (10e9, CPU, 1e12, GPU)]
+    assert sizes == sorted(sizes) and sizes[0] < sizes[-1]
 
 
 @pytest.mark.parametrize("tokens", CORPORA)
 @pytest.mark.parametrize("seconds", BUDGETS)
 def test_each_choice_is_a_sound_config(tokens, seconds):
-    r = recipe(tokens, 4096, seconds, threads=2)
+    r = choose(tokens, 4096, seconds, flop_rate(CPU, 4096))
     model = ModelConfig(**r.settings()["model"])
-    config = TrainConfig(data="d", out="o", **r.settings())
+    config = completed(TrainConfig(data="d", out="o", max_time="1m", **r.settings()))
     assert config.context_length is None  # the model's own context
     assert model.vocab_size == 4096 and model.head_dim % 2 == 0
-    assert 1 <= config.warmup_steps < max(r.steps, 2) and config.min_lr < config.lr
+    assert config.warmup_steps is None and config.min_lr == config.lr / 10  # the schedule's defaults
     tokens = r.steps * config.batch_size * model.context_length
     assert tokens >= TOKENS_PER_PARAM * r.params or r.shape == LADDER[0]  # only the smallest shape trains short
     activations = training_memory(model, config.batch_size, activation_bytes=4)["activations"]
-    assert activations < 8 * 2**30  # a step of any rung fits a laptop's memory
+    assert activations < 8 * 2**30 or r.shape == LADDER[-1]  # a step of a CPU's rung fits a laptop's memory
 
 
-def test_the_choice_is_deterministic_and_grows_with_the_budget():
-    assert recipe(400_000, 1024, 120, 2) == recipe(400_000, 1024, 120, 2)
-    short, long = recipe(400_000, 1024, 120, 2), recipe(400_000_000, 1024, 24 * 60 * MINUTE, 2)
-    assert short.shape.d_model < long.shape.d_model and short.shape.context <= long.shape.context
-
-
-def test_a_small_corpus_caps_the_model():
-    small, big = recipe(50_000, 1024, 24 * 60 * MINUTE, 2), recipe(400_000_000, 1024, 24 * 60 * MINUTE, 2)
+def test_a_small_corpus_caps_the_model_and_a_gpu_hour_buys_a_big_one():
+    small, big = choose(50_000, 1024, 24 * 60 * MINUTE, flop_rate(CPU)), choose(400_000_000, 1024, 24 * 60 * MINUTE, flop_rate(CPU))
     assert small.params < big.params
+    gpu_hour = choose(10**10, 50_304, 60 * MINUTE, flop_rate(GPU, 50_304))
+    assert gpu_hour.params > 100e6 and gpu_hour.shape.context >= 512
 
 
-# -- the CLI ----------------------------------------------------------------------------------
+def test_the_climb_stops_where_a_shape_cannot_be_timed():
+    timed = []
+
+    def out_of_memory_from_the_third(shape):
+        timed.append(shape)
+        return None if len(timed) >= 3 else 0.001
+
+    r = choose(400_000_000, 1024, 24 * 60 * MINUTE, out_of_memory_from_the_third)
+    assert r.shape == LADDER[1] and timed == list(LADDER[:3])
+
+
+def test_step_timer_times_real_steps_within_its_share_of_the_budget():
+    threads = Threads(1)
+    seconds = step_timer(512, torch.device("cpu"), threads, budget_seconds=600)(LADDER[0])
+    assert 0 < seconds < 5
+    spent = step_timer(512, torch.device("cpu"), threads, budget_seconds=0.001)
+    assert spent(LADDER[0]) > 0 and spent(LADDER[1]) is None  # the smallest shape is always timed
+
+
+# -- a run without --config --------------------------------------------------------------------
 
 @pytest.fixture(scope="module")
 def data(small_text, small_tokenizer, tmp_path_factory):
@@ -77,60 +103,49 @@ def data(small_text, small_tokenizer, tmp_path_factory):
     return out
 
 
-def chosen(data, **flags):
-    return recipe_config({"data": str(data), "out": "run", "device": "cpu", **flags})
+def chosen(data, **settings):
+    return recipe_config(TrainConfig(data=str(data), out="run", device="cpu", **settings), torch.device("cpu"), Threads(1))[0]
 
 
 def test_without_config_the_recipe_sizes_the_run(data, capsys):
     config = chosen(data)
     line = capsys.readouterr().out
-    assert line.startswith("recipe for ") and f"{DEFAULT_BUDGET} (the default budget) on cpu" in line
-    assert isinstance(config.model, dict) and f"d {config.model['d_model']}," in line
+    assert line.startswith("recipe for ") and f"{DEFAULT_BUDGET} (the default budget) on cpu (1 thread)" in line
+    assert isinstance(config.model, dict) and f"d {config.model['d_model']}," in line and "ms a step as timed here" in line
     assert f"batch {config.batch_size} x {config.model['context_length']}" in line
-    assert config.max_time == DEFAULT_BUDGET and config.max_steps == TrainConfig.max_steps
+    assert config.max_time == DEFAULT_BUDGET and config.max_steps is None  # only the length that applies
 
 
 def test_flags_beat_the_recipe(data, capsys):
     base = chosen(data)
     config = chosen(data, batch_size=3, lr=0.5, warmup_steps=7, max_time="1m")
     assert (config.batch_size, config.lr, config.warmup_steps, config.max_time) == (3, 0.5, 7, "1m")
-    assert config.model == base.model and config.min_lr == base.min_lr
-    fixed = chosen(data, max_steps=40)  # a length flag replaces the default budget; the warmup fits it
-    assert fixed.max_time is None and fixed.warmup_steps == 2 and fixed.eval_interval == 8
+    assert config.model == base.model and completed(config).min_lr == 0.05
+    fixed = chosen(data, max_steps=40)  # a length flag replaces the default budget; the evaluations fit it
+    assert fixed.max_time is None and fixed.max_steps == 40 and fixed.eval_interval == 8
     assert "and 1m on cpu" in capsys.readouterr().out
     assert chosen(data, context_length=32, batch_size=5).context_length == 32
     assert "batch 5 x 32," in capsys.readouterr().out
 
 
-def test_a_model_flag_or_no_data_bypasses_the_recipe(data, capsys):
-    assert chosen(data, model="tiny") == TrainConfig(data=str(data), out="run", device="cpu", model="tiny")
-    with pytest.raises(SettingError, match="^data is needed"):  # the CLI shows it as --data
-        recipe_config({"out": "run"})
-    assert capsys.readouterr().out == ""
-
-
-def test_cuda_takes_the_gpu_preset(data, capsys):
-    config = chosen(data, device="cuda", lr=0.5)
-    assert config == load_train_config(GPU_PRESET, {"data": str(data), "out": "run", "device": "cuda", "lr": 0.5})
-    assert capsys.readouterr().out == f"no recipe on cuda: the {GPU_PRESET} preset (pass --config for another)\n"
+def test_a_run_given_its_model_takes_the_plain_defaults():
+    config = completed(TrainConfig(data="d", out="o", model="tiny"))
+    assert {k: getattr(config, k) for k in WITHOUT_RECIPE} == WITHOUT_RECIPE and config.min_lr == config.lr / 10
+    timed = completed(TrainConfig(data="d", out="o", model="tiny", max_time="1m"))
+    assert timed.max_steps is None and timed.max_time == "1m"
 
 
 def test_the_run_logs_the_recipe_and_records_it(data, tmp_path):
-    """--threads sets torch's threads before the recipe measures the machine by them."""
-    import torch
-
-    run, before = tmp_path / "run", torch.get_num_threads()
-    try:
-        res = CliRunner().invoke(cli, ["--data", str(data), "--out", str(run), "--device", "cpu", "--max-steps", "2",
-                                       "--batch-size", "2", "--threads", "1"])
-        assert torch.get_num_threads() == 1
-    finally:
-        torch.set_num_threads(before)
+    run = tmp_path / "run"
+    res = CliRunner().invoke(cli, ["--data", str(data), "--out", str(run), "--device", "cpu", "--max-steps", "2",
+                                   "--batch-size", "2", "--threads", "1"])
     assert res.exit_code == 0, res.output
     first, second = res.output.splitlines()[:2]
-    assert first.startswith("recipe for ") and "on cpu (1 threads)" in first and second.startswith("training ")
+    assert first.startswith("recipe for ") and "on cpu (1 thread)" in first and second.startswith("training ")
     saved = json.loads((run / "config.json").read_text())
     assert f"d {saved['model']['d_model']}, {saved['model']['n_layers']} layers" in first
+    assert saved["max_steps"] == 2 and saved["max_time"] is None and saved["batch_size"] == 2
+    assert saved["lr"] is not None and saved["min_lr"] == saved["lr"] / 10
 
 
 def test_config_bypasses_the_recipe(data, tmp_path):
@@ -140,3 +155,42 @@ def test_config_bypasses_the_recipe(data, tmp_path):
     assert "recipe" not in res.output
     tiny = {**load_config("tiny").to_dict(), "vocab_size": 450}  # the preset, resolved for the data's tokenizer
     assert json.loads((tmp_path / "run" / "config.json").read_text())["model"] == tiny
+
+
+def test_a_run_far_slower_than_timed_lets_the_recipe_choose_again(data, tmp_path, monkeypatch):
+    """The machine gets busy after the recipe timed it: the run stops before its first checkpoint
+    and the recipe chooses again for the time left, once."""
+    import time
+
+    from gptkit.train.trainer import Trainer
+
+    step = Trainer._train_step
+
+    def slow_step(self):
+        time.sleep(0.1)  # many times the recipe's ~10 ms steps of the smallest shape
+        return step(self)
+
+    monkeypatch.setattr(Trainer, "_train_step", slow_step)
+    run = tmp_path / "run"
+    res = CliRunner().invoke(cli, ["--data", str(data), "--out", str(run), "--device", "cpu", "--max-time", "8s",
+                                   "--threads", "1", "--eval-tokens", "256"])
+    assert res.exit_code == 0, res.output
+    lines = res.output.splitlines()
+    again = next(i for i, line in enumerate(lines) if "what the recipe timed: the machine got slower; choosing again" in line)
+    assert lines[again + 1].startswith("recipe for ") and sum(line.startswith("recipe for ") for line in lines) == 2
+    saved = json.loads((run / "config.json").read_text())
+    assert saved["max_time"].endswith("s") and float(saved["max_time"][:-1]) < 8  # the time that was left
+    assert (run / "latest").exists()
+
+
+def test_help_shows_what_a_run_uses():
+    """No default in --help that a run would not use: the recipe's settings say so, paths are paths,
+    required options are marked."""
+    text = " ".join(CliRunner().invoke(cli, ["run", "--help"], terminal_width=400).output.split())
+    assert "--data DIR" in text and "--out DIR" in text and "[required]" in text
+    for setting in ("--model PRESET|FILE", "--batch-size INTEGER", "--lr FLOAT", "--eval-interval INTEGER"):
+        option = text[text.index(setting):]
+        assert "[default: the recipe's for the data, the budget and the device" in option[: option.index("]") + 1]
+    assert "[default: 1000]" not in text and "[default: 0.001]" not in text and "[default: tiny]" not in text
+    assert f"[default: {DEFAULT_BUDGET} with the recipe" in text and "--nproc-per-node" in text
+    assert "gptkit train --nproc-per-node" in text and "gptkit.train ..." not in text

@@ -8,6 +8,7 @@ in-process runs use `train(config)` or the click command, the signal/kill/DDP te
 """
 import dataclasses
 import json
+import math
 import os
 import random
 import re
@@ -34,7 +35,7 @@ from tests.conftest import assert_input_error, english_like
 from gptkit.train.cli import cli
 from gptkit.train.config import FIELDS, TrainConfig, load_train_config, preset_names
 from gptkit.train.data import Loader, ShardData
-from gptkit.train.optim import AdamW, Muon, Schedule, build_optimizers, lr_scale, orthogonalize
+from gptkit.train.optim import AdamW, Muon, Schedule, build_optimizers, cosine_lr, orthogonalize, warmup_steps, wsd_lr
 from gptkit.train.trainer import Trainer, TrainingError, train
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -172,9 +173,9 @@ def test_adamw_equals_torch_bit_for_bit_over_100_steps_with_a_changing_lr(fused)
     ref = torch.optim.AdamW([{"params": [params[n] for n, _ in decayed], "weight_decay": 0.1},
                              {"params": [params[n] for n, _ in plain], "weight_decay": 0.0}], lr=1e-2, betas=(0.9, 0.95),
                             eps=1e-8, fused=fused or None)
-    schedule = TrainConfig(data="d", out="o", lr=1e-2, min_lr=1e-3, warmup_steps=10)
+    schedule = Schedule(TrainConfig(data="d", out="o", lr=1e-2, min_lr=1e-3, warmup_steps=10), 100)
     for step in range(100):
-        scale = lr_scale(step, schedule, 100)
+        scale = schedule(step)
         for model in (ours, theirs):
             model(*random_batch(step))[1].backward()
         opt.step(scale)
@@ -312,27 +313,61 @@ def test_every_model_preset_has_a_training_preset(model):
 
 # -- schedules -------------------------------------------------------------------------------------
 
-def test_cosine_schedule_boundaries():
+def seed_cosine(t, lr_max, lr_min, warmup_iters, cosine_cycle_iters):
+    """The design's schedule, as the seed writes it."""
+    if t < warmup_iters:
+        return t / warmup_iters * lr_max
+    if t <= cosine_cycle_iters:
+        return lr_min + 0.5 * (1 + math.cos((t - warmup_iters) / (cosine_cycle_iters - warmup_iters) * math.pi)) * (lr_max - lr_min)
+    return lr_min
+
+
+def test_cosine_lr_is_the_seeds_formula_at_every_step():
+    assert [cosine_lr(t, 1e-3, 1e-4, 7, 21) for t in range(25)] == [seed_cosine(t, 1e-3, 1e-4, 7, 21) for t in range(25)]
+    assert cosine_lr(0, 1e-3, 1e-4, 7, 21) == 0.0 and cosine_lr(7, 1e-3, 1e-4, 7, 21) == 1e-3
+    assert cosine_lr(21, 1e-3, 1e-4, 7, 21) == pytest.approx(1e-4) and cosine_lr(24, 1e-3, 1e-4, 7, 21) == 1e-4
+
+
+def test_the_trainers_schedule_is_the_seeds():
     c = TrainConfig(data="d", out="o", lr=1e-3, min_lr=1e-4, warmup_steps=10, decay_steps=90)
-    floor = 0.1
-    assert [lr_scale(s, c, 100) for s in (0, 4, 9)] == pytest.approx([0.1, 0.5, 1.0])
-    assert lr_scale(10, c, 100) == pytest.approx(1.0)
-    assert lr_scale(50, c, 100) == pytest.approx(0.5 * (1 + floor))
-    assert lr_scale(90, c, 100) == pytest.approx(floor)
-    assert lr_scale(91, c, 100) == lr_scale(99, c, 100) == pytest.approx(floor)
-    values = [lr_scale(s, c, 100) for s in range(10, 100)]
-    assert all(a >= b for a, b in zip(values, values[1:]))
+    schedule = Schedule(c, 100)
+    assert [c.lr * schedule(t) for t in range(100)] == pytest.approx([seed_cosine(t, 1e-3, 1e-4, 10, 90) for t in range(100)])
     c.decay_steps = None  # the default: min_lr at the last step
-    assert lr_scale(99, c, 100) == pytest.approx(floor) and lr_scale(98, c, 100) > floor
+    assert [c.lr * Schedule(c, 100)(t) for t in range(100)] == pytest.approx([seed_cosine(t, 1e-3, 1e-4, 10, 99) for t in range(100)])
 
 
-def test_wsd_schedule_boundaries():
+def test_wsd_schedule_has_the_same_warmup_then_cools_down_linearly():
     c = TrainConfig(data="d", out="o", lr=1e-3, min_lr=1e-4, warmup_steps=10, schedule="wsd", cooldown_fraction=0.2)
-    assert lr_scale(0, c, 100) == pytest.approx(0.1)
-    assert all(lr_scale(s, c, 100) == 1.0 for s in range(10, 80))
-    cooldown = [lr_scale(s, c, 100) for s in range(79, 100)]
+    schedule = Schedule(c, 100)
+    assert [schedule(t) for t in range(10)] == pytest.approx([cosine_lr(t, 1.0, 0.1, 10, 99) for t in range(10)])
+    assert all(schedule(s) == 1.0 for s in range(10, 80))
+    cooldown = [schedule(s) for s in range(79, 100)]
     assert cooldown[-1] == pytest.approx(0.1) and cooldown[1] < 1.0
     assert np.diff(cooldown[1:]) == pytest.approx([-0.9 / 20] * 19)  # linear
+    assert schedule(80) == pytest.approx(wsd_lr(80, 1.0, 0.1, 10, 80, 99))
+
+
+def test_warmup_is_a_fraction_of_the_planned_steps_at_most():
+    given, unset = TrainConfig(data="d", out="o", warmup_steps=100), TrainConfig(data="d", out="o")
+    assert [warmup_steps(given, n) for n in (5000, 500, 46, 4)] == [100, 50, 4, 0]
+    assert [warmup_steps(unset, n) for n in (5000, 500, 46)] == [250, 25, 2]
+
+
+@pytest.mark.parametrize("schedule", ["cosine", "wsd"])
+def test_a_replanned_schedule_goes_on_without_a_jump_and_ends_at_min_lr(schedule):
+    c = TrainConfig(data="d", out="o", lr=1e-3, min_lr=1e-4, warmup_steps=10, schedule=schedule)
+    for before, after, at in ((100, 300, 60), (100, 70, 60), (100, 300, 95), (100, 300, 5), (10**12, 40, 4), (1000, 30, 20)):
+        old = Schedule(c, before)
+        new = old.replan(at, after)
+        assert new(at) == pytest.approx(old(at)) and new(after - 1) == pytest.approx(0.1)
+        peak = max(at, new.warmup) if old.warming_up(at) else at
+        assert old.warming_up(at) == (max(new(s) for s in range(at, after)) == 1.0)  # a warmup goes on to the peak
+        assert all(new(s) <= new(s + 1) + 1e-12 for s in range(at, peak))  # rising to it without a jump ...
+        assert all(abs(new(s + 1) - new(s)) <= max(1 / new.warmup, 0.2) for s in range(at, after - 1))
+        assert all(new(s) >= new(s + 1) - 1e-12 for s in range(peak, after - 1))  # ... and no rise after it
+    assert Schedule(c, 100).replan(5, 300).replanned_at is None  # in the warmup: simply the plan for 300 steps
+    if schedule == "wsd":  # in the stable phase: the cool-down moves to the new end
+        assert Schedule(c, 100).replan(60, 300).replanned_at is None
 
 
 # -- the loader ------------------------------------------------------------------------------------
@@ -559,7 +594,7 @@ def test_resume_extends_or_shortens_a_run_from_where_it_stopped(data, model_json
         logs, straight = records(run), records(tmp_path / "straight")
         assert [r["step"] for r in logs] == list(range(1, steps + 1))
         assert [r["loss"] for r in logs[:5]] == [r["loss"] for r in straight[:5]]  # the first step after the resume too
-        assert logs[4]["lr"] == straight[4]["lr"] and logs[-1]["lr"] == pytest.approx(1e-4)  # no jump; min_lr at the end
+        assert logs[4]["lr"] == straight[4]["lr"] and logs[-1]["lr"] == pytest.approx(3e-4)  # no jump; min_lr (lr / 10) at the end
         (replan,) = [r for r in map(json.loads, (run / "metrics.jsonl").read_text().splitlines()) if "replan" in r]
         assert replan["step"] == 4 and replan["replan"]["total_steps"] == steps
         assert json.loads((run / "config.json").read_text())["max_steps"] == steps
@@ -577,7 +612,7 @@ def test_max_time_plans_the_steps_to_end_on_time(data, model_json, tmp_path, mon
     assert replans and all("--max-time 2s" in r["replan"]["reason"] for r in replans)
     logs = records(run)
     assert logs[-1]["step"] == replans[-1]["replan"]["total_steps"] < 50_000  # the last plan was carried out
-    assert logs[-1]["lr"] == pytest.approx(1e-4)  # and the schedule ended with it (min_lr)
+    assert logs[-1]["lr"] == pytest.approx(1e-4)  # and the schedule ended with it (min_lr, a tenth of lr)
     assert json.loads((run / "latest/trainer_state.json").read_text())["step"] == logs[-1]["step"]
     assert_input_error(invoke(*flags(data=data, out=tmp_path / "r2", model=model_json, max_time="soon")), "--max-time", "soon")
 
@@ -775,7 +810,7 @@ def test_ddp_on_two_processes_matches_one(data, model_json, tmp_path, optimizer)
     assert single.returncode == 0, single.stderr
     ddp = torchrun(2, *common, "--out", tmp_path / "two")
     assert ddp.returncode == 0, ddp.stderr[-3000:]
-    assert "cpu x 2 (torch.distributed gloo)" in ddp.stdout and ddp.stdout.count("| loss ") == 4  # rank 0 alone logs
+    assert "cpu x 2 (torch.distributed gloo, 1 thread)" in ddp.stdout and ddp.stdout.count("| loss ") == 4  # rank 0 alone logs
     for key in ("loss", "val_loss", "val_bpb"):
         one, two = records(tmp_path / "one", key), records(tmp_path / "two", key)
         assert [r["step"] for r in one] == [r["step"] for r in two] and one
@@ -793,7 +828,7 @@ def test_torchrun_with_one_process_takes_the_distributed_path(data, model_json, 
                           capture_output=True, timeout=120).returncode == 0
     one = torchrun(1, *common, "--out", tmp_path / "one")
     assert one.returncode == 0, one.stderr[-3000:]
-    assert "cpu x 1 (torch.distributed gloo)" in one.stdout
+    assert "cpu x 1 (torch.distributed gloo, 1 thread)" in one.stdout
     for key in ("loss", "grad_norm", "val_loss"):
         assert [r[key] for r in records(tmp_path / "one", key)] == [r[key] for r in records(tmp_path / "plain", key)]
 
@@ -893,7 +928,7 @@ def test_cli_trains_logs_checkpoints_and_samples(data, model_json, tmp_path):
     logs = records(run)
     assert [r["step"] for r in logs] == [1, 5, 10, 15, 20, 25, 30]
     assert all({"loss", "lr", "grad_norm", "tokens", "ppl"} <= r.keys() for r in logs)
-    assert logs[-1]["tokens"] == 30 * 8 * 32 and logs[-1]["lr"] == pytest.approx(1e-4)
+    assert logs[-1]["tokens"] == 30 * 8 * 32 and logs[-1]["lr"] == pytest.approx(3e-4)
     assert logs[-1]["loss"] < logs[0]["loss"] - 0.5
     val = records(run, "val_loss")
     assert [r["step"] for r in val] == [10, 20, 30] and val[-1]["val_loss"] < val[0]["val_loss"]

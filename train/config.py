@@ -21,25 +21,26 @@ class TrainConfig:
     # What to train on and where to write.
     data: str  # a pretokenize output directory
     out: str  # the run directory, runs/NAME
-    model: str | dict = "tiny"  # a model preset name, a model config file, or the model config itself
+    model: str | dict | None = None  # a model preset name, a model config file, the model config itself; None: the recipe's
     seed: int = 1337
     device: str = "auto"  # auto | cpu | cuda
     compile: bool | None = None  # default: on CUDA yes, on CPU no
     # Batch: each optimizer step sees batch_size x grad_accum sequences of context_length tokens;
     # batch_size counts the sequences of all processes together (each takes batch_size / processes).
-    batch_size: int = 8
+    batch_size: int | None = None  # None: the recipe's, or WITHOUT_RECIPE's
     grad_accum: int = 1
     context_length: int | None = None  # default: the model's
     loader: str = "random"  # random | sequential
     verify_data: bool = True  # read every shard once first: CRC-32 and id range
     # Length: max_tokens, when set, decides the number of steps; else max_time; else max_steps.
-    max_steps: int = 1000
+    # None of them: the recipe's DEFAULT_BUDGET, or WITHOUT_RECIPE's max_steps.
+    max_steps: int | None = None
     max_tokens: int | None = None
     max_time: str | None = None  # a duration ("2m", "90s", "1h30m"): steps planned from the measured throughput
     # Optimizer.
     optimizer: str = "adamw"  # adamw | muon (Muon for hidden matrices, AdamW for the rest)
-    lr: float = 1e-3
-    min_lr: float = 1e-4
+    lr: float | None = None
+    min_lr: float | None = None  # None: lr / 10
     beta1: float = 0.9
     beta2: float = 0.95
     eps: float = 1e-8
@@ -50,11 +51,11 @@ class TrainConfig:
     grad_clip: float = 1.0  # global L2 norm; 0: no clipping
     # Schedule.
     schedule: str = "cosine"  # cosine | wsd
-    warmup_steps: int = 100
+    warmup_steps: int | None = None  # default: WARMUP_FRACTION of the steps (train/optim.py)
     decay_steps: int | None = None  # cosine: the step where min_lr is reached (default: the last step)
     cooldown_fraction: float = 0.2  # wsd: the final fraction of the steps that decays linearly to min_lr
     # Evaluation, logging, samples, checkpoints.
-    eval_interval: int = 200
+    eval_interval: int | None = None
     eval_tokens: int = 65536
     log_interval: int = 10
     sample_interval: int = 0  # 0: never
@@ -73,7 +74,7 @@ class TrainConfig:
         for name, expected in {**PATHS, "sample_prompt": "text"}.items():
             if not isinstance(getattr(self, name), str) or (name in PATHS and not getattr(self, name)):
                 raise SettingError(name, f"{getattr(self, name)!r}: expected {expected}")
-        if not isinstance(self.model, (str, dict)):
+        if self.model is not None and not isinstance(self.model, (str, dict)):
             raise SettingError("model", f"{self.model!r}: expected a preset name, a model config file or a model config")
         for name, allowed in CHOICES.items():
             if getattr(self, name) not in allowed:
@@ -91,6 +92,8 @@ class TrainConfig:
                 raise SettingError(name, f"{value!r}: expected a whole number, {bound}")
         for name, (expected, within) in REAL.items():
             value = getattr(self, name)
+            if value is None and FIELDS[name].default is None:
+                continue
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or not within(value):
                 raise SettingError(name, f"{value!r}: expected a finite number {expected}")
         if self.max_time is not None:
@@ -106,6 +109,20 @@ class TrainConfig:
 
 
 FIELDS = {f.name: f for f in dataclasses.fields(TrainConfig)}
+
+# Where a run's model is given (--model, a preset) the recipe does not run; the settings it would
+# choose and the user left unset take these values (min_lr: a tenth of lr).
+WITHOUT_RECIPE = {"batch_size": 8, "lr": 1e-3, "eval_interval": 200, "max_steps": 1000}
+
+
+def completed(config: TrainConfig) -> TrainConfig:
+    """`config` with WITHOUT_RECIPE's values where it leaves them unset: every setting a run uses
+    then has a value, and config.json records it."""
+    unset = {k: v for k, v in WITHOUT_RECIPE.items() if getattr(config, k) is None}
+    if any(getattr(config, k) is not None for k in LENGTH):
+        unset.pop("max_steps", None)
+    config = dataclasses.replace(config, **unset)
+    return config if config.min_lr is not None else dataclasses.replace(config, min_lr=config.lr / 10)
 
 # What __post_init__ checks, field by field.
 PATHS = {"data": "a pretokenize output directory", "out": "a run directory"}

@@ -146,60 +146,92 @@ class Muon:
             t.copy_(tensors[f"{n}.momentum_buffer"])
 
 
-def lr_scale(step, config, total_steps):
-    """The learning rate at `step` as a fraction of the peak (min_lr / lr at the end).
+WARMUP_FRACTION = 0.05  # of the planned steps, where warmup_steps is not given
+MAX_WARMUP_FRACTION = 0.1  # of the planned steps, whatever warmup_steps says: a short run still decays
 
-    cosine: linear warmup while step < warmup_steps, (step + 1) / warmup_steps of the peak;
-            cosine from the peak to min_lr for warmup_steps <= step <= decay_steps; min_lr after.
-    wsd:    the same warmup, then constant, then a linear cool-down to min_lr over the last
-            cooldown_fraction of the steps (reaching min_lr at the last step).
-    """
-    floor = config.min_lr / config.lr if config.lr else 0.0
-    if step < config.warmup_steps:
-        return (step + 1) / config.warmup_steps
-    if config.schedule == "cosine":
-        decay_steps = config.decay_steps if config.decay_steps is not None else total_steps - 1
-        if step > decay_steps:
-            return floor
-        ratio = (step - config.warmup_steps) / max(decay_steps - config.warmup_steps, 1)
-        return floor + 0.5 * (1.0 + math.cos(math.pi * ratio)) * (1.0 - floor)
-    cooldown = int(config.cooldown_fraction * total_steps)
-    start = total_steps - cooldown
-    if step < start or cooldown == 0:
-        return 1.0
-    return 1.0 - (step - start + 1) / cooldown * (1.0 - floor)
+
+def cosine_lr(t, lr_max, lr_min, warmup_iters, cosine_cycle_iters):
+    """The learning rate at iteration `t` of a cosine schedule with warmup, as used in LLaMA:
+    lr_max * t / warmup_iters while t < warmup_iters; from lr_max down to lr_min along half a
+    cosine for warmup_iters <= t <= cosine_cycle_iters; lr_min after."""
+    if t < warmup_iters:
+        return t / warmup_iters * lr_max
+    if t > cosine_cycle_iters or cosine_cycle_iters <= warmup_iters:  # (a cycle of no length ends at once)
+        return lr_min
+    progress = (t - warmup_iters) / (cosine_cycle_iters - warmup_iters)
+    return lr_min + 0.5 * (1 + math.cos(math.pi * progress)) * (lr_max - lr_min)
+
+
+def wsd_lr(t, lr_max, lr_min, warmup_iters, cooldown_start, last_iter):
+    """Warmup-stable-decay: the same warmup, lr_max until `cooldown_start`, then a straight line
+    to lr_min at `last_iter`."""
+    if t < warmup_iters:
+        return t / warmup_iters * lr_max
+    if t < cooldown_start:
+        return lr_max
+    return lr_max + (lr_min - lr_max) * min((t - cooldown_start + 1) / max(last_iter - cooldown_start + 1, 1), 1.0)
+
+
+def warmup_steps(config, total_steps):
+    """The warmup of a run of `total_steps`: warmup_steps (WARMUP_FRACTION of the steps where it
+    is not given), at most MAX_WARMUP_FRACTION of them."""
+    cap = int(MAX_WARMUP_FRACTION * total_steps)
+    return round(WARMUP_FRACTION * total_steps) if config.warmup_steps is None else min(config.warmup_steps, cap)
 
 
 class Schedule:
-    """The learning-rate scale of every step of a run that ends after `total_steps`.
+    """The learning rate of every step, as a fraction of the peak, for a run that ends after
+    `total_steps`: cosine_lr (to min_lr at decay_steps, by default the last step) or wsd_lr
+    (cooling down over the last cooldown_fraction of the steps), with the warmup of warmup_steps().
 
     A run's length can change on the way: `--resume --max-steps N` extends or shortens it, and
-    `--max-time` sets it once the throughput is measured. `replan(step, total_steps)` continues
-    from `step` towards the new end without a jump: the fresh plan for the new length where it
-    takes the same value at `step` (warmup, the stable phase of wsd, a fixed --decay-steps),
-    else from the current value down to min_lr along the schedule's own curve (a half cosine,
-    or wsd's straight line) over the remaining steps.
+    `--max-time` plans it from the measured throughput. `replan(step, total_steps)` goes on from
+    `step` towards the new end without a jump: the fresh plan for the new length where it takes
+    the same value at `step`; else, if the run was still warming up, a straight line from the
+    current value up to the peak where the new warmup ends (one step on, if that is past), and
+    the new plan's decay from there; else from the current value down to min_lr along the
+    schedule's own curve (half a cosine, or wsd's straight line) over the remaining steps.
     """
 
-    def __init__(self, config, total_steps, replanned_at=None, scale_then=None):
+    def __init__(self, config, total_steps, replanned_at=None, scale_then=None, rising=False):
         self.config, self.total_steps = config, total_steps
-        self.replanned_at, self.scale_then = replanned_at, scale_then
+        self.replanned_at, self.scale_then, self.rising = replanned_at, scale_then, rising
+        self.warmup = warmup_steps(config, total_steps)
+        if rising:  # the warmup goes on from the re-plan to the peak
+            self.warmup = max(self.warmup, replanned_at + 1)
+        self.floor = config.min_lr / config.lr if config.lr else 0.0
+
+    def _plan(self, step):
+        c, last = self.config, self.total_steps - 1
+        if c.schedule == "cosine":
+            return cosine_lr(step, 1.0, self.floor, self.warmup, last if c.decay_steps is None else c.decay_steps)
+        return wsd_lr(step, 1.0, self.floor, self.warmup, self.total_steps - int(c.cooldown_fraction * self.total_steps), last)
 
     def __call__(self, step):
-        if self.replanned_at is None or step < self.replanned_at:
-            return lr_scale(step, self.config, self.total_steps)
-        floor = self.config.min_lr / self.config.lr if self.config.lr else 0.0
-        ratio = min((step - self.replanned_at) / max(self.total_steps - 1 - self.replanned_at, 1), 1.0)
+        at, then = self.replanned_at, self.scale_then
+        if at is None or step < at:
+            return self._plan(step)
+        if self.rising:
+            return then + (1.0 - then) * (step - at) / (self.warmup - at) if step < self.warmup else self._plan(step)
+        ratio = min((step - at) / max(self.total_steps - 1 - at, 1), 1.0)
         shape = 0.5 * (1.0 + math.cos(math.pi * ratio)) if self.config.schedule == "cosine" else 1.0 - ratio
-        return floor + shape * (self.scale_then - floor)
+        return self.floor + shape * (then - self.floor)
+
+    def warming_up(self, step):
+        """Whether `step` rises towards the peak (a re-planned decay never rises again)."""
+        decaying = self.replanned_at is not None and not self.rising and step >= self.replanned_at
+        return step < self.warmup and not decaying
 
     def replan(self, step, total_steps):
         fresh = Schedule(self.config, total_steps)
         now = self(step)
-        return fresh if fresh(step) == now else Schedule(self.config, total_steps, step, now)
+        if fresh(step) == now:
+            return fresh
+        return Schedule(self.config, total_steps, step, now, rising=self.warming_up(step))
 
     def state(self):
-        return {"total_steps": self.total_steps, "replanned_at": self.replanned_at, "scale_then": self.scale_then}
+        return {"total_steps": self.total_steps, "replanned_at": self.replanned_at, "scale_then": self.scale_then,
+                "rising": self.rising}
 
 
 def build_optimizers(model, config, rank=0, world_size=1):

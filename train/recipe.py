@@ -1,35 +1,33 @@
-"""The default CPU recipe: a model, batch and schedule sized for the corpus and the time budget.
+"""The default recipe: a model, batch and schedule sized for the corpus, the time budget and
+the device the run has.
 
-`train` without --config on the CPU trains with `recipe(...)`'s settings (flags still win). A
-preset is sized for a machine and a corpus that may not be the user's: the `tiny` preset (3.7M
-parameters, 16 x 256 tokens a step) does ~140 steps in 2 minutes of a 2-core CPU, far too few
-to learn much, and a 0.8M-parameter character model doing 2,000 steps in those minutes beat
-it. What counts on a CPU budget is how many steps the budget buys, so the recipe estimates the
-step time of each shape of a ladder from its FLOPs and the CPU's measured FLOP rate, and takes
-the largest shape that still trains on enough tokens for its size (TOKENS_PER_PARAM); more
-time buys a bigger model, never a smaller one. The corpus sets a ceiling: more parameters
-than MAX_PARAMS_PER_TOKEN per training token only memorize it.
+`train` without --config and without --model trains with the recipe's settings (flags still
+win). A preset is sized for a machine and a corpus that may not be the user's: the `tiny` preset
+(3.7M parameters, 16 x 256 tokens a step) does ~140 steps in 2 minutes of a 2-core CPU, far too
+few to learn much, and a 0.8M-parameter character model doing 2,000 steps in those minutes beat
+it. What counts on a budget is how many steps it buys, and that depends on the machine as it is
+now: the same CPU trains 2.7x slower beside two busy processes (bench/threads.py). So the recipe
+times a few training steps of each shape of a ladder on the run's own device (the CPU with the
+threads the load allows, or the GPU), climbing from the smallest, and takes the largest shape
+that still trains on enough tokens for its size (TOKENS_PER_PARAM) in the budget; more time buys
+a bigger model, never a smaller one. The corpus sets a ceiling: more parameters than
+MAX_PARAMS_PER_TOKEN per training token only memorize it.
 
-On CUDA there is no recipe: the FLOP rate below is a CPU's, and nothing here was measured on a
-GPU. Without --config a CUDA run takes the `tiny` preset (GPU_PRESET), as `make train` gave it
-before the recipe; other GPU runs name a preset.
+Timing is done on the model uncompiled: where the run compiles it (CUDA) the run is faster than
+timed, and --max-time plans the steps from the run's own throughput in any case.
 
-bench/recipe.py measures the recipe against a nanoGPT-style char model in the same minutes.
+bench/recipe.py measures the recipe against a nanoGPT-style char model in the same minutes, and
+bench/time_budget.py the same run on an idle and on a busy machine.
 """
 from __future__ import annotations
 
+import math
 import os
+import statistics
+import time
 from dataclasses import dataclass
 
-GPU_PRESET = "tiny"
 DEFAULT_BUDGET = "5m"  # without any length flag: long enough to learn something, short enough to wait for
-
-# Training FLOPs a second per CPU thread (fp32) at these small shapes, on the 2-core machine of
-# bench/recipe.py: nanoGPT's char model (5.2 MFLOP a token, 12 x 64 tokens a step) does 2,000
-# steps in 2 minutes (issue 12), 67 GFLOP/s on 2 threads (2,741 steps, 92 GFLOP/s, in the bench
-# at load 1.2-1.9); bigger matrices do better (tiny: ~120 GFLOP/s). The low figure under-promises:
-# a shape then gets more steps than planned (d 96: 1,688 of 1,277 in the bench), never fewer.
-CPU_FLOPS_PER_THREAD = 33e9
 
 # Training tokens per parameter that a shape must get in the budget. On 1 MB of text (Tiny
 # Shakespeare, 1024 tokens) each shape trained for the steps it gets in 2 minutes of 2 threads
@@ -44,6 +42,10 @@ TOKENS_PER_PARAM = 6
 # 10.7M parameters to 1M characters only with dropout 0.2; we train without dropout, so at most
 # 4 parameters per training token (it binds only on long budgets over small corpora).
 MAX_PARAMS_PER_TOKEN = 4
+
+TIMED_STEPS = 2  # per shape, after one warm-up step
+TIMING_SHARE = 0.05  # of the budget: the most the timing may take; the climb stops when it is spent
+SETTLE_STEPS = 12  # at most, on the smallest shape, while the thread count settles (model/threads.py)
 
 
 @dataclass(frozen=True)
@@ -74,9 +76,9 @@ LADDER = (
     Shape(384, 6, 6, 1024, 256, 32, 2e-3),
     Shape(512, 8, 8, 1368, 256, 64, 1e-3),
     Shape(768, 12, 12, 2048, 512, 32, 6e-4),
+    Shape(1024, 24, 16, 2736, 1024, 32, 3e-4),  # GPT-2 medium's size: an hour or more of a GPU
 )
 
-WARMUP_FRACTION = 0.05  # of the planned steps: long enough for AdamW's moments, short against the run
 EVALS = 5  # validations in a run (the last one included)
 
 
@@ -85,78 +87,136 @@ class Recipe:
     shape: Shape
     vocab_size: int
     params: int
-    steps: int  # the estimate the shape was chosen by (--max-time measures the real number)
+    seconds_per_step: float  # as timed on the run's device
+    steps: int  # in the budget at that speed (--max-time measures the real number)
 
     def settings(self, steps=None):
-        """TrainConfig fields; `steps`: the length of the run where it is fixed in steps."""
+        """TrainConfig fields; `steps`: the length of the run where it is fixed in steps. The
+        warmup is the schedule's default, a fraction of the steps however many they turn out, and
+        min_lr the default tenth of lr."""
         s, steps = self.shape, steps or self.steps
-        return {"model": s.model(self.vocab_size), "batch_size": s.batch, "lr": s.lr, "min_lr": s.lr / 10,
-                "warmup_steps": max(1, round(WARMUP_FRACTION * steps)), "eval_interval": max(1, steps // EVALS)}
+        return {"model": s.model(self.vocab_size), "batch_size": s.batch, "lr": s.lr, "eval_interval": max(1, steps // EVALS)}
 
-    def line(self, train_tokens, budget, threads, config):
-        """What train logs at its start: the corpus, the budget, and the choice (`config`: with the flags)."""
+    def line(self, train_tokens, budget, device, config):
+        """What train logs at its start: the corpus, the budget, the choice and why (`config`:
+        with the flags)."""
         model, context = config.model, config.context_length or config.model["context_length"]
         epochs = self.steps * config.batch_size * context / max(train_tokens, 1)
         corpus = f"{train_tokens / 1e6:.1f}M" if train_tokens >= 100_000 else f"{train_tokens / 1e3:.0f}K"
-        return (f"recipe for {corpus} training tokens and {budget} on cpu ({threads} threads): "
+        return (f"recipe for {corpus} training tokens and {budget} on {device}: "
                 f"d {model['d_model']}, {model['n_layers']} layers, {model['n_heads']} heads, d_ff {model['d_ff']}, "
-                f"{self.params / 1e6:.2f}M parameters, batch {config.batch_size} x {context}, "
-                f"lr {config.lr:g}, warmup {config.warmup_steps} (about {self.steps:,} steps in the budget, {epochs:.1f} "
-                f"epochs; pass --config for a preset)")
+                f"{self.params / 1e6:.2f}M parameters, batch {config.batch_size} x {context}, lr {config.lr:g}: "
+                f"{1000 * self.seconds_per_step:.0f} ms a step as timed here, about {self.steps:,} steps in the budget, "
+                f"{epochs:.1f} epochs (the largest shape that gets {TOKENS_PER_PARAM} tokens a parameter; "
+                f"pass --config for a preset)")
 
 
-def recipe(train_tokens, vocab_size, budget_seconds, threads) -> Recipe:
-    """The largest shape of LADDER that trains on TOKENS_PER_PARAM tokens per parameter in
-    `budget_seconds` on `threads` CPU threads and has at most MAX_PARAMS_PER_TOKEN parameters
-    per training token; the smallest shape if none does."""
+def choose(train_tokens, vocab_size, budget_seconds, seconds_per_step) -> Recipe:
+    """The largest shape of LADDER, climbed from the smallest, that trains on TOKENS_PER_PARAM
+    tokens per parameter in `budget_seconds` and has at most MAX_PARAMS_PER_TOKEN parameters per
+    training token; the smallest shape if none does. `seconds_per_step(shape)`: the time of one
+    training step of the shape, or None where it could not be timed (out of memory, or the
+    timing's share of the budget spent): the climb stops there, as at the first shape too big."""
     from gptkit.model.config import ModelConfig
     from gptkit.model.info import model_cost
 
-    flops = CPU_FLOPS_PER_THREAD * threads * budget_seconds
-
-    def plan(shape):
-        cost = model_cost(ModelConfig(**shape.model(vocab_size)))
-        return Recipe(shape, vocab_size, cost.params, int(flops / (cost.flops_per_token * shape.batch * shape.context)))
-
-    chosen = plan(LADDER[0])
-    for shape in LADDER[1:]:
-        candidate = plan(shape)
-        tokens = candidate.steps * shape.batch * shape.context
-        if tokens >= TOKENS_PER_PARAM * candidate.params and candidate.params <= MAX_PARAMS_PER_TOKEN * train_tokens:
-            chosen = candidate
+    chosen = None
+    for shape in LADDER:
+        params = model_cost(ModelConfig(**shape.model(vocab_size))).params
+        if chosen is not None and params > MAX_PARAMS_PER_TOKEN * train_tokens:
+            break
+        seconds = seconds_per_step(shape)
+        if seconds is None:
+            break
+        candidate = Recipe(shape, vocab_size, params, seconds, int(budget_seconds / seconds))
+        if chosen is not None and candidate.steps * shape.batch * shape.context < TOKENS_PER_PARAM * params:
+            break
+        chosen = candidate
     return chosen
 
 
-def recipe_config(overrides):
-    """The TrainConfig of a run given no --config: the recipe for its --data and budget, with
-    `overrides` (the flags) on top. Where the flags name the model (--model: the user has
-    chosen it) or give no data (with_overrides says it is needed), the flags go on TrainConfig's
-    defaults, as with no recipe; on CUDA, on the GPU_PRESET preset."""
+def step_timer(vocab_size, device, threads, budget_seconds, agree=float):
+    """seconds_per_step(shape) for choose(): the median of TIMED_STEPS training steps of a
+    randomly initialized model on random tokens (forward, backward, clipping, AdamW), on `device`
+    with `threads`. Before the first shape is timed its steps let the thread count settle, so the
+    shapes are timed with the threads the run will have. `agree(value)`: the largest value among
+    the processes of a distributed run, so that all of them take the same shape."""
     import torch
 
-    from .config import LENGTH, load_train_config, parse_duration, with_overrides
+    from gptkit.model.config import ModelConfig
+    from gptkit.model.model import TransformerLM
+
+    from .optim import AdamW
+
+    autocast = torch.autocast("cuda", torch.bfloat16) if device.type == "cuda" else torch.autocast("cpu", enabled=False)
+    deadline = time.monotonic() + TIMING_SHARE * budget_seconds
+    settled = False
+
+    def seconds_per_step(shape):
+        nonlocal settled
+        if settled and agree(float(time.monotonic() > deadline)):  # the smallest shape is always timed
+            return None
+        try:
+            model = TransformerLM(ModelConfig(**shape.model(vocab_size))).to(device)
+            optimizer = AdamW([(list(model.named_parameters()), 0.0)], lr=1e-4, fused=device.type == "cuda")
+            batch = torch.randint(vocab_size, (shape.batch, shape.context + 1), device=device)
+
+            def step():
+                started = time.perf_counter()
+                with autocast:
+                    _, loss = model(batch[:, :-1], batch[:, 1:])
+                loss.backward()
+                torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+                optimizer.step()
+                model.zero_grad(set_to_none=True)
+                if device.type == "cuda":
+                    torch.cuda.synchronize(device)
+                return time.perf_counter() - started
+
+            for _ in range(SETTLE_STEPS if not settled else 0):
+                threads.record(step())
+                if threads.settled:
+                    break
+            settled = True
+            step()
+            seconds = statistics.median(step() for _ in range(TIMED_STEPS))
+        except torch.OutOfMemoryError:
+            seconds = math.inf
+        finally:
+            model = optimizer = batch = None
+            if device.type == "cuda":
+                torch.cuda.empty_cache()
+        seconds = agree(seconds)
+        return seconds if math.isfinite(seconds) else None
+
+    return seconds_per_step
+
+
+def recipe_config(config, device, threads, agree=float):
+    """(`config`, its model not given, completed by the recipe for its data, its budget
+    (max_time, or DEFAULT_BUDGET where no length is given) and `device`: the settings it leaves
+    unset take the recipe's values; the Recipe). Logs the choice in one line."""
+    import dataclasses
+
+    from .config import LENGTH, parse_duration
     from .data import data_tokenizer
 
-    if "model" in overrides or overrides.get("data") is None:
-        return with_overrides({}, overrides)
-    device = overrides.get("device", "auto")
-    if device == "cuda" or (device == "auto" and torch.cuda.is_available()):
-        _log(f"no recipe on cuda: the {GPU_PRESET} preset (pass --config for another)")
-        return load_train_config(GPU_PRESET, overrides)
-    data = overrides["data"]
-    budget = overrides.get("max_time") or DEFAULT_BUDGET
-    threads, train_tokens = torch.get_num_threads(), _train_tokens(data)
-    chosen = recipe(train_tokens, data_tokenizer(data).vocab_size, parse_duration(budget), threads)
-    if not any(overrides.get(k) is not None for k in LENGTH):
+    budget = config.max_time or DEFAULT_BUDGET
+    train_tokens, vocab_size = _train_tokens(config.data), data_tokenizer(config.data).vocab_size
+    timer = step_timer(vocab_size, device, threads, parse_duration(budget), agree)
+    chosen = choose(train_tokens, vocab_size, parse_duration(budget), timer)
+    given = {k: v for k, v in dataclasses.asdict(config).items() if v is not None}
+    if not any(k in given for k in LENGTH):
         settings = {**chosen.settings(), "max_time": budget}
-    elif overrides.get("max_time") is None:  # a length in steps or tokens: the warmup and evaluations fit it
-        tokens_per_step = overrides.get("batch_size", chosen.shape.batch) * chosen.shape.context
-        settings = chosen.settings(overrides.get("max_steps") or -(-overrides["max_tokens"] // tokens_per_step))
+    elif config.max_time is None:  # a length in steps or tokens: the evaluations fit it
+        tokens_per_step = (config.batch_size or chosen.shape.batch) * chosen.shape.context
+        settings = chosen.settings(config.max_steps or -(-config.max_tokens // tokens_per_step))
     else:
         settings = chosen.settings()
-    config = with_overrides(settings, overrides)
-    _log(chosen.line(train_tokens, budget if overrides.get("max_time") else f"{budget} (the default budget)", threads, config))
-    return config
+    resolved = dataclasses.replace(config, **{k: v for k, v in settings.items() if k not in given})
+    where = f"{device.type} ({threads.count} thread{'s' if threads.count > 1 else ''})" if device.type == "cpu" else str(device)
+    _log(chosen.line(train_tokens, budget if config.max_time else f"{budget} (the default budget)", where, resolved))
+    return resolved, chosen
 
 
 def _log(line):

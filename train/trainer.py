@@ -26,27 +26,32 @@ from gptkit.model.device import resolve_device
 from gptkit.model.generate import generate, prompt_ids
 from gptkit.model.info import model_cost
 from gptkit.model.model import TransformerLM
+from gptkit.model.threads import Threads, torch_threads
 from gptkit.shared.errors import GptkitError, SettingError
 
+from .budget import TimeBudget
 from .checkpoints import Checkpoints
-from .config import LENGTH, TrainConfig, fixed_difference, parse_duration
+from .config import LENGTH, TrainConfig, completed, fixed_difference, parse_duration
 from .data import Loader, ShardData, data_eot_id, data_tokenizer, unigram_entropy
 from .evaluate import Evaluator, unigram_comparison
 from .optim import Schedule, build_optimizers
+from .recipe import recipe_config
 from .run_dir import RunDir, load_run_config
 
 PEAK_BF16_FLOPS = {"H100": 989e12, "H200": 989e12, "A100": 312e12}  # dense, per GPU
 UNPLANNED = 10**12  # the length of a --max-time run until its throughput is measured
-PLAN_AT = (0.05, 0.25, 0.5, 0.75, 0.9)  # fractions of --max-time where a timed run plans its length
 
 
 class TrainingError(GptkitError):
     """Training cannot go on (e.g. a non-finite loss); the last good checkpoint stays."""
 
 
-def train(config: TrainConfig, resume=False):
-    """Run the training `config` describes. `resume`: False (a new run), True (from the run's
-    latest checkpoint), or a checkpoint directory of the run to resume from."""
+def train(config: TrainConfig, resume=False, threads=None):
+    """Run the training `config` describes: a new run whose model is not given gets the recipe's
+    settings for its device (train/recipe.py), other settings left unset WITHOUT_RECIPE's.
+    `resume`: False (a new run), True (from the run's latest checkpoint), or a checkpoint
+    directory of the run to resume from. `threads`: torch's CPU threads (None: measured,
+    model/threads.py)."""
     # Under torchrun (which sets RANK and WORLD_SIZE) the distributed path is taken even for one
     # process, so that a single GPU runs NCCL, the DDP wrapper and every collective.
     ddp = "RANK" in os.environ and "WORLD_SIZE" in os.environ
@@ -55,7 +60,16 @@ def train(config: TrainConfig, resume=False):
     if ddp:
         dist.init_process_group("nccl" if device.type == "cuda" else "gloo", device_id=device if device.type == "cuda" else None)
     try:
-        steps = Trainer(config, resume, rank, world, device, ddp).run()
+        threads = torch_threads(threads, device)
+        agree = _largest_among_ranks(device) if ddp else float
+        given, chosen = config, None
+        if config.model is None and not resume:
+            config, chosen = recipe_config(config, device, threads, agree)
+        try:
+            steps = Trainer(config, resume, rank, world, device, ddp, threads, chosen).run()
+        except TooSlow as slow:  # once: the second choice is timed on the machine as it is now
+            config, _ = recipe_config(dataclasses.replace(given, max_time=f"{slow.remaining:.0f}s"), device, threads, agree)
+            steps = Trainer(config, resume, rank, world, device, ddp, threads).run()
         if ddp:
             dist.barrier()  # rank 0 may still be writing the last checkpoint: gloo aborts if a peer leaves first
         return steps
@@ -64,9 +78,30 @@ def train(config: TrainConfig, resume=False):
             dist.destroy_process_group()
 
 
+def _largest_among_ranks(device):
+    def largest(value):
+        shared = torch.tensor(float(value), device=device)
+        dist.all_reduce(shared, op=dist.ReduceOp.MAX)
+        return shared.item()
+
+    return largest
+
+
+class TooSlow(Exception):
+    """A run of the recipe's finds its steps far slower than the recipe timed them, early: it
+    ends before its first checkpoint, so that the recipe can choose again for the time left."""
+
+    def __init__(self, remaining):
+        self.remaining = remaining
+
+
 class Trainer:
-    def __init__(self, config, resume, rank, world, device, ddp):
-        self.rank, self.world, self.device, self.ddp = rank, world, device, ddp
+    def __init__(self, config, resume, rank, world, device, ddp, threads=None, recipe=None):
+        """`threads`: a model.threads.Threads; None: torch's threads as they are. `recipe`: the
+        Recipe that chose `config`, whose timing a --max-time run holds its own steps to."""
+        self.rank, self.world, self.device, self.ddp, self.recipe = rank, world, device, ddp, recipe
+        self.threads = threads or Threads(torch.get_num_threads())
+        config = completed(config)
         self.master = rank == 0
         self.tokenizer = data_tokenizer(config.data)
         self.eot_id = data_eot_id(config.data, self.tokenizer)
@@ -98,8 +133,7 @@ class Trainer:
         else:
             self.run_dir.start(self.config)
         self.first_step = self.step
-        # --max-time: (seconds since the loop started, step) as rank 0 measured them at syncs
-        self.clock, self.timing_pending, self.timed_from, self.timed_last, self.plans = 0.0, None, None, None, 0
+        self.budget = TimeBudget(self.time_budget, config.max_time, self.step) if self.time_budget else None
         self.batches = self._batches()
         self.flops_per_token = model_cost(model_config).flops_per_token
         self.autocast = torch.autocast("cuda", torch.bfloat16) if device.type == "cuda" else contextlib.nullcontext()
@@ -139,30 +173,31 @@ class Trainer:
     def _loop(self):
         config = self.config
         length = f"{self.config.max_time} of training" if self.total_steps == UNPLANNED else self.total_steps
+        threads = "" if self.device.type != "cpu" else f", {self.threads.describe()}"
         self._log(f"training {self.model.num_params():,} parameters on {self.device} x {self.world} ({self.backend}"
-                  f"{', compiled' if self.compiled else ''}), {self.tokens_per_step:,} tokens per step, "
+                  f"{', compiled' if self.compiled else ''}{threads}), {self.tokens_per_step:,} tokens per step, "
                   f"steps {self.step} -> {length}")
-        start_time = last_log = self.loop_start = time.perf_counter()
+        start_time = last_log = time.perf_counter()
+        if self.budget:
+            self.budget.start()
         timed_tokens, window = 0, []
         while self.step < self.total_steps:
+            started = time.perf_counter()
             window.append(self._train_step())
+            self.threads.record(time.perf_counter() - started)  # a CPU step's time (a GPU's threads are fixed)
             self.step, self.tokens = self.step + 1, self.tokens + self.tokens_per_step  # steps done, tokens seen
             timed_tokens += self.tokens_per_step
-            last = self.step == self.total_steps
-            log_due = self.step % config.log_interval == 0 or self.step == 1 or last
-            eval_due = (config.eval_interval and self.step % config.eval_interval == 0) or last
-            sample_due = config.sample_interval and self.step % config.sample_interval == 0
-            save_due = last or self._checkpoint_due()
             signalled_here = not self.ddp and self.stop_signal is not None  # under DDP, ranks learn of it at the next sync
-            timing_starts = self.time_budget and self.step == self.first_step + 1
-            if not (log_due or eval_due or sample_due or save_due or signalled_here or timing_starts):
+            budget_due = self.budget and self.budget.due(self.step)
+            if not (any(self._due()) or signalled_here or budget_due):
                 continue  # the host runs ahead of the device: no sync on this step
             loss, grad_norm, stopping = self._sync(window)
             window = []
-            if self.time_budget:
-                self._plan_for_time()
-                last = self.step == self.total_steps
-                eval_due, save_due = eval_due or last, save_due or last
+            if self.budget and self.recipe and not self.checkpoints.latest.exists():
+                self._check_speed()
+            if self.budget and (planned := self.budget.plan(self.step, self.total_steps)):
+                self._replan(*planned)  # before deciding what this step does: a plan may move the last step
+            last, log_due, eval_due, sample_due, save_due = self._due()
             if log_due or stopping:
                 now = time.perf_counter()
                 self._log_step(loss, grad_norm, self.config.lr * self.schedule(self.step - 1),
@@ -181,6 +216,22 @@ class Trainer:
                           f"resume with: gptkit train --out {self.run_dir.path} --resume")
                 break
         return self.step
+
+    def _check_speed(self):
+        """Raise TooSlow where the steps take RECHOOSE_SLOWDOWN times what the recipe timed."""
+        seconds = self.budget.too_slow(self.recipe.seconds_per_step)
+        if seconds is not None:
+            remaining = self.budget.remaining()
+            self._log(f"step {self.step} | {1000 * seconds:.0f} ms a step, {seconds / self.recipe.seconds_per_step:.1f}x what "
+                      f"the recipe timed: the machine got slower; choosing again for the {remaining:.0f} s left")
+            raise TooSlow(remaining)
+
+    def _due(self):
+        """What the step just done ends with: (last, log, evaluate, sample, save)."""
+        c, step = self.config, self.step
+        last = step == self.total_steps
+        return (last, step % c.log_interval == 0 or step == 1 or last, bool(c.eval_interval and step % c.eval_interval == 0) or last,
+                bool(c.sample_interval and step % c.sample_interval == 0), last or self._checkpoint_due())
 
     def _train_step(self):
         """One optimizer step, queued on the device: (loss, gradient norm before clipping), both
@@ -211,7 +262,7 @@ class Trainer:
         losses = torch.stack([loss for loss, _ in window])
         # rank 0's clock at the previous sync (measured once the device had finished) rides along,
         # so that every rank plans a --max-time run from the same numbers
-        clock = self.clock if self.master and self.timing_pending else 0.0
+        clock = self.budget.clock_to_share() if self.budget and self.master else 0.0
         flags = torch.tensor([float(self.stop_signal is not None), clock], device=self.device)
         shared = torch.cat([losses, flags])
         if self.ddp:
@@ -220,34 +271,14 @@ class Trainer:
         values = torch.cat([shared, torch.stack([norm for _, norm in window]).float()]).tolist()
         n = len(window)
         losses, stop, clock, norms = values[:n], values[n], values[n + 1], values[n + 2 :]
-        if self.timing_pending is not None:  # the clock of the previous sync, now the same on every rank
-            if self.timed_from is None:
-                self.timed_from = (clock, self.timing_pending)
-            else:
-                self.timed_last = (clock, self.timing_pending)
-        self.clock, self.timing_pending = time.perf_counter() - self.loop_start, self.step
+        if self.budget:
+            self.budget.synced(clock, self.step)
         first_step = self.step - len(window) + 1
         for i, (loss, norm) in enumerate(zip(losses, norms)):
             if not (math.isfinite(loss) and math.isfinite(norm)):
                 what = f"the loss is {loss}" if not math.isfinite(loss) else f"the gradient norm is {norm}"
                 raise TrainingError(f"step {first_step + i}: {what}; stopping ({self.checkpoints.last_note()})")
         return losses[-1], norms[-1], stop > 0
-
-    def _plan_for_time(self):
-        """Set a --max-time run's length from its throughput since the session's first step
-        (which pays for warm-ups and compilation), at the PLAN_AT fractions of the budget."""
-        if self.timed_last is None or self.plans == len(PLAN_AT):
-            return
-        (start_clock, start_step), (clock, step) = self.timed_from, self.timed_last
-        if clock < PLAN_AT[self.plans] * self.time_budget:
-            return
-        seconds_per_step = (clock - start_clock) / (step - start_step)
-        self.plans += 1
-        # Two steps at least, even past the budget: the re-planned schedule goes on from this
-        # step's learning rate and needs one more to reach min_lr (with one, the run ended above
-        # it whenever a slow stretch had spent the budget by the time of a plan).
-        total = max(self.step + 2, step + int((self.time_budget - clock) / seconds_per_step))
-        self._replan(total, f"--max-time {self.config.max_time}: {1000 * seconds_per_step:.1f} ms per step so far")
 
     def _replan(self, total, reason):
         before = self.total_steps
@@ -315,6 +346,9 @@ class Trainer:
         if mfu is not None:
             record["mfu"] = mfu
             line += f" | MFU {100 * mfu:.1f}%"
+        if self.device.type == "cpu":  # what a user looks at first when the throughput seems wrong
+            record["threads"] = self.threads.count
+            line += f" | {self.threads.count} thread{'s' if self.threads.count > 1 else ''}"
         eta = elapsed / max(self.step - self.first_step, 1) * (self.total_steps - self.step)
         line += f" | {_hms(elapsed)} elapsed, ETA {_hms(eta) if planned else '?'}"
         self._record(record, line)

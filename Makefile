@@ -16,8 +16,12 @@ DEMO       ?= out/demo
 # that 1 MB and the 10 MB default corpus, which keeps 4096.
 CORPUS_BYTES = $(firstword $(shell du -bc $(CORPUS) 2>/dev/null | tail -n 1))
 VOCAB_SIZE ?= $(if $(filter-out 0,$(CORPUS_BYTES)),$(shell [ $(CORPUS_BYTES) -lt 4000000 ] && echo 1024 || echo 4096),4096)
-TOKENIZER  ?= out/tokenizer.json
-DATA       ?= out/$(basename $(notdir $(patsubst %/,%,$(CORPUS))))
+# Both named after the corpus (data/stories.txt: stories), so a second corpus replaces neither of the
+# first's. The tokenizer sits beside DATA, not in it: pretokenize writes its own copy into DATA, and a
+# retrained tokenizer in there would sit beside shards of the old one.
+CORPUS_NAME = $(basename $(notdir $(patsubst %/,%,$(CORPUS))))
+TOKENIZER  ?= out/$(CORPUS_NAME)-tokenizer.json
+DATA       ?= out/$(CORPUS_NAME)
 # A corpus's own validation text, kept beside it as CORPUS-val (make data puts TinyStories' there).
 VAL_CORPUS ?= $(wildcard $(patsubst %/,%,$(CORPUS))-val)
 CONFIG     ?=# empty: train.recipe sizes the model for DATA and the time budget (5m, or ARGS=--max-time 20m)
@@ -77,15 +81,15 @@ data/stories.txt: | $(VENV)/.installed
 data: install ## Download DATASET (tinystories | fineweb-edu) into data/DATASET, its validation file into data/DATASET-val; then CORPUS=data/DATASET.
 	$(GPTKIT) pretokenize download $(DATASET) --out data/$(DATASET)
 
-tokenizer: install $(filter data/stories.txt,$(CORPUS)) ## Train a byte-level BPE on CORPUS with VOCAB_SIZE tokens, written to TOKENIZER.
+tokenizer: install $(filter data/stories.txt,$(CORPUS)) ## Train a byte-level BPE on CORPUS with VOCAB_SIZE tokens, written to TOKENIZER (one per corpus).
 	$(GPTKIT) tokenizer train --input $(CORPUS) --vocab-size $(VOCAB_SIZE) --out $(TOKENIZER) $(THREADS_FLAG)
 
 encode: install $(filter data/stories.txt,$(CORPUS)) ## Encode CORPUS with TOKENIZER into train/val token shards in DATA; VAL_CORPUS, if any, is the val split.
 	$(GPTKIT) pretokenize --tokenizer $(TOKENIZER) --input $(CORPUS) $(if $(VAL_CORPUS),--val-input $(VAL_CORPUS)) \
 		--out $(DATA) $(THREADS_FLAG)
 
-train: install ## Train on DATA into RUN: the CPU recipe, or the CONFIG preset; GPUS=N>1 runs torchrun; ARGS adds flags.
-	$(if $(filter-out 0 1,$(GPUS)),$(PY) -m torch.distributed.run --standalone --nproc_per_node=$(GPUS) -m gptkit,$(GPTKIT)) train \
+train: install ## Train on DATA into RUN: the CPU recipe, or the CONFIG preset; GPUS=N>1: one process per GPU (--nproc-per-node); ARGS adds flags.
+	$(GPTKIT) train $(if $(filter-out 0 1,$(GPUS)),--nproc-per-node $(GPUS)) \
 		$(if $(CONFIG),--config $(CONFIG)) --data $(DATA) --out $(RUN) $(THREADS_FLAG) $(ARGS)
 
 sample: install ## Continue PROMPT with the checkpoint CKPT.

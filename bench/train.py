@@ -115,9 +115,10 @@ class HFStep:
         from transformers.utils import logging
 
         from gptkit.train.data import Loader, ShardData, data_tokenizer
-        from gptkit.train.optim import lr_scale
+        from gptkit.train.config import completed
+        from gptkit.train.optim import Schedule
 
-        self.config = config = train_config(tmp, "unused", a)
+        self.config = config = completed(train_config(tmp, "unused", a))
         logging.disable_progress_bar()
         self.model = LlamaForCausalLM.from_pretrained(tmp / "hf", dtype=torch.float32).train()
         tokenizer = data_tokenizer(config.data)
@@ -130,14 +131,14 @@ class HFStep:
         self.optimizer = torch.optim.AdamW(
             [{"params": decayed, "weight_decay": config.weight_decay}, {"params": plain, "weight_decay": 0.0}],
             lr=config.lr, betas=(config.beta1, config.beta2), eps=config.eps, fused=False)
-        self.lr_scale, self.total_steps, self.step = lr_scale, config.max_steps, 0
+        self.schedule, self.step = Schedule(config, config.max_steps), 0
 
     def __call__(self):
         import torch
 
         sequences = torch.from_numpy(self.loader.batch(self.step)).long()
         inputs, targets = sequences[:, :-1], sequences[:, 1:]
-        lr = self.config.lr * self.lr_scale(self.step, self.config, self.total_steps)
+        lr = self.config.lr * self.schedule(self.step)
         for group in self.optimizer.param_groups:
             group["lr"] = lr
         targets = targets.contiguous()  # a view of the loader's (B, T + 1) rows; HF's loss views it flat
@@ -154,9 +155,7 @@ class HFStep:
 def ours_step(ours):
     """One `Trainer._train_step`, then what Trainer's loop does after it; (loss, grad norm, lr) as
     HFStep returns them (the values read at once: on the CPU nothing runs ahead anyway)."""
-    from gptkit.train.optim import lr_scale
-
-    lr = ours.config.lr * lr_scale(ours.step, ours.config, ours.total_steps)
+    lr = ours.config.lr * ours.schedule(ours.step)
     loss, grad_norm = ours._train_step()
     ours.step += 1
     return loss.item(), grad_norm.item(), lr

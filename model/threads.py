@@ -4,19 +4,20 @@ torch runs its CPU kernels on an OpenMP team whose threads spin at the barrier t
 parallel region. On an idle machine that is the fastest way to hand work between threads. When
 other processes share the cores, a thread of the team is often descheduled, and the others
 spin at the barrier until it runs again, a scheduler time slice later, once per parallel region
-(hundreds a training step). Measured on a 2-core machine (bench/threads.py): one thread beats
-two by 1.3x beside two busy Python processes and by 15x beside two processes that run torch
-themselves, while on an idle machine two threads are 1.8x faster than one. OMP_WAIT_POLICY=PASSIVE
-(threads sleep at the barrier) softens the collapse but costs 40% on an idle machine, and it must
-be set before torch is imported. No fixed count is right for every machine, and the load changes
-while a run goes on.
+(hundreds a training step). Measured on a 2-core machine (bench/threads.py, the recipe's d 96
+shape): one thread beats two by 2.4x beside two busy Python processes and by 21x beside two
+processes that run torch themselves, while on an idle machine two threads are 1.7x faster than
+one. OMP_WAIT_POLICY=PASSIVE (threads sleep at the barrier) softens the collapse but costs 40%
+on an idle machine, and it must be set before torch is imported. No fixed count is right for
+every machine, and the load changes while a run goes on.
 
-So the count climbs: a loop of like units of work (training steps, sampled tokens) starts on one
-thread, and takes the next count of the ladder 1, 2, 4, ... (up to one per physical core) when
-the machine had idle cores while it ran and the units then get faster. When the units slow down
-by half, something else took the cores: the climb starts again from one thread. While below the
-top, it looks for idle cores again after a wait that doubles each time the look finds nothing
-better. `--threads N` (or OMP_NUM_THREADS, which torchrun sets) fixes the count.
+So the count is measured. A loop of like units of work (training steps, sampled tokens) runs
+its first unit on one thread; where every other core was idle meanwhile it goes to the top
+count, else it climbs the ladder 1, 2, 4, ... (up to one per physical core), taking the next
+count when the machine had idle cores while it ran and the units then get faster. When the
+units slow down by half, something else took the cores: the climb starts again from one
+thread. While below the top, it looks for idle cores again after a wait that doubles each time
+the look finds nothing better. `--threads N` (or OMP_NUM_THREADS, which torchrun sets) fixes the count.
 """
 from __future__ import annotations
 
@@ -29,7 +30,7 @@ import torch
 
 from gptkit.shared.workers import cores_per_process, threads_from_environment
 
-PROBE_UNITS = 3  # units timed at a count before it is judged
+PROBE_UNITS = 2  # units timed at a count before it is judged (more: surer, and longer on a worse count)
 MIN_WINDOW = 0.2  # seconds: units shorter than /proc/stat's 10 ms ticks are judged over this much time
 FASTER = 0.95  # a higher count is kept only when its units take at most this fraction of the time
 SLOWDOWN = 1.5  # units this much slower than when the count was chosen: the cores were taken, climb again
@@ -83,13 +84,20 @@ class Threads:
         """Whether the count is chosen (for now): fixed, or timed and not being tried against another."""
         return self.fixed is not None or (not self.warming and self.trying_from is None and self.chosen_time is not None)
 
+    def new_loop(self):
+        """Units of another size follow (the recipe timed small models, training steps come next):
+        the count stays, its time is measured anew from the next unit but one."""
+        if self.fixed is None:
+            self._use(self.trying_from[0] if self.trying_from else self.level)  # a try left unjudged: back
+            self.warming, self.trying_from = True, None
+
     def record(self, seconds):
         """One unit of work took `seconds` at the current count; the count may change for the next."""
         if self.fixed is not None:
             return
         if self.warming:  # the first unit pays for allocations and warm-ups, not for the thread count
             self.warming = False
-            self._use(self.level)
+            self._use(self._top_if_idle())
             return
         self.window.append(seconds)
         self.recent.append(seconds)
@@ -109,6 +117,14 @@ class Threads:
             self._maybe_climb()
         else:
             self._new_window(keep_idle=True)
+
+    def _top_if_idle(self):
+        """The level to time first: the top where every other core was idle while the first unit
+        ran (on one thread), measured over MIN_WINDOW at least; else the level it ran at, from
+        which the count climbs. An idle machine so skips the climb's slower steps."""
+        idle = self._idle_cores() if self.clock() - self.window_start >= MIN_WINDOW else None
+        others = self.ladder[-1] - self.count
+        return len(self.ladder) - 1 if idle is not None and others and idle >= others - IDLE_CORES / 2 else self.level
 
     def _maybe_climb(self):
         """One more thread where the machine had idle cores while this count ran."""

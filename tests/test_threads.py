@@ -44,12 +44,22 @@ def cpus(monkeypatch):
     monkeypatch.setattr(os, "cpu_count", lambda: 2)
 
 
-def test_an_idle_machine_climbs_to_every_core():
-    machine = Machine()
+def test_an_idle_machine_goes_to_every_core():
+    machine = Machine(work=0.3)
     threads = machine.threads()
     seen = machine.run(threads, 200)
-    assert seen[0] == 1 and seen[-1] == 2 and seen.index(2) < 10 and set(seen[seen.index(2):]) == {2}
+    assert seen[:2] == [1, 2] and set(seen[1:]) == {2}  # every other core idle in the first unit: straight up
     assert threads.settled
+    machine = Machine(work=0.01)  # units too short to see idle cores in: it climbs
+    seen = machine.run(machine.threads(), 200)
+    assert seen.index(2) > 2 and set(seen[seen.index(2):]) == {2}
+
+
+def test_a_half_busy_machine_climbs_only_where_more_threads_are_faster(monkeypatch):
+    monkeypatch.setattr(os, "cpu_count", lambda: 4)
+    machine = Machine(cpus=4, busy=1)  # three free cores: 2 threads help, 4 collapse
+    seen = machine.run(machine.threads(), 300)
+    assert seen[0] == 1 and 2 in seen and seen[-1] == 2
 
 
 def test_a_busy_machine_stays_on_one_thread_without_trying_two():
@@ -112,3 +122,14 @@ def test_sample_and_train_measure_by_default():
     for command, args in ((sample_cli, ["--checkpoint", "c", "--prompt", "p"]), (train_cli.commands["run"], ["--out", "o"])):
         assert command.make_context("gptkit", args).params["threads"] is None
         assert "measured" in next(p for p in command.params if p.name == "threads").help
+
+
+def test_longer_units_after_a_new_loop_are_no_slowdown():
+    """The recipe times small models, then training steps of a bigger one follow: the count stays."""
+    machine = Machine()
+    threads = machine.threads()
+    machine.run(threads, 50)
+    assert threads.count == 2
+    threads.new_loop()
+    machine.work = 1.0
+    assert set(machine.run(threads, 50)) == {2}

@@ -98,7 +98,8 @@ class TooSlow(Exception):
 class Trainer:
     def __init__(self, config, resume, rank, world, device, ddp, threads=None, recipe=None):
         """`threads`: a model.threads.Threads; None: torch's threads as they are. `recipe`: the
-        Recipe that chose `config`, whose timing a --max-time run holds its own steps to."""
+        Recipe that chose `config`, whose timing a --max-time run holds its steps to until its
+        first checkpoint (TooSlow)."""
         self.rank, self.world, self.device, self.ddp, self.recipe = rank, world, device, ddp, recipe
         self.threads = threads or Threads(torch.get_num_threads())
         config = completed(config)
@@ -180,6 +181,7 @@ class Trainer:
         start_time = last_log = time.perf_counter()
         if self.budget:
             self.budget.start()
+        self.threads.new_loop()  # training steps: the thread count is judged by them from here
         timed_tokens, window = 0, []
         while self.step < self.total_steps:
             started = time.perf_counter()
@@ -193,7 +195,7 @@ class Trainer:
                 continue  # the host runs ahead of the device: no sync on this step
             loss, grad_norm, stopping = self._sync(window)
             window = []
-            if self.budget and self.recipe and not self.checkpoints.latest.exists():
+            if self.budget and self.recipe:  # until the first checkpoint: the run may still be re-chosen
                 self._check_speed()
             if self.budget and (planned := self.budget.plan(self.step, self.total_steps)):
                 self._replan(*planned)  # before deciding what this step does: a plan may move the last step
@@ -377,6 +379,7 @@ class Trainer:
         return bool(by_steps or by_tokens)
 
     def _save(self):
+        self.recipe = None  # a run with a checkpoint is kept, however slow (every rank knows it)
         if self.master:
             state = {"step": self.step, "tokens": self.tokens, "config_digest": self.config.digest(),
                      "schedule": self.schedule.state()}

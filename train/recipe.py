@@ -135,12 +135,13 @@ def choose(train_tokens, vocab_size, budget_seconds, seconds_per_step) -> Recipe
     return chosen
 
 
-def step_timer(vocab_size, device, threads, budget_seconds, agree=float):
+def step_timer(vocab_size, device, threads, budget_seconds, agree=float, world=1):
     """seconds_per_step(shape) for choose(): the median of TIMED_STEPS training steps of a
     randomly initialized model on random tokens (forward, backward, clipping, AdamW), on `device`
     with `threads`. Before the first shape is timed its steps let the thread count settle, so the
-    shapes are timed with the threads the run will have. `agree(value)`: the largest value among
-    the processes of a distributed run, so that all of them take the same shape."""
+    shapes are timed with the threads the run will have. Each of `world` processes times its
+    share of the batch; `agree(value)`: the largest value among them, so that all of them take
+    the same shape."""
     import torch
 
     from gptkit.model.config import ModelConfig
@@ -159,7 +160,7 @@ def step_timer(vocab_size, device, threads, budget_seconds, agree=float):
         try:
             model = TransformerLM(ModelConfig(**shape.model(vocab_size))).to(device)
             optimizer = AdamW([(list(model.named_parameters()), 0.0)], lr=1e-4, fused=device.type == "cuda")
-            batch = torch.randint(vocab_size, (shape.batch, shape.context + 1), device=device)
+            batch = torch.randint(vocab_size, (max(1, shape.batch // world), shape.context + 1), device=device)
 
             def step():
                 started = time.perf_counter()
@@ -192,7 +193,7 @@ def step_timer(vocab_size, device, threads, budget_seconds, agree=float):
     return seconds_per_step
 
 
-def recipe_config(config, device, threads, agree=float):
+def recipe_config(config, device, threads, agree=float, world=1):
     """(`config`, its model not given, completed by the recipe for its data, its budget
     (max_time, or DEFAULT_BUDGET where no length is given) and `device`: the settings it leaves
     unset take the recipe's values; the Recipe). Logs the choice in one line."""
@@ -203,7 +204,7 @@ def recipe_config(config, device, threads, agree=float):
 
     budget = config.max_time or DEFAULT_BUDGET
     train_tokens, vocab_size = _train_tokens(config.data), data_tokenizer(config.data).vocab_size
-    timer = step_timer(vocab_size, device, threads, parse_duration(budget), agree)
+    timer = step_timer(vocab_size, device, threads, parse_duration(budget), agree, world)
     chosen = choose(train_tokens, vocab_size, parse_duration(budget), timer)
     given = {k: v for k, v in dataclasses.asdict(config).items() if v is not None}
     if not any(k in given for k in LENGTH):

@@ -64,11 +64,12 @@ def train(config: TrainConfig, resume=False, threads=None):
         agree = _largest_among_ranks(device) if ddp else float
         given, chosen = config, None
         if config.model is None and not resume:
-            config, chosen = recipe_config(config, device, threads, agree)
+            config, chosen = recipe_config(config, device, threads, agree, world)
         try:
             steps = Trainer(config, resume, rank, world, device, ddp, threads, chosen).run()
         except TooSlow as slow:  # once: the second choice is timed on the machine as it is now
-            config, _ = recipe_config(dataclasses.replace(given, max_time=f"{slow.remaining:.0f}s"), device, threads, agree)
+            config, _ = recipe_config(dataclasses.replace(given, max_time=f"{slow.remaining:.0f}s"), device, threads, agree,
+                                      world)
             steps = Trainer(config, resume, rank, world, device, ddp, threads).run()
         if ddp:
             dist.barrier()  # rank 0 may still be writing the last checkpoint: gloo aborts if a peer leaves first

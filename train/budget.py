@@ -29,7 +29,8 @@ class TimeBudget:
         self.seconds, self.text, self.first_step = seconds, text, first_step
         self.started = time.perf_counter()
         self.clock_pending = None  # this process's clock at its last sync (rank 0's is shared at the next)
-        self.timed_from = self.timed_last = None  # (rank 0's clock, step) at two syncs
+        self.timed_from = self.timed_last = None  # (rank 0's clock, step) at the first sync timed and the last
+        self.timed_before = None  # ... and at the one before the last
         self.planned = 0  # plans made: the first, then one per PLAN_AT fraction passed
         self.check_every = 1
 
@@ -52,7 +53,7 @@ class TimeBudget:
             if self.timed_from is None:
                 self.timed_from = point
             else:
-                self.timed_last = point
+                self.timed_before, self.timed_last = self.timed_last or self.timed_from, point
         self.clock_pending, self.pending_step = time.perf_counter() - self.started, step
 
     def seconds_per_step(self):
@@ -80,10 +81,15 @@ class TimeBudget:
         if seconds_per_step is None or step + 2 >= total_steps:  # too few steps timed, or the run ends anyway
             return None
         clock, timed_step = self.timed_last
-        self.check_every = max(1, int(self.seconds / CHECKS / seconds_per_step))
+        # Whether the budget is spent, and how often to look again, go by the slower of the run's
+        # average and its latest steps: a machine that just got slower is seen at once.
+        (clock_before, step_before), latest = self.timed_before, seconds_per_step
+        if timed_step > step_before:
+            latest = max(seconds_per_step, (clock - clock_before) / (timed_step - step_before))
+        self.check_every = max(1, int(self.seconds / CHECKS / latest))
         reason = f"--max-time {self.text}: {1000 * seconds_per_step:.1f} ms per step so far"
-        if clock + seconds_per_step * (step - timed_step + 1) >= self.seconds:
-            return step + 2, reason + "; the budget is spent"
+        if clock + latest * (step - timed_step + 1) >= self.seconds:
+            return step + 2, f"--max-time {self.text}: {1000 * latest:.1f} ms per step now; the budget is spent"
         due = self.planned == 0 or (self.planned <= len(PLAN_AT) and clock >= PLAN_AT[self.planned - 1] * self.seconds)
         if not due:
             return None

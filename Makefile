@@ -30,7 +30,7 @@ CKPT       ?= $(RUN)/latest
 GPUS       ?= 1
 ARGS       ?=
 PROMPT     ?= Once upon a time
-THREADS    ?=# empty: one per physical core (every stage's --threads default)
+THREADS    ?=# empty: every stage's --threads default (workers: one per physical core; torch: measured)
 BENCH_DATA ?= data/bench
 
 PY := $(VENV)/bin/python
@@ -88,7 +88,7 @@ encode: install $(filter data/stories.txt,$(CORPUS)) ## Encode CORPUS with TOKEN
 	$(GPTKIT) pretokenize --tokenizer $(TOKENIZER) --input $(CORPUS) $(if $(VAL_CORPUS),--val-input $(VAL_CORPUS)) \
 		--out $(DATA) $(THREADS_FLAG)
 
-train: install ## Train on DATA into RUN: the CPU recipe, or the CONFIG preset; GPUS=N>1: one process per GPU (--nproc-per-node); ARGS adds flags.
+train: install ## Train on DATA into RUN: the recipe, or the CONFIG preset; GPUS=N>1: one process per GPU (--nproc-per-node); ARGS adds flags.
 	$(GPTKIT) train $(if $(filter-out 0 1,$(GPUS)),--nproc-per-node $(GPUS)) \
 		$(if $(CONFIG),--config $(CONFIG)) --data $(DATA) --out $(RUN) $(THREADS_FLAG) $(ARGS)
 

@@ -1,9 +1,9 @@
 """`gptkit train`: train a TransformerLM on token shards. Run `gptkit train run --help`.
 
-Every setting of train.config.TrainConfig has a flag (`--batch-size`, `--lr`, ...); a flag
-overrides the --config preset or file, which overrides the defaults. Without --config (and
-without --model) on the CPU, train.recipe sizes the model, batch and schedule for the corpus
-and the time budget instead of a preset; flags override it as they would a preset.
+Every setting of train.config.TrainConfig has a flag (`--batch-size`, `--lr`, ...). One
+precedence: a flag overrides the --config preset or file, which overrides the recipe (without
+--config and --model, train.recipe sizes the model, batch and schedule for the corpus, the time
+budget and the device when the run starts), which overrides the defaults.
 """
 import functools
 

@@ -1,10 +1,11 @@
 """The training loop: one process per device, DDP across processes (torchrun), resumable exactly.
 
-`train(config)` runs a Trainer in every process. The Trainer builds the data, the model and
-its optimizers, then loops: each step is queued on the device, and the host waits for the
-device only where it must know what happened (a log line, an evaluation, a sample, a
-checkpoint, a signal, a --max-time plan). Beside it: run_dir.py (the run's config.json and
-metrics.jsonl), checkpoints.py (saving and resuming), evaluate.py (the validation loss).
+`train(config)` runs a Trainer in every process, after the recipe where the run's model is
+not given. The Trainer builds the data, the model and its optimizers, then loops: each step is
+queued on the device, and the host waits for the device only where it must know what happened
+(a log line, an evaluation, a sample, a checkpoint, a signal, a --max-time plan). Beside it:
+budget.py (when a --max-time run ends), run_dir.py (the run's config.json and metrics.jsonl),
+checkpoints.py (saving and resuming), evaluate.py (the validation loss), recipe.py.
 """
 from __future__ import annotations
 

@@ -25,6 +25,7 @@ from pathlib import Path
 
 from gptkit.shared.errors import InputError
 from gptkit.shared.files import atomic_directory
+from gptkit.shared.jsonfile import read_json
 from gptkit.shared.text import EOT
 
 from .config import ModelConfig
@@ -121,7 +122,7 @@ def check_target(directory, overwrite=False):
 def is_checkpoint(directory) -> bool:
     """Whether `directory` holds a checkpoint's config.json (ours to replace)."""
     try:
-        return json.loads((Path(directory) / CONFIG_FILE).read_text()).get("format") == FORMAT
+        return read_json(Path(directory) / CONFIG_FILE).get("format") == FORMAT
     except (OSError, ValueError, AttributeError):
         return False
 
@@ -155,8 +156,8 @@ def read_checkpoint_config(directory) -> dict:
         if not (directory / name).is_file():
             raise CheckpointError(f"{directory}: incomplete checkpoint, no {name} (expected {MODEL_FILE}, {CONFIG_FILE}, {TOKENIZER_FILE})")
     try:
-        config = json.loads((directory / CONFIG_FILE).read_text())
-    except ValueError as e:
+        config = read_json(directory / CONFIG_FILE)
+    except (OSError, ValueError) as e:
         raise CheckpointError(f"{directory / CONFIG_FILE}: not valid JSON ({e})") from None
     if not isinstance(config, dict) or config.get("format") != FORMAT or not isinstance(config.get("model"), dict):
         raise CheckpointError(f"{directory / CONFIG_FILE}: not a checkpoint config (expected \"format\": \"{FORMAT}\" and a \"model\" object)")

@@ -1,8 +1,8 @@
 """Settings files: a preset shipped with a package, named, or any JSON file, by its path."""
-import json
 from pathlib import Path
 
 from gptkit.shared.errors import SettingError
+from gptkit.shared.jsonfile import read_json
 
 
 def preset_names(presets_dir) -> list[str]:
@@ -19,7 +19,7 @@ def read_settings(name_or_path, presets_dir, what) -> tuple[dict, Path]:
         if not path.exists():
             raise SettingError("config", f"{name_or_path}: no such preset (presets: {', '.join(preset_names(presets_dir))}) or file")
     try:
-        settings = json.loads(path.read_text())
+        settings = read_json(path)
     except OSError as e:
         raise SettingError("config", f"{path}: cannot read ({e.strerror})") from None
     except ValueError as e:

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Iterator, Sequence
 
 from gptkit.shared.errors import InputError, SettingError
+from gptkit.shared.jsonfile import parse_json
 from gptkit.shared.text import EOT
 
 try:
@@ -235,10 +236,10 @@ class Corpus:
                 if not text.strip():
                     continue
                 try:
-                    obj = json.loads(text)
+                    obj = parse_json(text)
                 except json.JSONDecodeError as e:
                     raise InputError(f"{path}:{lineno}: invalid JSON ({e.msg} at column {e.colno})") from None
-                except RecursionError:  # the decoder recurses once per level of nesting
+                except ValueError:  # nested too deeply for the decoder
                     raise InputError(f"{path}:{lineno}: JSON nested too deeply to read (a record is an object "
                                      f"with a string field {field!r})") from None
                 doc = obj.get(field) if isinstance(obj, dict) else None

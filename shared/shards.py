@@ -35,6 +35,7 @@ import numpy as np
 
 from gptkit.shared.errors import InputError, SettingError
 from gptkit.shared.files import AtomicFile, atomic_write, remove_stale_temporaries, sync_directory
+from gptkit.shared.jsonfile import read_json
 
 HEADER_INTS = 256
 HEADER_BYTES = HEADER_INTS * 4
@@ -223,10 +224,10 @@ def read_manifest(directory):
     is checked first, so that a damaged or edited manifest is one line naming it."""
     path = Path(directory) / MANIFEST
     try:
-        manifest = json.loads(path.read_text())
+        manifest = read_json(path)
     except FileNotFoundError:
         return None
-    except (OSError, ValueError, RecursionError) as e:
+    except (OSError, ValueError) as e:
         raise ShardError(f"{path}: not a readable manifest ({e})") from None
     problem = _mismatch(manifest, MANIFEST_FIELDS, "")
     if problem:

@@ -378,3 +378,55 @@ def test_deeply_nested_json_is_one_line_naming_the_file_and_line(tmp_path, small
         res = invoke(tokenizer_cli, "train", "--input", corpus, "--vocab-size", 300, "--out", out, "--threads", 1)
     assert_input_error(res, f"{corpus}:2: JSON nested too deeply")
     assert not out.exists()
+
+
+# -- JSON nested too deeply for the decoder, wherever a stage reads JSON ----------------------------
+
+DEEP = "[" * 200_000 + "]" * 200_000
+
+
+def deep_copy_of(run, name):
+    """A copy of the finished run whose file `name` (run-relative) holds DEEP."""
+    path = run / name
+    if path.is_symlink() or not path.exists():
+        path = path.resolve()
+    path.write_text(DEEP)
+    return run
+
+
+@pytest.mark.parametrize("where", ["tokenizer encode -t", "tokenizer convert --vocab", "train --config", "model info --config",
+                                   "sample: the checkpoint's config.json", "train --resume: the run's config.json",
+                                   "pretokenize: the data's manifest.json"])
+def test_json_nested_too_deeply_is_one_line_naming_the_file(where, run, data, model_json, tmp_path):
+    from gptkit.cli import cli
+
+    deep = tmp_path / "deep.json"
+    deep.write_text(DEEP)
+    args = {
+        "tokenizer encode -t": ["tokenizer", "encode", "-t", deep, "hello"],
+        "tokenizer convert --vocab": ["tokenizer", "convert", "--vocab", deep, "--merges", deep, "--out", tmp_path / "t.json"],
+        "train --config": ["train", "--config", deep, "--data", data, "--out", tmp_path / "r"],
+        "model info --config": ["model", "info", "--config", deep],
+        "sample: the checkpoint's config.json": ["sample", "--checkpoint", deep_copy_of(run, "latest/config.json") / "latest",
+                                                 "--prompt", "a"],
+        "train --resume: the run's config.json": ["train", "--out", deep_copy_of(run, "config.json"), "--resume"],
+        "pretokenize: the data's manifest.json": ["pretokenize", "inspect", deep_copy_of(_data_copy(data, tmp_path), "manifest.json")],
+    }[where]
+    res = invoke(cli, *args)
+    assert "Traceback" not in res.output and "RecursionError" not in res.output
+    assert_input_error(res, "nested too deeply")
+
+
+def _data_copy(data, tmp_path):
+    copy = tmp_path / "data"
+    shutil.copytree(data, copy)
+    return copy
+
+
+def test_a_metrics_line_nested_too_deeply_is_left_out_as_a_garbled_line(run):
+    from gptkit.train.run_dir import read_metrics
+
+    before = read_metrics(run)
+    with open(run / "metrics.jsonl", "a") as f:
+        f.write(DEEP + "\n")
+    assert read_metrics(run) == before

@@ -1,6 +1,5 @@
 """`gptkit tokenizer`: train a byte-level BPE, encode, decode, inspect. Run `gptkit tokenizer --help`."""
 import io
-import json
 import logging
 import sys
 import time
@@ -12,6 +11,7 @@ import click
 from gptkit.shared.cli import CONTEXT, Group, threads_option, version_option
 from gptkit.shared.corpus import DEFAULT_SEPARATOR, Corpus
 from gptkit.shared.errors import InputError
+from gptkit.shared.jsonfile import read_json
 from gptkit.shared.text import EOT, without_surrogates
 
 log = logging.getLogger(__name__)
@@ -151,8 +151,8 @@ def _check_out(out):
 
 def _is_tokenizer_file(path):
     try:
-        return isinstance(json.loads(path.read_text(encoding="utf-8")).get("model"), dict)
-    except (OSError, ValueError, UnicodeDecodeError, AttributeError, RecursionError):
+        return isinstance(read_json(path).get("model"), dict)
+    except (OSError, ValueError, AttributeError):
         return False
 
 

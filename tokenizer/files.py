@@ -16,6 +16,7 @@ import regex
 
 from gptkit.shared.errors import InputError
 from gptkit.shared.files import atomic_write
+from gptkit.shared.jsonfile import read_json
 
 from . import split
 
@@ -49,11 +50,10 @@ def _token_bytes(text, path, what):
 
 def _load_json(path):
     try:
-        with open(path, encoding="utf-8") as f:
-            return json.load(f)
+        return read_json(path)
     except FileNotFoundError:
         raise InputError(f"{path}: no such file") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+    except (OSError, ValueError) as e:
         raise InputError(f"{path}: not a readable JSON file ({e})") from None
 
 

@@ -24,6 +24,7 @@ from gptkit.model.config import ModelConfig
 from gptkit.model.model import TransformerLM
 from gptkit.shared.errors import SettingError
 from gptkit.shared.files import atomic_symlink, remove_directory, remove_stale_temporaries, sync_directory
+from gptkit.shared.jsonfile import read_json
 
 CHECKPOINTS, LATEST = "checkpoints", "latest"
 OPTIMIZER_FILE, STATE_FILE = "optimizer.safetensors", "trainer_state.json"
@@ -128,8 +129,8 @@ def _read_state(checkpoint, optimizers):
     """A checkpoint's trainer_state.json, checked (its CRC-32 and every field a resume reads)."""
     path = check_file(checkpoint, STATE_FILE, read_checkpoint_config(checkpoint))
     try:
-        state = json.loads(path.read_text())
-    except (ValueError, UnicodeDecodeError) as e:
+        state = read_json(path)
+    except (OSError, ValueError) as e:
         raise CheckpointError(f"{path}: damaged, not JSON ({e})") from None
     problem = _state_problem(state, optimizers)
     if problem:

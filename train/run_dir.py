@@ -15,6 +15,7 @@ from pathlib import Path
 
 from gptkit.shared.errors import InputError, SettingError
 from gptkit.shared.files import atomic_write
+from gptkit.shared.jsonfile import parse_json, read_json
 
 from .checkpoints import CHECKPOINTS, LATEST
 from .config import FIELDS
@@ -76,8 +77,8 @@ def load_run_config(run_dir) -> dict:
     if not path.is_file():
         raise SettingError("out", f"{run_dir}: no {CONFIG_FILE}, so no run to resume")
     try:
-        saved = json.loads(path.read_text())
-    except (ValueError, UnicodeDecodeError) as e:
+        saved = read_json(path)
+    except (OSError, ValueError) as e:
         raise InputError(f"{path}: damaged, not JSON ({e})") from None
     if not isinstance(saved, dict):
         raise InputError(f"{path}: damaged, not a JSON object of training settings")
@@ -96,7 +97,7 @@ def read_metrics(run_dir) -> list[dict]:
     records = []
     for line in path.read_text(errors="replace").splitlines():
         try:
-            records.append(json.loads(line))
+            records.append(parse_json(line))
         except ValueError:
             continue
     return records
@@ -105,7 +106,7 @@ def read_metrics(run_dir) -> list[dict]:
 def _record_step(line):
     """The step of a metrics.jsonl line; a line cut short (a full disk) counts as past any step."""
     try:
-        return json.loads(line)["step"]
+        return parse_json(line)["step"]
     except (ValueError, TypeError, KeyError):
         return math.inf
 

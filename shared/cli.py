@@ -24,6 +24,7 @@ from .errors import GptkitError, SettingError
 from .workers import cores_per_process, default_threads
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 110}
+MAX_THREADS = 1024  # --threads: more than any machine has cores, few enough for every count to be a C int
 
 
 def flag(setting: str) -> str:
@@ -131,9 +132,9 @@ def threads_option(what: str, measured: bool = False):
     `measured`: torch's threads, which the stage chooses by measurement when the flag is not given
     (model/threads.py)."""
     if measured:
-        return click.option("--threads", type=click.IntRange(min=1), metavar="N", help=(
+        return click.option("--threads", type=click.IntRange(1, MAX_THREADS), metavar="N", help=(
             f"{what}  [default: measured, 1 to {cores_per_process()} as the load allows; OMP_NUM_THREADS fixes it]"))
-    return click.option("--threads", type=click.IntRange(min=1), default=default_threads(),
+    return click.option("--threads", type=click.IntRange(1, MAX_THREADS), default=default_threads(),
                         show_default="one per physical core", metavar="N", help=what)
 
 

@@ -35,6 +35,8 @@ def parse_size(text: str) -> int:
 def cli(out, size, seed):
     """Write simple English stories separated by <|endoftext|>: the demo corpus."""
     size_bytes = parse_size(size)
+    if not Path(out).name:  # '' or '.': no file to write
+        raise InputError(f"--out {out!r}: expected the path of a file to write")
     start = time.perf_counter()
     words = set()
     try:

@@ -430,3 +430,16 @@ def test_a_metrics_line_nested_too_deeply_is_left_out_as_a_garbled_line(run):
     with open(run / "metrics.jsonl", "a") as f:
         f.write(DEEP + "\n")
     assert read_metrics(run) == before
+
+
+def test_an_empty_stories_out_a_huge_threads_and_a_plot_out_under_a_file_are_one_line(run, tmp_path):
+    from gptkit.cli import cli
+
+    assert_input_error(invoke(cli, "stories", "--out", "", "--size", "1KB"), "--out ''")
+    for stage in (["tokenizer", "train", "--input", tmp_path, "--vocab-size", 300], ["pretokenize", "-t", tmp_path, tmp_path],
+                  ["train", "--out", tmp_path / "r"], ["sample", "--checkpoint", tmp_path, "--prompt", "a"]):
+        res = invoke(cli, *stage, "--threads", 2**70)
+        assert res.exit_code == 2 and "--threads" in res.stderr and "Traceback" not in res.output, res.output
+    (tmp_path / "file").write_text("mine")
+    assert_input_error(invoke(cli, "train", "plot", run, "--out", tmp_path / "file" / "loss.png"), "cannot write there")
+    assert (tmp_path / "file").read_text() == "mine"

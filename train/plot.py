@@ -46,7 +46,10 @@ def plot_run(run_dir, out=None) -> Path:
     bpb_axis.set_title("tokenizer-independent" if bpb else "no bits per byte recorded")
     fig.suptitle(str(run_dir))
     out = out or run_dir / "loss.png"
-    fig.savefig(out, dpi=120)
+    try:
+        fig.savefig(out, dpi=120)
+    except OSError as e:
+        raise InputError(f"--out {out}: cannot write there ({e.strerror or e})") from None
     return out
 
 

@@ -39,7 +39,14 @@ def download_dataset(name, out_dir, quiet=False) -> list[Path]:
         raise InputError(f"DATASET {name!r}: unknown (known: {', '.join(DATASETS)})")
     out_dir = Path(out_dir)
     train_urls, val_urls = DATASETS[name]
-    out_dir.mkdir(parents=True, exist_ok=True)
+    for directory in (out_dir, *([val_dir(out_dir)] if val_urls else [])):
+        if directory.exists() and not directory.is_dir():
+            which = "is a file" if directory == out_dir else f"its validation directory {directory} is a file"
+            raise InputError(f"--out {out_dir}: {which}; expected a directory for the downloaded files")
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise InputError(f"--out {out_dir}: cannot make the directory ({e.strerror})") from None
     paths = [download(url, out_dir / _file_name(url), quiet) for url in train_urls]
     for url in val_urls:
         val_dir(out_dir).mkdir(exist_ok=True)

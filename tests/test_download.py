@@ -85,6 +85,15 @@ def test_unknown_dataset():
     assert_input_error(CliRunner().invoke(cli, ["download", "wikipedia"]), "wikipedia", "tinystories", "fineweb-edu")
 
 
+def test_out_that_is_a_file_is_one_line_and_left_alone(tmp_path, two_file_dataset):
+    mine = tmp_path / "notes"
+    mine.write_text("mine")
+    assert_input_error(CliRunner().invoke(cli, ["download", "stories", "--out", str(mine)]), f"--out {mine}: is a file")
+    (tmp_path / "data-val").write_text("mine too")  # the validation files' directory, DIR-val
+    assert_input_error(CliRunner().invoke(cli, ["download", "stories", "--out", str(tmp_path / "data")]), "data-val is a file")
+    assert mine.read_text() == "mine" and (tmp_path / "data-val").read_text() == "mine too" and not two_file_dataset.ranges
+
+
 @pytest.fixture
 def two_file_dataset(monkeypatch):
     """A dataset of one training and one validation file, both PAYLOAD, served by a FakeServer."""

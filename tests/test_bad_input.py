@@ -443,3 +443,22 @@ def test_an_empty_stories_out_a_huge_threads_and_a_plot_out_under_a_file_are_one
     (tmp_path / "file").write_text("mine")
     assert_input_error(invoke(cli, "train", "plot", run, "--out", tmp_path / "file" / "loss.png"), "cannot write there")
     assert (tmp_path / "file").read_text() == "mine"
+
+
+@pytest.mark.parametrize("field, value", [("step", -5), ("tokens", -1), ("step", True), ("step", 2**70)])
+def test_a_trainer_state_with_a_count_out_of_range_and_a_matching_crc_is_refused(run, field, value):
+    """A trainer_state.json edited with care (its CRC-32 in config.json rewritten to match): the
+    counts are checked too."""
+    import json
+
+    from gptkit.model.checkpoint import file_crc32
+
+    state_path, config_path = latest(run, "trainer_state.json"), latest(run, "config.json")
+    state = json.loads(state_path.read_text())
+    state[field] = value
+    state_path.write_text(json.dumps(state))
+    config = json.loads(config_path.read_text())
+    config["crc32"]["trainer_state.json"] = file_crc32(state_path)
+    config_path.write_text(json.dumps(config))
+    res = invoke(train_cli, "--out", run, "--resume", "--max-steps", 8)
+    assert_input_error(res, "trainer_state.json", f"{field!r} is {value!r}, not a count")

@@ -143,9 +143,11 @@ def _state_problem(state, optimizers):
     if not isinstance(state, dict):
         return "not a JSON object"
     for key, kind in (("step", int), ("tokens", int), ("config_digest", str), ("optimizer_steps", dict), ("rng", dict)):
-        if not isinstance(state.get(key), kind):
-            return f"no {key!r}" if key not in state else f"{key!r} is not a {kind.__name__}"
-    missing = [k for k in optimizers if not isinstance(state["optimizer_steps"].get(k), int)]
+        if key not in state:
+            return f"no {key!r}"
+        if not (_is_count(state[key]) if kind is int else isinstance(state[key], kind)):
+            return f"{key!r} is {state[key]!r}, not a {'count' if kind is int else kind.__name__}"
+    missing = [k for k in optimizers if not _is_count(state["optimizer_steps"].get(k))]
     if missing:
         return f"no step count of optimizer {missing[0]!r}"
     try:
@@ -153,6 +155,10 @@ def _state_problem(state, optimizers):
     except (KeyError, TypeError, ValueError):
         return "no random-number state"
     return None
+
+
+def _is_count(value):
+    return type(value) is int and 0 <= value < 2**63
 
 
 def _read_optimizer_tensors(checkpoint, optimizers, device):

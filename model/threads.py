@@ -142,15 +142,13 @@ class Threads:
             self.chosen_time, self.wait = median, FIRST_LOOK
             self._maybe_climb()
         else:
-            self._use(level, chosen_time=time_before)
             self.wait = min(2 * self.wait, LAST_LOOK)
-            self._look_later()
+            self._use(level, chosen_time=time_before)
 
     def _use(self, level, chosen_time=None):
         self.level, self.chosen_time = level, chosen_time
         self.set_threads(self.count)
         self.recent.clear()
-        self._new_window()
         self._look_later()
 
     def _look_later(self):
@@ -169,7 +167,6 @@ class Threads:
             return None
         cpus = os.cpu_count() or 1
         return cpus * (now[0] - self.cpu_mark[0]) / (now[1] - self.cpu_mark[1])
-
 
 
 def torch_threads(threads=None, device=None) -> Threads:

@@ -21,11 +21,17 @@ bench/time_budget.py the same run on an idle and on a busy machine.
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 import statistics
 import time
 from dataclasses import dataclass
+
+from gptkit.model.config import ModelConfig
+from gptkit.model.info import model_cost
+
+from .config import LENGTH, parse_duration
 
 DEFAULT_BUDGET = "5m"  # without any length flag: long enough to learn something, short enough to wait for
 
@@ -117,9 +123,6 @@ def choose(train_tokens, vocab_size, budget_seconds, seconds_per_step) -> Recipe
     training token; the smallest shape if none does. `seconds_per_step(shape)`: the time of one
     training step of the shape, or None where it could not be timed (out of memory, or the
     timing's share of the budget spent): the climb stops there, as at the first shape too big."""
-    from gptkit.model.config import ModelConfig
-    from gptkit.model.info import model_cost
-
     chosen = None
     for shape in LADDER:
         params = model_cost(ModelConfig(**shape.model(vocab_size))).params
@@ -144,7 +147,6 @@ def step_timer(vocab_size, device, threads, budget_seconds, agree=float, world=1
     the same shape."""
     import torch
 
-    from gptkit.model.config import ModelConfig
     from gptkit.model.model import TransformerLM
 
     from .optim import AdamW
@@ -197,9 +199,6 @@ def recipe_config(config, device, threads, agree=float, world=1):
     """(`config`, its model not given, completed by the recipe for its data, its budget
     (max_time, or DEFAULT_BUDGET where no length is given) and `device`: the settings it leaves
     unset take the recipe's values; the Recipe). Logs the choice in one line."""
-    import dataclasses
-
-    from .config import LENGTH, parse_duration
     from .data import data_tokenizer
 
     budget = config.max_time or DEFAULT_BUDGET

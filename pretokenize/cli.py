@@ -8,7 +8,8 @@ import click
 from gptkit.shared.cli import CONTEXT, DefaultGroup, threads_option, version_option
 from gptkit.shared.corpus import DEFAULT_SEPARATOR, Corpus
 from gptkit.shared.errors import InputError
-from gptkit.shared.shards import MANIFEST, MAX_TOKENS, SHARD_NAME, ShardError, open_shard, read_header, read_manifest, shard_paths, verify_shard
+from gptkit.shared.shards import (MANIFEST, MAX_TOKENS, SHARD_NAME, ShardError, header_problems, listing_problems, open_shard,
+                                  read_header, read_manifest, shard_paths, verify_shard)
 from gptkit.shared.text import EOT
 
 from .encode import DEFAULT_SHARD_TOKENS, Split, encode_corpus
@@ -127,7 +128,8 @@ def _show_first_tokens(path, tokenizer_path):
 @click.argument("path", type=click.Path(exists=True, path_type=Path))
 def verify(path):
     """Read every token of a shard directory (or one shard): header, size, checksum, ids below the
-    vocabulary size, and agreement with manifest.json and tokenizer.json. Exits 1 on any problem.
+    vocabulary size; every header field against manifest.json (counts, CRC-32, end-of-text id,
+    tokenizer), its totals, splits and tokenizer against tokenizer.json. Exits 1 on any problem.
     Shards the manifest does not list are not part of the dataset: they are named, not verified."""
     manifest = read_manifest(path) if path.is_dir() else None
     if path.is_dir():
@@ -142,25 +144,42 @@ def verify(path):
         click.echo(f"note: {p}: not listed in {MANIFEST}, so not part of the dataset (left by an interrupted run? "
                    "the next pretokenize run into the directory removes it)", err=True)
     vocab_size = manifest["tokenizer"]["vocab_size"] if manifest else None
-    problems = _tokenizer_problems(path, manifest) if manifest else []
+    problems = _tokenizer_problems(path, manifest) + listing_problems(path, manifest) if manifest else []
+    headers = {}
     for shard_path in paths:
         try:
             header = verify_shard(shard_path, vocab_size).header
         except ShardError as e:
             problems.append(str(e))
             continue
-        entry = listed.get(shard_path.name)
-        if entry and (entry["tokens"], entry["documents"], entry["crc32"]) != (header.num_tokens, header.num_docs, f"{header.checksum:08x}"):
-            problems.append(f"{shard_path}: header ({header.num_tokens:,} tokens, {header.num_docs:,} documents, crc32 "
-                            f"{header.checksum:08x}) disagrees with {MANIFEST} ({entry['tokens']:,}, {entry['documents']:,}, {entry['crc32']})")
-            continue
-        checked = "checksum and ids" if header.extended else "size only (plain llm.c shard)"
-        click.echo(f"ok {shard_path.name}: {header.num_tokens:,} tokens, {checked}")
+        disagreements = header_problems(shard_path, header, manifest, listed[shard_path.name]) if manifest else []
+        problems += disagreements
+        headers[shard_path.name] = header
+        if not disagreements:
+            checked = "checksum and ids" if header.extended else "size only (plain llm.c shard)"
+            click.echo(f"ok {shard_path.name}: {header.num_tokens:,} tokens, {checked}")
+    if manifest:
+        problems += _totals_problems(path, manifest, headers)
     for problem in problems:
         click.echo(f"FAILED {problem}", err=True)
     if problems:
         raise click.ClickException(f"{len(problems)} problem(s) in {path}")
     click.echo(f"{path}: {len(paths)} shard(s) verified")
+
+
+def _totals_problems(directory, manifest, headers):
+    """The manifest's totals against the sums of the headers of each split's shards, by their names
+    (a shard listed under the other split is a problem of its own). A split with a shard that could
+    not be read is left out: that shard is reported already."""
+    problems = []
+    for split, totals in manifest["totals"].items():
+        names = {s["file"] for s in manifest["shards"] if SHARD_NAME.search(s["file"])[1] == split}
+        if not all(name in headers and headers[name].extended for name in names):
+            continue
+        found = {"tokens": sum(headers[n].num_tokens for n in names), "documents": sum(headers[n].num_docs for n in names)}
+        problems += [f"{directory / MANIFEST}: totals.{split}.{field} is {totals[field]:,}, the headers of its {split} "
+                     f"shards add up to {total:,}" for field, total in found.items() if totals[field] != total]
+    return problems
 
 
 def _tokenizer_problems(directory, manifest):

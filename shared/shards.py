@@ -291,6 +291,43 @@ def _shown(value):
     return text if len(text) <= 40 else text[:37] + "..."
 
 
+def listing_problems(directory, manifest) -> list[str]:
+    """What the manifest's list of shards says against itself: a shard listed twice (read twice
+    per pass) or under the split its name does not say (training tokens in the validation set)."""
+    problems, seen = [], set()
+    for entry in manifest["shards"]:
+        name, split = entry["file"], entry["split"]
+        if name in seen:
+            problems.append(f"{Path(directory) / name}: listed twice in {MANIFEST}")
+        seen.add(name)
+        named = SHARD_NAME.search(name)[1]
+        if split != named:
+            problems.append(f"{Path(directory) / name}: a {named} shard by its name, listed under {split!r} in {MANIFEST}")
+    return problems
+
+
+def header_problems(path, header: ShardHeader, manifest, entry) -> list[str]:
+    """Where a shard's header and its manifest disagree, one line per field with both values:
+    a reader relies on each (the token count, the end-of-text id, the tokenizer, ...)."""
+    if not header.extended:
+        return [f"{path}: a plain llm.c header (no vocabulary, checksum or fingerprint), listed in {MANIFEST} as one of ours"]
+    fields = [
+        ("token count", header.num_tokens, entry["tokens"]),
+        ("document count", header.num_docs, entry["documents"]),
+        ("CRC-32", f"{header.checksum:08x}", entry["crc32"]),
+        ("end-of-text id", header.eot_id, manifest["eot_id"]),
+        ("tokenizer fingerprint", header.fingerprint, manifest["tokenizer"]["fingerprint"]),
+        ("vocabulary size", header.vocab_size, manifest["tokenizer"]["vocab_size"]),
+        ("token type", header.dtype.name, manifest["dtype"]),
+    ]
+    return [f"{path}: {field} {_fact(ours)} in the header, {_fact(theirs)} in {MANIFEST}"
+            for field, ours, theirs in fields if ours != theirs]
+
+
+def _fact(value):
+    return "none" if value is None else f"{value:,}" if type(value) is int else value
+
+
 def shard_paths(directory, split: str) -> list[Path]:
     """The shards of one split ("train" or "val") of a directory, in order.
 

@@ -6,6 +6,8 @@ A run directory is damaged in each of the ways a full disk, a kill or an editor 
 `--resume` must say what is damaged and which earlier checkpoint is intact.
 """
 import dataclasses
+import json
+import re
 import shutil
 import zlib
 from pathlib import Path
@@ -130,6 +132,7 @@ def test_a_token_id_past_the_vocabulary_is_refused(data, model_json, tmp_path):
     tokens[7] = header.vocab_size + 3
     header = dataclasses.replace(header, checksum=zlib.crc32(tokens.tobytes()))  # consistent, but out of range
     shard.write_bytes(header.to_bytes() + tokens.tobytes())
+    set_manifest_crc32(shard, header.checksum)
     res = invoke(train_cli, *run_args(copy, tmp_path / "r", model_json, max_steps=2))
     assert_input_error(res, shard.name, f"token 7 is id {header.vocab_size + 3}", "vocabulary size")
 
@@ -462,3 +465,74 @@ def test_a_trainer_state_with_a_count_out_of_range_and_a_matching_crc_is_refused
     config_path.write_text(json.dumps(config))
     res = invoke(train_cli, "--out", run, "--resume", "--max-steps", 8)
     assert_input_error(res, "trainer_state.json", f"{field!r} is {value!r}, not a count")
+
+
+# -- train on a manifest that disagrees with its shards, on unverified ids past the vocabulary ----
+
+
+@pytest.mark.parametrize("verify", [True, False])
+def test_a_manifest_token_count_that_disagrees_with_the_header_stops_training_before_it_starts(data, model_json, tmp_path, verify):
+    copy, shard = copy_data(data, tmp_path)
+    manifest = json.loads((copy / "manifest.json").read_text())
+    entry = next(e for e in manifest["shards"] if e["file"] == shard.name)
+    entry["tokens"] += 1
+    (copy / "manifest.json").write_text(json.dumps(manifest))
+    res = invoke(train_cli, *run_args(copy, tmp_path / "r", model_json, max_steps=2), *([] if verify else ["--no-verify-data"]))
+    assert_input_error(res, f"{shard}: token count {entry['tokens'] - 1:,} in the header, {entry['tokens']:,} in manifest.json")
+    assert not (tmp_path / "r").exists()
+
+
+def set_manifest_crc32(shard, checksum):
+    """The manifest lists each shard's CRC-32 too: train compares it with the header's."""
+    path = shard.parent / "manifest.json"
+    manifest = json.loads(path.read_text())
+    next(e for e in manifest["shards"] if e["file"] == shard.name)["crc32"] = f"{checksum:08x}"
+    path.write_text(json.dumps(manifest))
+
+
+def test_a_manifest_vocabulary_size_that_disagrees_with_the_headers_stops_training_before_it_starts(data, model_json, tmp_path):
+    copy, shard = copy_data(data, tmp_path)
+    manifest = json.loads((copy / "manifest.json").read_text())
+    vocab_size = manifest["tokenizer"]["vocab_size"]
+    manifest["tokenizer"]["vocab_size"] += 1
+    (copy / "manifest.json").write_text(json.dumps(manifest))
+    res = invoke(train_cli, *run_args(copy, tmp_path / "r", model_json, max_steps=2), "--no-verify-data")
+    assert_input_error(res, f"{shard}: vocabulary size {vocab_size} in the header, {vocab_size + 1} in manifest.json")
+    assert not (tmp_path / "r").exists()
+
+
+def past_the_vocabulary(shard, where):
+    """Put an id past the vocabulary at `where` (an index or a slice) of a shard's tokens, the
+    CRC-32 rewritten to match in the header and the manifest: only a check of the ids can tell.
+    Returns the id."""
+    header = ShardHeader.from_bytes(shard.read_bytes()[:HEADER_BYTES], shard)
+    tokens = np.fromfile(shard, header.dtype, offset=HEADER_BYTES)
+    tokens[where] = header.vocab_size + 3
+    checksum = zlib.crc32(tokens.tobytes())
+    shard.write_bytes(dataclasses.replace(header, checksum=checksum).to_bytes() + tokens.tobytes())
+    set_manifest_crc32(shard, checksum)
+    return header.vocab_size + 3
+
+
+@pytest.mark.parametrize("split, at", [("train", 7), ("val", 40)])
+def test_an_unverified_id_past_the_vocabulary_is_one_line_naming_the_shard_and_token(data, model_json, tmp_path, split, at):
+    """--no-verify-data skips the read of every id, not the check of each batch's ids (the first
+    batch, in order: tokens 0-128 of the first train shard) and of the validation set's."""
+    copy, _ = copy_data(data, tmp_path)
+    shard = sorted(copy.glob(f"*_{split}_*.bin"))[0]
+    bad = past_the_vocabulary(shard, at)
+    res = invoke(train_cli, *run_args(copy, tmp_path / "r", model_json, max_steps=2, loader="sequential"), "--no-verify-data")
+    assert res.exit_code == 2 and "Traceback" not in res.output, res.output  # the train batch's: after the "training" line
+    assert res.stderr.startswith(f"Error: {shard}: token {at} is id {bad}, not below the vocabulary size {bad - 3} (unverified data")
+    assert len(res.stderr.splitlines()) == 1
+
+
+def test_an_unverified_id_past_the_vocabulary_in_a_random_batch_is_named_where_it_is(data, model_json, tmp_path):
+    copy, _ = copy_data(data, tmp_path)
+    for shard in copy.glob("*_train_*.bin"):
+        bad = past_the_vocabulary(shard, slice(1000, None))
+    res = invoke(train_cli, *run_args(copy, tmp_path / "r", model_json, max_steps=2), "--no-verify-data")
+    assert res.exit_code == 2 and "Traceback" not in res.output, res.output
+    shard, at = re.fullmatch(rf"Error: (\S+): token ([\d,]+) is id {bad}, not below the vocabulary size .*\n", res.stderr).groups()
+    at = int(at.replace(",", ""))
+    assert at >= 1000 and np.fromfile(shard, np.uint16, offset=HEADER_BYTES)[at] == bad

@@ -2,7 +2,6 @@
 settings and --out are checked; a worker's error reads as one process's (one `Error:` line, once,
 the same exit status); SIGINT and SIGTERM stop the workers at a checkpoint as they stop one
 process. Two processes on gloo, tiny models, a few steps."""
-import dataclasses
 import json
 import os
 import shutil
@@ -10,17 +9,14 @@ import signal
 import subprocess
 import sys
 import time
-import zlib
 
-import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from gptkit.shared.shards import HEADER_BYTES, ShardHeader
 from gptkit.train import launch
 from gptkit.train.cli import cli
 from tests.conftest import assert_input_error
-from tests.test_bad_input import copy_data
+from tests.test_bad_input import copy_data, past_the_vocabulary
 from tests.test_trainer import ROOT, data, model_json, records  # noqa: F401 (fixtures)
 
 GPTKIT = os.path.join(os.path.dirname(sys.executable), "gptkit")
@@ -131,16 +127,27 @@ def test_a_batch_that_the_processes_cannot_share_is_the_workers_error(data, sett
     one_error_line(proc, 2, "--batch-size 3: not divisible among 2 processes")
 
 
-def test_a_crash_shows_the_workers_traceback_in_torchs_report(data, settings, tmp_path):
-    """A bug is no one-line error: torch's report of the failed worker shows its traceback."""
-    copy, shard = copy_data(data, tmp_path)
-    header = ShardHeader.from_bytes(shard.read_bytes()[:HEADER_BYTES], shard)
-    tokens = np.fromfile(shard, header.dtype, offset=HEADER_BYTES)
-    tokens[:] = header.vocab_size + 3  # past the vocabulary, unchecked with --no-verify-data: the embedding fails
-    shard.write_bytes(dataclasses.replace(header, checksum=zlib.crc32(tokens.tobytes())).to_bytes() + tokens.tobytes())
-    proc = train_in_two("--config", settings, "--data", copy, "--out", tmp_path / "run", "--no-verify-data")
+def test_a_crash_shows_the_workers_traceback_in_torchs_report(data, settings, tmp_path, monkeypatch):
+    """A bug is no one-line error: torch's report of the failed worker shows its traceback. The bug
+    is planted by a sitecustomize module that every process of the run imports first."""
+    (tmp_path / "bug").mkdir()
+    (tmp_path / "bug" / "sitecustomize.py").write_text(
+        "from gptkit.train.data import Loader\n\n\n"
+        "def batch(*args):\n"
+        "    raise IndexError('index out of range in self')\n\n\n"
+        "Loader.batch = batch\n")
+    monkeypatch.setitem(ENV, "PYTHONPATH", str(tmp_path / "bug"))
+    proc = train_in_two("--config", settings, "--data", data, "--out", tmp_path / "run")
     assert proc.returncode == 1
     assert "ChildFailedError" in proc.stderr_text and "IndexError: index out of range" in proc.stderr_text
+
+
+def test_an_unverified_id_past_the_vocabulary_is_the_workers_error_line(data, settings, tmp_path):
+    """--no-verify-data: the ids of each batch are checked still, in every process."""
+    copy, shard = copy_data(data, tmp_path)
+    bad = past_the_vocabulary(shard, slice(None))
+    proc = train_in_two("--config", settings, "--data", copy, "--out", tmp_path / "run", "--no-verify-data")
+    one_error_line(proc, 2, f"is id {bad}, not below the vocabulary size {bad - 3}")
 
 
 def test_the_first_reported_error_is_shown_whichever_rank_torch_saw_fail(tmp_path):

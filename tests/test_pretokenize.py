@@ -1,4 +1,5 @@
 """The pretokenize stage: corpora -> shards through `encode_corpus` and the CLI, then `inspect` and `verify`."""
+import dataclasses
 import functools
 import json
 import math
@@ -22,7 +23,7 @@ import gptkit.pretokenize.encode as encode
 from gptkit.pretokenize.encode import Split, encode_corpus
 import gptkit.shared.corpus
 from gptkit.shared.corpus import Corpus
-from gptkit.shared.shards import open_shard, read_header, read_manifest, shard_paths
+from gptkit.shared.shards import HEADER_BYTES, ShardHeader, open_shard, read_header, read_manifest, shard_paths
 from tests.conftest import assert_input_error, english_like, shared_file
 from gptkit.tokenizer import Tokenizer, split, train_bpe
 
@@ -638,18 +639,52 @@ def damage(built, how, other_tok_path=None):
     if how == "truncated":
         path.write_bytes(bytes(raw[:-4]))
         return path, "truncated: 4 bytes missing"
-    if how == "manifest disagrees":
-        manifest = read_manifest(built)
-        manifest["shards"][1]["documents"] += 1
-        (built / "manifest.json").write_text(json.dumps(manifest))
-        return path, "disagrees with manifest.json"
     if how == "tokenizer.json of another tokenizer":
         (built / "tokenizer.json").write_bytes(other_tok_path.read_bytes())
         return built / "tokenizer.json", "manifest.json says"
-    raise AssertionError(how)
+    # The header has no checksum of its own (its CRC-32 is of the tokens): only the manifest can tell.
+    header = read_header(path)
+    if how == "header's end-of-text id":
+        path.write_bytes(dataclasses.replace(header, eot_id=0).to_bytes() + raw[HEADER_BYTES:])
+        return path, f"end-of-text id 0 in the header, {header.eot_id} in manifest.json"
+    if how == "header's tokenizer fingerprint":
+        path.write_bytes(dataclasses.replace(header, fingerprint="0123456789abcdef").to_bytes() + raw[HEADER_BYTES:])
+        return path, f"tokenizer fingerprint 0123456789abcdef in the header, {header.fingerprint} in manifest.json"
+    if how == "plain llm.c header":
+        path.write_bytes(ShardHeader(header.dtype, header.num_tokens).to_bytes() + raw[HEADER_BYTES:])
+        return path, "a plain llm.c header (no vocabulary, checksum or fingerprint), listed in manifest.json as one of ours"
+    manifest = read_manifest(built)
+    entry = next(e for e in manifest["shards"] if e["file"] == path.name)
+    says = {
+        "manifest's document count": f"document count {header.num_docs} in the header, {header.num_docs + 1} in manifest.json",
+        "manifest's token count": f"token count {header.num_tokens} in the header, {header.num_tokens + 1} in manifest.json",
+        "manifest's CRC-32": f"CRC-32 {header.checksum:08x} in the header, 00000000 in manifest.json",
+        "train shard listed as val": "a train shard by its name, listed under 'val' in manifest.json",
+        "train shard listed twice": "listed twice in manifest.json",
+        "manifest's train total": f"totals.train.tokens is {manifest['totals']['train']['tokens'] + 1:,}, the headers of its "
+                                  f"train shards add up to {manifest['totals']['train']['tokens']:,}",
+    }[how]
+    if how == "manifest's document count":
+        entry["documents"] += 1
+    elif how == "manifest's token count":
+        entry["tokens"] += 1
+    elif how == "manifest's CRC-32":
+        entry["crc32"] = "00000000"
+    elif how == "train shard listed as val":
+        entry["split"] = "val"
+    elif how == "train shard listed twice":
+        manifest["shards"].append(entry)
+    elif how == "manifest's train total":
+        manifest["totals"]["train"]["tokens"] += 1
+        path = built / "manifest.json"
+    (built / "manifest.json").write_text(json.dumps(manifest))
+    return path, says
 
 
-@pytest.mark.parametrize("how", ["flipped byte", "truncated", "manifest disagrees", "tokenizer.json of another tokenizer"])
+@pytest.mark.parametrize("how", ["flipped byte", "truncated", "tokenizer.json of another tokenizer", "header's end-of-text id",
+                                 "header's tokenizer fingerprint", "plain llm.c header", "manifest's document count",
+                                 "manifest's token count", "manifest's CRC-32", "train shard listed as val",
+                                 "train shard listed twice", "manifest's train total"])
 def test_verify_names_the_bad_shard(built, how, other_tok_path):
     path, says = damage(built, how, other_tok_path)
     res = run("verify", built)
@@ -657,6 +692,20 @@ def test_verify_names_the_bad_shard(built, how, other_tok_path):
     failed = [line for line in res.stderr.splitlines() if line.startswith("FAILED")]
     assert len(failed) == 1 and str(path) in failed[0] and says in failed[0], res.stderr
     assert res.stderr.splitlines()[-1].startswith("Error: 1 problem(s)")
+
+
+@pytest.mark.parametrize("field, value, says", [("eot_id", None, "end-of-text id {} in the header, none in manifest.json"),
+                                               ("dtype", "uint32", "token type {} in the header, uint32 in manifest.json")])
+def test_verify_names_every_shard_whose_header_disagrees_with_the_manifest(built, field, value, says):
+    """A fact of all shards edited in the manifest (training would stop its samples at another
+    end-of-text token): one line for each shard."""
+    manifest = read_manifest(built)
+    before, manifest[field] = manifest[field], value
+    (built / "manifest.json").write_text(json.dumps(manifest))
+    res = run("verify", built)
+    assert res.exit_code == 1 and "Traceback" not in res.output
+    assert [line for line in res.stderr.splitlines() if line.startswith("FAILED")] == [
+        f"FAILED {built / e['file']}: {says.format(before)}" for e in manifest["shards"]]
 
 
 def test_verify_names_unlisted_shards_but_passes(built):

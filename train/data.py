@@ -18,23 +18,28 @@ import logging
 import numpy as np
 
 from gptkit.shared.errors import InputError, SettingError
-from gptkit.shared.shards import open_shard, read_manifest, shard_paths, verify_shard
+from gptkit.shared.shards import ShardError, header_problems, listing_problems, open_shard, read_manifest, shard_paths, verify_shard
 from gptkit.shared.text import EOT
 
 log = logging.getLogger(__name__)
 
 
 class ShardData:
-    """The shards of one split, opened as memmaps and checked against the model's tokenizer.
-    With `verify`, every token is read once first: the CRC-32 in the header must match (one
-    flipped byte would otherwise train silently) and every id must be below the vocabulary
-    size (else the embedding lookup fails, on CUDA as a device-side assert)."""
+    """The shards of one split, opened as memmaps and checked against the model's tokenizer and
+    the manifest. With `verify`, every token is read once first: the CRC-32 in the header must
+    match (one flipped byte would otherwise train silently) and every id must be below the
+    vocabulary size (else the embedding lookup fails, on CUDA as a device-side assert); without
+    it, `check_ids` refuses each batch that holds such an id."""
 
     def __init__(self, directory, split, vocab_size, fingerprint, context_length, verify=True):
         paths = shard_paths(directory, split)
         if not paths:
             raise SettingError("data", f"{directory}: no {split} shards (*_{split}_NNNNNN.bin); run pretokenize first")
-        self.shards = [(verify_shard if verify else open_shard)(p, vocab_size) for p in paths]
+        self.shards = [open_shard(p, vocab_size) for p in paths]
+        _check_manifest(directory, self.shards)  # headers only: before the long read of every token
+        if verify:
+            self.shards = [verify_shard(p, vocab_size) for p in paths]
+        self.vocab_size = vocab_size
         plain = [s.path.name for s in self.shards if not s.header.extended]
         if plain:
             log.warning(f"{directory}: {len(plain)} plain llm.c shard(s) (e.g. {plain[0]}) carry no tokenizer "
@@ -50,18 +55,34 @@ class ShardData:
             raise SettingError("data", f"{directory}: the longest {split} shard has {self.sizes.max():,} tokens, "
                              f"too few for one sequence of {context_length} + 1")
 
+    def locate(self, position):
+        """(shard index, offset in that shard) of a position of the stream of all shards (wrapping around)."""
+        position %= int(self.starts[-1])
+        i = int(np.searchsorted(self.starts, position, side="right")) - 1
+        return i, position - int(self.starts[i])
+
     def span(self, start, length):
         """`length` tokens from position `start` of the stream of all shards (wrapping around)."""
-        total = int(self.starts[-1])
         out = np.empty(length, self.dtype)
-        done, start = 0, start % total
+        done = 0
         while done < length:
-            i = int(np.searchsorted(self.starts, start, side="right")) - 1
-            offset = start - self.starts[i]
+            i, offset = self.locate(start + done)
             take = min(length - done, int(self.sizes[i] - offset))
             out[done : done + take] = self.shards[i].tokens[offset : offset + take]
-            done, start = done + take, (start + take) % total
+            done += take
         return out
+
+    def check_ids(self, sequences, firsts):
+        """Refuse sequences with an id not below the vocabulary size, which unverified shards can
+        hold (the embedding lookup would fail: an IndexError, on CUDA a device-side assert); row r
+        starts at position firsts[r] of the stream. One max per batch: negligible beside a step."""
+        if sequences.max() < self.vocab_size:
+            return
+        row, column = np.argwhere(sequences >= self.vocab_size)[0]
+        i, offset = self.locate(int(firsts[row]) + int(column))
+        path = self.shards[i].path
+        raise ShardError(f"{path}: token {offset:,} is id {int(sequences[row, column]):,}, not below the vocabulary size "
+                         f"{self.vocab_size:,} (unverified data: `gptkit pretokenize verify {path.parent}` finds every such id)")
 
 
 class Loader:
@@ -83,10 +104,15 @@ class Loader:
             picks = rng.integers(0, self.cumulative[-1], size=G)[rows.start : rows.stop]
             shard = np.searchsorted(self.cumulative, picks, side="right")
             offset = picks - self.first_pick[shard]
-            return np.stack([self.data.shards[s].tokens[o : o + T + 1] for s, o in zip(shard, offset)])
-        start = (index * G + rows.start) * T
-        flat = self.data.span(start, self.B * T + 1)
-        return np.stack([flat[i * T : i * T + T + 1] for i in range(self.B)])
+            sequences = np.stack([self.data.shards[s].tokens[o : o + T + 1] for s, o in zip(shard, offset)])
+            firsts = self.data.starts[shard] + offset
+        else:
+            start = (index * G + rows.start) * T
+            flat = self.data.span(start, self.B * T + 1)
+            sequences = np.stack([flat[i * T : i * T + T + 1] for i in range(self.B)])
+            firsts = start + T * np.arange(self.B)
+        self.data.check_ids(sequences, firsts)
+        return sequences
 
 
 def eval_sequences(data: ShardData, context_length, max_tokens):
@@ -95,7 +121,23 @@ def eval_sequences(data: ShardData, context_length, max_tokens):
     total = int(data.sizes.sum())
     count = max(1, min(max_tokens, total - 1) // context_length)
     flat = data.span(0, count * context_length + 1)
-    return np.stack([flat[i * context_length : (i + 1) * context_length + 1] for i in range(count)])
+    sequences = np.stack([flat[i * context_length : (i + 1) * context_length + 1] for i in range(count)])
+    data.check_ids(sequences, context_length * np.arange(count))
+    return sequences
+
+
+def _check_manifest(directory, shards):
+    """Refuse shards whose headers disagree with the manifest that lists them (a count, the
+    end-of-text id, ...): one of the two was edited or damaged, and training on either is a guess."""
+    manifest = read_manifest(directory)
+    if manifest is None:
+        return
+    entries = {s["file"]: s for s in manifest["shards"]}
+    problems = listing_problems(directory, manifest)
+    for shard in shards:
+        problems += header_problems(shard.path, shard.header, manifest, entries[shard.path.name])
+    if problems:
+        raise ShardError(f"{problems[0]} (`gptkit pretokenize verify {directory}` lists every disagreement)")
 
 
 def unigram_entropy(directory):

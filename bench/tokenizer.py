@@ -49,7 +49,7 @@ def train_ours(path, vocab_size, workers, tokenizer_json):
     return seconds
 
 
-def train_hf(path, vocab_size):
+def train_hf(path, vocab_size, tokenizer_json):
     from tokenizers import Tokenizer, models, pre_tokenizers, trainers
 
     def train():
@@ -58,8 +58,11 @@ def train_hf(path, vocab_size):
         trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=[EOT], show_progress=False,
                                       initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
         hf.train_from_iterator(iter_docs(path), trainer=trainer)
+        return hf
 
-    return timed(train)[0]
+    seconds, hf = timed(train)
+    hf.save(str(tokenizer_json))
+    return seconds
 
 
 def flat(ids_per_doc):
@@ -146,7 +149,7 @@ def child_main(argv):
     parser = argparse.ArgumentParser(prog="bench/tokenizer.py _one")
     parser.add_argument("task", choices=["train-ours", "train-hf", "encode"])
     parser.add_argument("path")
-    parser.add_argument("tokenizer_json", help="written by train-ours, read by encode")
+    parser.add_argument("tokenizer_json", help="written by train-ours and train-hf, read by encode")
     parser.add_argument("--vocab-size", type=int)
     parser.add_argument("--threads", type=int)
     parser.add_argument("--repeat", type=int)
@@ -155,7 +158,7 @@ def child_main(argv):
         out = encode_all(a.path, a.tokenizer_json, a.threads, a.repeat)
     else:
         seconds = (train_ours(a.path, a.vocab_size, a.threads, a.tokenizer_json) if a.task == "train-ours"
-                   else train_hf(a.path, a.vocab_size))
+                   else train_hf(a.path, a.vocab_size, a.tokenizer_json))
         out = {"seconds": seconds}
     out["ru_maxrss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(json.dumps(out))
@@ -188,7 +191,8 @@ def bench_corpus(path, tmp, a):
     runs = defaultdict(list)
     for r in range(a.repeat):  # alternate ours and HF so that noise hits both alike
         for who in ("ours", "hf"):
-            run = run_child([f"train-{who}", path, tokenizer_json, "--vocab-size", a.vocab_size,
+            out = tokenizer_json if who == "ours" else tokenizer_json.with_suffix(".hf.json")
+            run = run_child([f"train-{who}", path, out, "--vocab-size", a.vocab_size,
                              "--threads", a.threads], a.threads)
             runs[who].append(run)
             print(f"  {path.name}: train {who} {r + 1}/{a.repeat}: {run['seconds']:.2f} s, "

@@ -1,4 +1,6 @@
 """BPE training: exact merges by hand and against a from-scratch reference, determinism, bad input."""
+import json
+import random
 import re
 from collections import Counter
 
@@ -9,14 +11,18 @@ from hypothesis import strategies as st
 from gptkit.shared.corpus import Corpus
 from gptkit.shared.errors import InputError
 from gptkit.tokenizer import split, train_bpe
-from gptkit.tokenizer.train import _descending, learn_merges
+from gptkit.shared.text import EOT
+from gptkit.tokenizer.files import BYTE_TO_CHAR, CHAR_TO_BYTE
+from gptkit.tokenizer.train import learn_merges
 
 from .conftest import english_like
 
 
 def reference_merges(pretoken_counts, n_merges):
     """Recount every pair from scratch before each merge; the most frequent wins, ties going
-    to the greatest (bytes, bytes)."""
+    to the smallest (rank, rank), ranks numbering the bytes by their byte-level characters and
+    each merged token after them, as HF `tokenizers` numbers its tokens."""
+    rank = {bytes([b]): sorted(BYTE_TO_CHAR).index(BYTE_TO_CHAR[b]) for b in range(256)}
     words = {tuple(bytes([b]) for b in p.encode()): n for p, n in pretoken_counts.items()}
     merges = []
     for _ in range(n_merges):
@@ -26,8 +32,9 @@ def reference_merges(pretoken_counts, n_merges):
                 pairs[pair] += n
         if not pairs:
             break
-        best = max(pairs, key=lambda pair: (pairs[pair], pair))
+        best = min(pairs, key=lambda pair: (-pairs[pair], rank[pair[0]], rank[pair[1]]))
         merges.append(best)
+        rank[best[0] + best[1]] = 256 + len(merges) - 1
         merged = {}
         for word, n in words.items():
             out, i = [], 0
@@ -43,6 +50,18 @@ def reference_merges(pretoken_counts, n_merges):
     return merges
 
 
+def hf_merges(texts, vocab_size):
+    """The merges HF `tokenizers`' trainer learns, as pairs of byte strings."""
+    tokenizers = pytest.importorskip("tokenizers")
+    hf = tokenizers.Tokenizer(tokenizers.models.BPE())
+    hf.pre_tokenizer = tokenizers.pre_tokenizers.ByteLevel(add_prefix_space=False)
+    trainer = tokenizers.trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=[EOT], show_progress=False,
+                                             initial_alphabet=tokenizers.pre_tokenizers.ByteLevel.alphabet())
+    hf.train_from_iterator(texts, trainer=trainer)
+    merges = json.loads(hf.to_str())["model"]["merges"]
+    return [tuple(bytes(CHAR_TO_BYTE[c] for c in token) for token in merge) for merge in merges]
+
+
 def train_text(tmp_path, text, vocab_size, **kwargs):
     path = tmp_path / "corpus.txt"
     path.write_text(text, encoding="utf-8")
@@ -55,19 +74,20 @@ def named_merges(tokenizer):
 
 def test_hand_checked_merges_with_ties(tmp_path):
     # Pre-tokens: "ab" x1, " ab" x2, " cd" x3. Pair counts: (a,b) 3, (c,d) 3, (" ",c) 3, (" ",a) 2.
-    # Merge 1: a three-way tie at 3, won by the greatest pair (c,d).
-    # Merge 2: (a,b) 3 ties with (" ",cd) 3; (a,b) is greater.  3: (" ",cd) 3.  4: (" ",ab) 2.
+    # Merge 1: a three-way tie at 3, won by (a,b): a ranks before c, and a space (a byte without a
+    # printable character of its own, shown as "Ġ") after every letter.
+    # Merge 2: (c,d) 3 ties with (" ",c) 3; c ranks first.  3: (" ",cd) 3.  4: (" ",ab) 2.
     tokenizer = train_text(tmp_path, "ab ab ab cd cd cd", 256 + 4 + 1)
-    assert named_merges(tokenizer) == [(b"c", b"d"), (b"a", b"b"), (b" ", b"cd"), (b" ", b"ab")]
+    assert named_merges(tokenizer) == [(b"a", b"b"), (b"c", b"d"), (b" ", b"cd"), (b" ", b"ab")]
     assert tokenizer.special_tokens == {"<|endoftext|>": 260}
-    assert tokenizer.encode("ab cd<|endoftext|>") == [257, 258, 260]
+    assert tokenizer.encode("ab cd<|endoftext|>") == [256, 258, 260]
 
 
-def test_a_longer_string_beats_its_prefix_in_a_tie(tmp_path):
+def test_in_a_tie_the_older_token_wins(tmp_path):
     # Documents abc x2, ab x2, bc x3. Merge 1: (b,c) 5 beats (a,b) 4. Then (a,bc) and (a,b)
-    # both count 2, and (b"a", b"bc") > (b"a", b"b"): a string sorts after its prefix.
+    # both count 2, and b, a byte, ranks before bc, the first merge.
     tokenizer = train_text(tmp_path, "<|endoftext|>".join(["abc", "abc", "ab", "ab", "bc", "bc", "bc"]), 256 + 2 + 1)
-    assert named_merges(tokenizer) == [(b"b", b"c"), (b"a", b"bc")]
+    assert named_merges(tokenizer) == [(b"b", b"c"), (b"a", b"b")]
 
 
 @settings(max_examples=60, deadline=None)
@@ -84,9 +104,26 @@ def test_real_text_merges_equal_from_scratch_recount():
     assert [(vocab[a], vocab[b]) for a, b in merges] == reference_merges(counts, 120)
 
 
-@given(st.binary(max_size=4), st.binary(max_size=4), st.binary(max_size=4), st.binary(max_size=4))
-def test_descending_key_reverses_the_byte_order_of_pairs(a, b, c, d):
-    assert ((_descending(a), _descending(b)) < (_descending(c), _descending(d))) == ((a, b) > (c, d))
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.sampled_from(["a", "b", "ab", "ba", "é", " a", " b", " aa", "aaa", " ", "\n", "1", "~"]), max_size=40))
+def test_merges_equal_hf_tokenizers_trainer(tmp_path_factory, words):
+    text = "".join(words)
+    if not text:
+        return
+    tokenizer = train_text(tmp_path_factory.mktemp("c"), text, 256 + 20 + 1)
+    assert named_merges(tokenizer) == hf_merges([text], 256 + 20 + 1)
+
+
+@pytest.mark.parametrize("alphabet", ["ACGT", "ab", "a"])
+def test_a_long_line_without_spaces_trains_as_hf_tokenizers_does(tmp_path, alphabet):
+    # One pre-token of 20,000 characters (bench/tokenizer_long_lines.py times this shape up to 10 MB).
+    text = "".join(random.Random(0).choices(alphabet, k=20_000))
+    assert named_merges(train_text(tmp_path, text, 256 + 200 + 1)) == hf_merges([text], 256 + 200 + 1)
+
+
+def test_real_text_merges_equal_hf_tokenizers_trainer(tmp_path):
+    text = english_like(20_000, seed=4)
+    assert named_merges(train_text(tmp_path, text, 256 + 300 + 1)) == hf_merges([text], 256 + 300 + 1)
 
 
 def test_special_tokens_are_never_counted(tmp_path):

@@ -2,10 +2,11 @@
 
 Two phases. Counting: worker processes count the pre-tokens of document-aligned batches of
 text (special tokens cut the text and are never counted). Merging: starting from the 256
-bytes, repeatedly merge the most frequent adjacent pair, ties going to the
-lexicographically greatest pair of byte strings. Only the words that contain the merged
-pair are touched, the pair counts around each merge are adjusted in place, and the next
-pair comes from a heap, so a merge costs what it changes rather than a pass over the table.
+bytes, repeatedly merge the most frequent adjacent pair, ties going to the pair HF
+`tokenizers`' trainer takes, the smallest by its (rank, rank) (see `_ranks`), so that both
+learn the same merges from the same text. Only the words that contain the merged pair are
+touched, the pair counts around each merge are adjusted in place, and the next pair comes
+from a heap, so a merge costs what it changes rather than a pass over the table.
 """
 import heapq
 import numbers
@@ -24,6 +25,7 @@ from gptkit.shared.workers import process_pool
 
 from . import split
 from .bpe import Tokenizer
+from .files import BYTE_TO_CHAR
 
 BATCH_CHARS = 1 << 17  # text per counting task: enough to amortize the hand-off, small enough to keep workers lean
 MAX_VOCAB_SIZE = 2**31 - 1  # shard headers (shared/shards.py) hold the vocabulary size as an int32
@@ -116,11 +118,14 @@ def _count_batch(texts, special_re):
 # -- merging -----------------------------------------------------------------------------------
 
 
-def _descending(token):
-    """A key that sorts byte strings in reverse: so the heap, a min-heap, gives the
-    greatest pair first among equal counts. The end marker 256 exceeds every byte,
-    which puts a string after its extensions."""
-    return tuple(255 - b for b in token) + (256,)
+def _ranks():
+    """The rank of each byte among the first 256 tokens, as HF's trainer numbers them: in the
+    order of their byte-level characters (files.BYTE_TO_CHAR), so printable bytes first. The
+    token made by merge k ranks 256 + k, as its id."""
+    ranks = [0] * 256
+    for rank, byte in enumerate(sorted(range(256), key=BYTE_TO_CHAR.__getitem__)):
+        ranks[byte] = rank
+    return ranks
 
 
 def learn_merges(pretoken_counts, n_merges, *, quiet=False):
@@ -133,30 +138,30 @@ def learn_merges(pretoken_counts, n_merges, *, quiet=False):
     words = [e.decode("latin-1") for e in encoded]  # byte b -> chr(b)
     freqs = list(pretoken_counts.values())
     vocab = [bytes([b]) for b in range(256)]
-    keys = [_descending(t) for t in vocab]
-    # pair -> the words that contain it, or once did, maybe listed twice: checked on use.
+    ranks = _ranks()
+    # pair -> the words that contain it, or once did (checked on use), each listed once.
     pair_counts, containing = _byte_pairs(encoded, freqs)
     del encoded
-    heap = [(-count, keys[ord(pair[0])], keys[ord(pair[1])], pair) for pair, count in pair_counts.items()]
+    heap = [(-count, ranks[ord(pair[0])], ranks[ord(pair[1])], pair) for pair, count in pair_counts.items()]
     heapq.heapify(heap)
 
     merges = []
     progress = Progress("merging", "merges", total=n_merges, quiet=quiet)
     while len(merges) < n_merges and heap:
-        negative_count, key_a, key_b, pair = heapq.heappop(heap)
+        negative_count, rank_a, rank_b, pair = heapq.heappop(heap)
         count = pair_counts.get(pair, 0)
         if count != -negative_count:
             # A stale entry: the pair's count fell since (counts only fall: a pair's count
             # is final when it appears), so it goes back with its current count.
             if 0 < count < -negative_count:
-                heapq.heappush(heap, (-count, key_a, key_b, pair))
+                heapq.heappush(heap, (-count, rank_a, rank_b, pair))
             continue
         a, b = map(ord, pair)
         vocab.append(vocab[a] + vocab[b])
-        keys.append(_descending(vocab[-1]))
+        ranks.append(len(ranks))
         merges.append((a, b))
         for new_pair, count in _merge_pair(pair, chr(len(vocab) - 1), words, freqs, pair_counts, containing).items():
-            heapq.heappush(heap, (-count, keys[ord(new_pair[0])], keys[ord(new_pair[1])], new_pair))
+            heapq.heappush(heap, (-count, ranks[ord(new_pair[0])], ranks[ord(new_pair[1])], new_pair))
         del pair_counts[pair]
         if len(merges) % 100 == 0:
             progress.update(len(merges))
@@ -176,6 +181,11 @@ def _byte_pairs(encoded, freqs):
     totals = np.bincount(pair_keys, weights=np.asarray(freqs, np.float64)[pair_owner], minlength=65536)
     order = np.argsort(pair_keys, kind="stable")
     pair_keys, pair_owner = pair_keys[order], pair_owner[order]
+    # Each word once per pair, however often it holds the pair: a long word listed once per
+    # occurrence would be searched once per occurrence, quadratic in its length.
+    first = np.ones(len(pair_keys), bool)
+    first[1:] = (pair_keys[1:] != pair_keys[:-1]) | (pair_owner[1:] != pair_owner[:-1])
+    pair_keys, pair_owner = pair_keys[first], pair_owner[first]
     starts = np.flatnonzero(np.diff(pair_keys, prepend=-1))
     ends = np.r_[starts[1:], len(pair_keys)]
     pair_counts, containing = defaultdict(int), defaultdict(_word_list)
@@ -189,6 +199,12 @@ def _byte_pairs(encoded, freqs):
 def _word_list():
     """Word indices as 4-byte machine ints: an eighth of the memory of a list of Python ints."""
     return array("i")
+
+
+def _list_once(words, index):
+    """Words are handled one at a time, so a word already listed for a pair is listed last."""
+    if not words or words[-1] != index:
+        words.append(index)
 
 
 def _merge_pair(pair, new, words, freqs, pair_counts, containing):
@@ -218,10 +234,10 @@ def _merge_pair(pair, new, words, freqs, pair_counts, containing):
         while j >= 0:
             if j > 0:
                 appeared[left := word[j - 1 : j + 1]] += freq
-                appeared_in[left].append(index)
+                _list_once(appeared_in[left], index)
             if j < last and word[j + 1] != new:
                 appeared[right := word[j : j + 2]] += freq
-                appeared_in[right].append(index)
+                _list_once(appeared_in[right], index)
             j = word.find(new, j + 1)
     pair_counts.update(appeared)
     containing.update(appeared_in)

@@ -10,8 +10,8 @@ and sample stages pass each other. This module is the one place that knows the l
 The trainer adds its own files beside these (`extra_files`). Nothing is pickled: tensors are
 safetensors, everything else JSON. safetensors has no checksum of its own, so config.json,
 written last, carries a CRC-32 of every other file, checked when a file is read. A directory is
-written under a temporary name and renamed into place; it replaces only a checkpoint (an
-existing path that is anything else is refused unless `overwrite`).
+written under a temporary name and renamed into place (shared/files.py, atomic_directory); it
+replaces only a checkpoint (an existing path that is anything else is refused unless `overwrite`).
 
 `tokenizer.eot_id` is the end-of-text token that ends (and so starts) every training document:
 decoding puts it before a prompt and stops at it. Checkpoints written before it was recorded
@@ -24,7 +24,7 @@ import zlib
 from pathlib import Path
 
 from gptkit.shared.errors import InputError
-from gptkit.shared.files import atomic_directory
+from gptkit.shared.files import atomic_directory, check_output, settle_directory
 from gptkit.shared.jsonfile import read_json
 from gptkit.shared.text import EOT
 
@@ -113,10 +113,7 @@ def eot_id(directory, tokenizer) -> int | None:
 def check_target(directory, overwrite=False):
     """Refuse to write a checkpoint over an existing path that is not a checkpoint (a user's
     directory or file), unless `overwrite`."""
-    directory = Path(directory)
-    if (directory.exists() or directory.is_symlink()) and not overwrite and not is_checkpoint(directory):
-        what = "a directory that is not a checkpoint" if directory.is_dir() else "a file"
-        raise CheckpointError(f"{directory}: exists and is {what}; choose another path, or pass --overwrite to replace it")
+    check_output(directory, is_checkpoint, "a checkpoint", overwrite, directory=True)
 
 
 def is_checkpoint(directory) -> bool:
@@ -150,6 +147,7 @@ def check_file(directory, name, config=None):
 def read_checkpoint_config(directory) -> dict:
     """The checked config.json of a checkpoint directory whose three files are all present."""
     directory = Path(directory)
+    settle_directory(directory)  # a writer killed while swapping it for a new one left it aside
     if not directory.is_dir():
         raise CheckpointError(f"{directory}: no such checkpoint directory")
     for name in (MODEL_FILE, CONFIG_FILE, TOKENIZER_FILE):

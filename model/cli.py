@@ -4,7 +4,7 @@ from pathlib import Path
 
 import click
 
-from gptkit.shared.cli import CONTEXT, Group, version_option
+from gptkit.shared.cli import CONTEXT, Group, overwrite_option, version_option
 from gptkit.shared.errors import InputError
 
 from .config import load_config, preset_names
@@ -50,7 +50,7 @@ def info(config_name, batch_size):
 @click.option("--tokenizer", "-t", "tokenizer_path", required=True, metavar="PATH", help="The tokenizer.json the model is for; sets vocab_size.")
 @click.option("--out", required=True, metavar="DIR", help="The checkpoint directory to write.")
 @click.option("--seed", type=click.IntRange(0, 2**63 - 1), default=0, show_default=True)
-@click.option("--overwrite", is_flag=True, help="Replace --out even if it is not a checkpoint.")
+@overwrite_option("a checkpoint")
 def init(config_name, tokenizer_path, out, seed, overwrite):
     """Write a randomly initialized checkpoint (model.safetensors, config.json, tokenizer.json)."""
     import torch
@@ -81,12 +81,13 @@ def init(config_name, tokenizer_path, out, seed, overwrite):
 @cli.command("export-hf")
 @click.option("--checkpoint", required=True, metavar="DIR", help="A checkpoint directory (a run's latest, or any of its checkpoints).")
 @click.option("--out", "out_dir", required=True, metavar="DIR", help="The Hugging Face model directory to write (new, or an earlier export).")
-def export_hf(checkpoint, out_dir):
+@overwrite_option("an earlier export")
+def export_hf(checkpoint, out_dir, overwrite):
     """Write a Hugging Face model directory (LlamaForCausalLM, or Qwen3ForCausalLM with QK-norm)."""
     from .hf import export_hf
 
     try:
-        export_hf(checkpoint, out_dir)
+        export_hf(checkpoint, out_dir, overwrite)
     except OSError as e:
         raise InputError(f"--out {out_dir}: cannot write ({e.strerror})") from None
     click.echo(f"wrote {out_dir}: load with transformers.AutoModelForCausalLM.from_pretrained({str(out_dir)!r})")

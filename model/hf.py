@@ -17,8 +17,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from gptkit.shared.errors import SettingError
-from gptkit.shared.files import atomic_path, atomic_write
+from gptkit.shared.files import atomic_directory, check_output
 
 from .checkpoint import eot_id as checkpoint_eot_id, load_model, model_tensors
 
@@ -94,26 +93,22 @@ def hf_tokenizer_json(tokenizer, bos_token):
     return data
 
 
-# What an export writes: a directory holding only these (and temporaries) is an earlier export to replace.
+# What an export writes: a directory holding only these is an earlier export to replace.
 EXPORT_FILES = {"config.json", "model.safetensors", "generation_config.json", "tokenizer.json", "tokenizer_config.json"}
 
 
-def export_hf(checkpoint, out_dir):
-    """Write config.json, model.safetensors, generation_config.json and the tokenizer files."""
+def export_hf(checkpoint, out_dir, overwrite=False):
+    """Write config.json, model.safetensors, generation_config.json and the tokenizer files into a
+    new directory that replaces `out_dir` whole; an existing `out_dir` that is not an earlier export
+    only with `overwrite`."""
     from safetensors.torch import save_file
 
     model, tokenizer = load_model(checkpoint)
     eot_id = checkpoint_eot_id(checkpoint, tokenizer)  # None: sample puts nothing before the prompt, nor does the export
     eot_token = next((token for token, i in tokenizer.special_tokens.items() if i == eot_id), None)
     out_dir = Path(out_dir)
-    foreign = sorted(p.name for p in out_dir.iterdir() if p.name not in EXPORT_FILES) if out_dir.is_dir() else []
-    if out_dir.exists() and not out_dir.is_dir() or foreign:
-        what = "a file" if not out_dir.is_dir() else f"a directory of other files ({foreign[0]}, ...)"
-        raise SettingError("out", f"{out_dir}: exists and is {what}, not an export; choose another directory")
-    out_dir.mkdir(parents=True, exist_ok=True)
+    check_output(out_dir, _is_export, "an earlier export", overwrite, directory=True)
     tensors = {hf_name(k): v.contiguous() for k, v in model_tensors(model).items()}
-    with atomic_path(out_dir / "model.safetensors") as tmp:
-        save_file(tensors, tmp, metadata={"format": "pt"})
     files = {
         "config.json": hf_config(model.config, eot_id),
         "generation_config.json": {"bos_token_id": eot_id, "eos_token_id": eot_id, "pad_token_id": eot_id},
@@ -124,7 +119,15 @@ def export_hf(checkpoint, out_dir):
         },
         "tokenizer.json": hf_tokenizer_json(tokenizer, eot_token),
     }
-    for name, content in files.items():
-        with atomic_write(out_dir / name, encoding="utf-8") as f:
-            f.write(json.dumps(content, indent=2, ensure_ascii=False) + "\n")
+    with atomic_directory(out_dir) as tmp:
+        save_file(tensors, tmp / "model.safetensors", metadata={"format": "pt"})
+        for name, content in files.items():
+            (tmp / name).write_text(json.dumps(content, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     return out_dir
+
+
+def _is_export(directory):
+    try:
+        return directory.is_dir() and {p.name for p in directory.iterdir()} <= EXPORT_FILES
+    except OSError:  # unreadable: not ours
+        return False

@@ -5,9 +5,10 @@ from pathlib import Path
 
 import click
 
-from gptkit.shared.cli import CONTEXT, DefaultGroup, threads_option, version_option
+from gptkit.shared.cli import CONTEXT, DefaultGroup, overwrite_option, threads_option, version_option
 from gptkit.shared.corpus import DEFAULT_SEPARATOR, Corpus
 from gptkit.shared.errors import InputError
+from gptkit.shared.files import check_output, output_lock
 from gptkit.shared.shards import (MANIFEST, MAX_TOKENS, SHARD_NAME, ShardError, header_problems, listing_problems, open_shard,
                                   read_header, read_manifest, shard_paths, verify_shard)
 from gptkit.shared.text import EOT
@@ -38,7 +39,7 @@ def cli():
 @click.option("--separator", default=DEFAULT_SEPARATOR, show_default=True, help="What separates documents in .txt files.")
 @click.option("--eot-token", default=EOT, show_default=True, help="The special token written after every document.")
 @click.option("--no-eot", is_flag=True, help="Write no token between documents.")
-@click.option("--overwrite", is_flag=True, help="Replace shards of another tokenizer in --out.")
+@overwrite_option("a dataset of this tokenizer")
 @click.option("--quiet", "-q", is_flag=True, help="No progress display.")
 def encode(tokenizer_path, inputs, more_inputs, out_dir, val_fraction, val_tokens, val_inputs, shard_tokens, threads,
            text_field, separator, eot_token, no_eot, overwrite, quiet):
@@ -62,9 +63,14 @@ def encode(tokenizer_path, inputs, more_inputs, out_dir, val_fraction, val_token
     corpus = Corpus(inputs, separator=separator or None, text_field=text_field)
     val_corpus = Corpus(val_inputs, separator=separator or None, text_field=text_field) if val_inputs else None
     start = time.perf_counter()
-    manifest = encode_corpus(corpus, tokenizer, out_dir, split=split, val_corpus=val_corpus, shard_tokens=shard_tokens,
-                             workers=threads, eot_token=None if no_eot else eot_token, tokenizer_source=tokenizer_path,
-                             overwrite=overwrite, quiet=quiet)
+    with output_lock(out_dir, "gptkit pretokenize"):
+        # The dataset's copy of the tokenizer replaces a tokenizer.json that a dataset's manifest
+        # governs (encode_corpus checks its shards) or one like it; not a user's other tokenizer.
+        check_output(Path(out_dir) / "tokenizer.json", lambda path: (Path(out_dir) / MANIFEST).exists()
+                     or _fingerprint(path) == tokenizer.fingerprint, f"tokenizer {tokenizer.fingerprint}", overwrite)
+        manifest = encode_corpus(corpus, tokenizer, out_dir, split=split, val_corpus=val_corpus, shard_tokens=shard_tokens,
+                                 workers=threads, eot_token=None if no_eot else eot_token, tokenizer_source=tokenizer_path,
+                                 overwrite=overwrite, quiet=quiet)
     seconds = time.perf_counter() - start
     totals, total_bytes = manifest["totals"], corpus.total_bytes + (val_corpus.total_bytes if val_corpus else 0)
     click.echo(f"wrote {out_dir}: {len(manifest['shards'])} shard(s), {manifest['dtype']}, {total_bytes / 1e6:,.1f} MB "
@@ -182,6 +188,16 @@ def _totals_problems(directory, manifest, headers):
     return problems
 
 
+def _fingerprint(path):
+    """The fingerprint of the tokenizer.json at `path`; None if it is none."""
+    from gptkit.tokenizer import Tokenizer
+
+    try:
+        return Tokenizer.from_file(path).fingerprint
+    except InputError:
+        return None
+
+
 def _tokenizer_problems(directory, manifest):
     """tokenizer.json beside the shards must be the manifest's tokenizer: training builds its model from it."""
     from gptkit.tokenizer import Tokenizer
@@ -201,14 +217,15 @@ def _tokenizer_problems(directory, manifest):
 @cli.command()
 @click.argument("dataset", metavar="DATASET")
 @click.option("--out", "out_dir", metavar="DIR", help="Where the training files go; official validation files go to DIR-val.  [default: data/DATASET]")
+@overwrite_option("a file this downloaded")
 @click.option("--quiet", "-q", is_flag=True, help="No progress display.")
-def download(dataset, out_dir, quiet):
+def download(dataset, out_dir, overwrite, quiet):
     """Download a public corpus (tinystories, fineweb-edu: a 10BT-sample parquet file), resumable,
     checked against the SHA-256 the server publishes. Encode it with `--input DIR`, and
     `--val-input DIR-val` where the dataset has an official validation file (tinystories)."""
     from .download import download_dataset
 
-    for path in download_dataset(dataset, out_dir or f"data/{dataset}", quiet):
+    for path in download_dataset(dataset, out_dir or f"data/{dataset}", quiet, overwrite):
         click.echo(f"{path}: {path.stat().st_size / 1e6:,.1f} MB")
 
 

@@ -2,7 +2,10 @@
 
 Hugging Face serves dataset files from Git LFS and names each file's SHA-256 in the
 `X-Linked-Etag` header; a download goes to `NAME.part` (resumed with an HTTP Range request
-after an interruption), is hashed, and is renamed into place only when the hash matches.
+after an interruption), is hashed, and is renamed into place only when the hash matches; its
+hash goes to `NAME.sha256`. A `NAME` without it is kept if it has the published hash (a kill
+came between the two), else it is not ours: it is replaced only with `overwrite`. One process
+downloads into a directory at a time (shared/files.py, output_lock).
 """
 from __future__ import annotations
 
@@ -14,6 +17,7 @@ import urllib.request
 from pathlib import Path
 
 from gptkit.shared.errors import InputError
+from gptkit.shared.files import check_output, output_lock
 from gptkit.shared.progress import Progress
 
 HF = "https://huggingface.co/datasets"
@@ -33,7 +37,7 @@ def val_dir(out_dir) -> Path:
     return out_dir.with_name(out_dir.name + "-val")
 
 
-def download_dataset(name, out_dir, quiet=False) -> list[Path]:
+def download_dataset(name, out_dir, quiet=False, overwrite=False) -> list[Path]:
     """Training files into `out_dir`, official validation files into `val_dir(out_dir)`."""
     if name not in DATASETS:
         raise InputError(f"DATASET {name!r}: unknown (known: {', '.join(DATASETS)})")
@@ -47,15 +51,16 @@ def download_dataset(name, out_dir, quiet=False) -> list[Path]:
         out_dir.mkdir(parents=True, exist_ok=True)
     except OSError as e:
         raise InputError(f"--out {out_dir}: cannot make the directory ({e.strerror})") from None
-    paths = [download(url, out_dir / _file_name(url), quiet) for url in train_urls]
-    for url in val_urls:
-        val_dir(out_dir).mkdir(exist_ok=True)
-        # Earlier versions downloaded validation files among the training files: move them (and
-        # their checksum or partial download) out, rather than fetch them again.
-        for name in (_file_name(url), f"{_file_name(url)}.sha256", f"{_file_name(url)}.part"):
-            if (out_dir / name).exists():
-                os.replace(out_dir / name, val_dir(out_dir) / name)
-        paths.append(download(url, val_dir(out_dir) / _file_name(url), quiet))
+    with output_lock(out_dir, "gptkit pretokenize download"):
+        paths = [download(url, out_dir / _file_name(url), quiet, overwrite) for url in train_urls]
+        for url in val_urls:
+            val_dir(out_dir).mkdir(exist_ok=True)
+            # Earlier versions downloaded validation files among the training files: move them (and
+            # their checksum or partial download) out, rather than fetch them again.
+            for name in (_file_name(url), f"{_file_name(url)}.sha256", f"{_file_name(url)}.part"):
+                if (out_dir / name).exists():
+                    os.replace(out_dir / name, val_dir(out_dir) / name)
+            paths.append(download(url, val_dir(out_dir) / _file_name(url), quiet, overwrite))
     return paths
 
 
@@ -63,7 +68,7 @@ def _file_name(url):
     return url.rsplit("/", 1)[1]
 
 
-def download(url, path, quiet=False) -> Path:
+def download(url, path, quiet=False, overwrite=False) -> Path:
     """Fetch `url` to `path` unless it is there already with the published SHA-256."""
     path = Path(path)
     expected, size = _published(url)
@@ -71,6 +76,11 @@ def download(url, path, quiet=False) -> Path:
     if path.exists() and checked.exists() and checked.read_text().strip() == expected:
         print(f"{path}: already downloaded and checked", file=sys.stderr)
         return path
+    if path.is_file() and not checked.exists() and expected and _sha256(path) == expected:
+        checked.write_text(expected + "\n")
+        print(f"{path}: already downloaded, checked now", file=sys.stderr)
+        return path
+    check_output(path, lambda _: checked.exists(), "one this command downloaded (no .sha256 beside it)", overwrite)
     part = path.with_name(path.name + ".part")
     have = part.stat().st_size if part.exists() else 0
     request = urllib.request.Request(url, headers={"Range": f"bytes={have}-"} if have else {})

@@ -124,6 +124,17 @@ def version_option(command):
                                 message="%(prog)s %(version)s")(command)
 
 
+# -- outputs ---------------------------------------------------------------------------------------
+
+
+def overwrite_option(ours: str | None):
+    """`--overwrite`, the same flag in every command that writes a file: without it the command
+    replaces only `ours`, its own kind of output (None: nothing, it cannot tell its own), and
+    refuses anything else (shared/files.py, check_output)."""
+    replaced = f"only {ours} is replaced" if ours else "an existing --out is never replaced"
+    return click.option("--overwrite", is_flag=True, help=f"Replace --out whatever it holds  [without it: {replaced}]")
+
+
 # -- threads ----------------------------------------------------------------------------------------
 
 

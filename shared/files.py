@@ -1,16 +1,29 @@
-"""Atomic changes to files and directories: a process killed at any instant leaves the old
-version or the new one, never a mix and never nothing.
+"""Outputs: atomic changes to files and directories, what an output may replace, and who owns it.
 
-Everything new is written under a temporary name beside its target, `.NAME.tmp-PID`, flushed
-to disk and renamed into place. The temporary name starts with a dot, so nothing that lists a
-directory's shards or checkpoints mistakes it for one, and carries the writer's process id,
-so that a later writer removes what a killed one left and leaves a live one's alone.
+Atomic: a process killed at any instant leaves the old version or the new one, never a mix and
+never nothing. Everything new is written under a temporary name beside its target,
+`.NAME.tmp-PID`, flushed to disk and renamed into place. The temporary name starts with a dot,
+so nothing that lists a directory's shards or checkpoints mistakes it for one, and carries the
+writer's process id, so that a later writer removes what a killed one left and leaves a live
+one's alone.
+
+One rule for outputs (`check_output`): a command replaces what it wrote before (a tokenizer.json,
+a checkpoint: what it can recognize as its own kind), never anything else unless --overwrite.
+
+One owner (`output_lock`): a directory that a long command writes over time (a run, a shard
+directory) is locked by the process writing it, so that a second one is refused instead of
+mixing its files in.
 """
 import contextlib
+import fcntl
 import glob
 import os
 import shutil
 from pathlib import Path
+
+from .errors import SettingError
+
+LOCK_FILE = ".lock"  # a dot-file: the checks for other files in a directory pass it by
 
 
 def temporary(path) -> Path:
@@ -89,10 +102,21 @@ def atomic_path(path):
 @contextlib.contextmanager
 def atomic_directory(path):
     """A new temporary directory beside `path`, filled in the block; then its files are fsynced
-    and it replaces `path` (an old `path` is moved aside first, and back if the rename fails, and
-    deleted after: a directory cannot be renamed over a non-empty one)."""
+    and it replaces `path`.
+
+    A directory cannot be renamed over a non-empty one, so an old `path` is swapped out in two
+    renames: aside to `.NAME.old-PID`, then the new one in; the old one is then deleted (renamed
+    to the temporary name first, so that `.NAME.old-PID` is only ever whole). A failed second
+    rename puts the old one back. A kill between the two leaves no `path`, only the whole old one
+    aside: `settle_directory`, which this calls first and so does every reader of a checkpoint,
+    puts it back (a kill after the swap leaves the old one aside beside the new `path`: it
+    deletes it). renameat2's RENAME_EXCHANGE would swap in one step, but not every filesystem
+    has it, and the fallback would need this recovery all the same.
+    """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
+    settle_directory(path)
+    remove_stale_temporaries(path)
     tmp = temporary(path)
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir()
@@ -100,7 +124,7 @@ def atomic_directory(path):
         yield tmp
         for file in tmp.iterdir():
             _fsync(file)
-        old = path.with_name(f".{path.name}.old-{os.getpid()}")
+        old = _aside(path)
         if path.exists() or path.is_symlink():
             os.replace(path, old)
         try:
@@ -109,10 +133,36 @@ def atomic_directory(path):
             if old.exists() or old.is_symlink():
                 os.replace(old, path)
             raise
-        _remove(old)
+        if old.exists() or old.is_symlink():
+            os.replace(old, tmp)  # the name is free again; deleted from under it, a kill leaves a temporary
+            _remove(tmp)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+
+
+def settle_directory(path):
+    """Finish what a writer killed inside atomic_directory's swap left at `path`: its old version,
+    aside as `.NAME.old-PID`, goes back where no `path` is (the new one never got in), and is
+    deleted where `path` is (the swap was done). A live writer's is left alone; so is all of it
+    where this process may not write (a reader of someone else's directory)."""
+    path = Path(path)
+    for old in path.parent.glob(f".{glob.escape(path.name)}.old-*"):
+        pid = old.name.rsplit("-", 1)[1]
+        if not pid.isdigit() or _running(int(pid)):
+            continue
+        with contextlib.suppress(OSError):
+            if path.exists() or path.is_symlink():
+                doomed = temporary(path)
+                _remove(doomed)
+                os.replace(old, doomed)
+                _remove(doomed)
+            else:
+                os.replace(old, path)
+
+
+def _aside(path):
+    return path.with_name(f".{path.name}.old-{os.getpid()}")
 
 
 def atomic_symlink(link, target):
@@ -151,6 +201,93 @@ def remove_stale_temporaries(path):
         pid = tmp.name.rsplit("-", 1)[1]
         if pid.isdigit() and not _running(int(pid)):
             _remove(tmp)
+
+
+def check_output(path, ours, what, overwrite=False, *, directory=False, setting="out"):
+    """Refuse to replace an existing `path` that the command did not write, unless `overwrite`.
+
+    `ours(path)` says whether it is of the kind the command writes (a tokenizer.json, a
+    checkpoint), which it replaces; `ours` None: the command cannot tell its own output (a text
+    corpus), so only `overwrite` replaces it. `what`: that kind, for the message. `directory`:
+    the output is a directory, and an empty one is replaced (nothing is lost); a file output is
+    never written over a directory, even with `overwrite`. The error is a SettingError of
+    `setting`, which a command line shows as its flag (`--out`)."""
+    path = Path(path)
+    if not (path.exists() or path.is_symlink()):
+        return
+    if path.is_dir() and not directory:
+        raise SettingError(setting, f"{path}: is a directory; expected the path of {what} to write")
+    if overwrite or (ours is not None and ours(path)):
+        return
+    if path.is_dir():
+        try:
+            names = sorted(p.name for p in path.iterdir())
+        except OSError as e:
+            raise SettingError(setting, f"{path}: exists and cannot be read ({e.strerror}); choose another path") from None
+        if not names:
+            return
+        found = f"a directory of other files ({names[0]}{', ...' if len(names) > 1 else ''})"
+    else:
+        found = "a file"
+    kind = f", not {what}" if ours is not None else ""
+    raise SettingError(setting, f"{path}: exists and is {found}{kind}; choose another path, or pass --overwrite to replace it")
+
+
+@contextlib.contextmanager
+def output_lock(directory, owner, setting="out"):
+    """Own `directory` (made if missing) while the block runs: a second process is refused,
+    its message naming this one (`owner`: the command, as `gptkit train`).
+
+    The lock is flock(2) on `directory/.lock`, which the kernel drops when the process ends,
+    kill -9 included: a lock a dead process left is free, so the next one takes it over. The
+    file holds the owner's process id and command, only for the message. It is deleted when the
+    block ends (while still locked); a process that locked a file deleted meanwhile sees that
+    the name is no longer its file and locks the new one. A directory this made and left empty
+    (the command failed before writing) is removed, as if never made. Under torchrun only the
+    rank that writes takes it."""
+    directory, lock = Path(directory), Path(directory) / LOCK_FILE
+    if directory.exists() and not directory.is_dir():
+        raise SettingError(setting, f"{directory}: exists and is not a directory")
+    while True:
+        try:
+            made = not directory.is_dir()
+            directory.mkdir(parents=True, exist_ok=True)
+            fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
+        except FileNotFoundError:  # removed by a process that made it and is done: make it again
+            continue
+        except OSError as e:
+            raise SettingError(setting, f"{directory}: cannot write there ({e.strerror})") from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = _lock_holder(fd)
+            os.close(fd)
+            raise SettingError(setting, f"{directory}: in use by {holder}; wait for it or choose another directory") from None
+        try:
+            mine = os.path.samestat(os.fstat(fd), os.stat(lock))
+        except FileNotFoundError:
+            mine = False
+        if mine:
+            break
+        os.close(fd)
+    try:
+        record = f"{os.getpid()} {owner}\n".encode()
+        os.pwrite(fd, record, 0)  # over a dead owner's: a reader meanwhile sees the new line first
+        os.ftruncate(fd, len(record))
+        yield
+    finally:
+        lock.unlink(missing_ok=True)
+        os.close(fd)
+        if made:
+            with contextlib.suppress(OSError):  # not empty: the command wrote something, which stays
+                directory.rmdir()
+
+
+def _lock_holder(fd):
+    """`process PID (COMMAND)` from a lock file, as its owner wrote it."""
+    line = os.pread(fd, 4096, 0).decode(errors="replace").split("\n", 1)[0]
+    pid, _, owner = line.partition(" ")
+    return f"process {pid} ({owner})" if pid.isdigit() else "another process"
 
 
 def _remove(path):

@@ -6,8 +6,9 @@ from pathlib import Path
 
 import click
 
-from gptkit.shared.cli import CONTEXT, Command, version_option
+from gptkit.shared.cli import CONTEXT, Command, overwrite_option, version_option
 from gptkit.shared.errors import InputError
+from gptkit.shared.files import check_output
 
 from .generate import write_corpus
 
@@ -32,11 +33,13 @@ def parse_size(text: str) -> int:
 @click.option("--out", default="data/stories.txt", show_default=True, metavar="PATH", help="The corpus file to write (its directory is created).")
 @click.option("--size", default="10MB", show_default=True, help="Stop at the first story that reaches this size: 500KB, 10MB, 1GB (powers of 1000; KiB/MiB/GiB: of 1024) or bytes.")
 @click.option("--seed", type=int, default=0, show_default=True, help="The same seed and size give the same bytes.")
-def cli(out, size, seed):
+@overwrite_option(None)
+def cli(out, size, seed, overwrite):
     """Write simple English stories separated by <|endoftext|>: the demo corpus."""
     size_bytes = parse_size(size)
     if not Path(out).name:  # '' or '.': no file to write
         raise InputError(f"--out {out!r}: expected the path of a file to write")
+    check_output(out, None, "a corpus", overwrite)  # a text file: nothing tells our corpus from the user's
     start = time.perf_counter()
     words = set()
     try:

@@ -8,9 +8,10 @@ from pathlib import Path
 
 import click
 
-from gptkit.shared.cli import CONTEXT, Group, threads_option, version_option
+from gptkit.shared.cli import CONTEXT, Group, overwrite_option, threads_option, version_option
 from gptkit.shared.corpus import DEFAULT_SEPARATOR, Corpus
 from gptkit.shared.errors import InputError
+from gptkit.shared.files import check_output
 from gptkit.shared.jsonfile import read_json
 from gptkit.shared.text import EOT, without_surrogates
 
@@ -33,19 +34,20 @@ def cli():
 @click.option("--vocab-size", type=int, required=True, help="Tokens in all: 256 bytes + merges + special tokens.")
 @click.option("--special-token", "special_tokens", multiple=True, default=[EOT], show_default=True, help="Repeatable.")
 @click.option("--out", default=DEFAULT_PATH, show_default=True, metavar="PATH", help="Where to write tokenizer.json.")
+@overwrite_option("a tokenizer.json")
 @threads_option("Processes counting pre-tokens (one thread each).")
 @click.option("--max-bytes", type=click.IntRange(min=1), metavar="B", help="Train on the first B bytes of the corpus (whole documents).")
 @click.option("--separator", default=DEFAULT_SEPARATOR, show_default=True, help="What separates documents in .txt files.")
 @click.option("--text-field", default="text", show_default=True, help="The text field of .jsonl records / column of .parquet files.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress display.")
-def train(inputs, more_inputs, vocab_size, special_tokens, out, threads, max_bytes, separator, text_field, quiet):
+def train(inputs, more_inputs, vocab_size, special_tokens, out, overwrite, threads, max_bytes, separator, text_field, quiet):
     """Learn a byte-level BPE from text corpora (GPT-2 pre-tokenization)."""
     from .train import train_bpe
 
     inputs = inputs + more_inputs
     if not inputs:
         raise InputError("--input: give at least one corpus file, directory or glob")
-    _check_out(out)
+    check_output(out, _is_tokenizer_file, "a tokenizer.json", overwrite)
     start = time.perf_counter()
     corpus = Corpus(inputs, separator=separator or None, text_field=text_field)
     tokenizer = train_bpe(corpus, vocab_size, special_tokens, workers=threads, max_bytes=max_bytes, quiet=quiet)
@@ -63,11 +65,12 @@ def train(inputs, more_inputs, vocab_size, special_tokens, out, threads, max_byt
 @click.option("--merges", "merges_path", required=True, metavar="PATH", help="GPT-2's merges.txt.")
 @click.option("--special-token", "special_tokens", multiple=True, default=[EOT], show_default=True, help="Tokens of the vocabulary that are special. Repeatable.")
 @click.option("--out", default=DEFAULT_PATH, show_default=True, metavar="PATH")
-def convert(vocab_path, merges_path, special_tokens, out):
+@overwrite_option("a tokenizer.json")
+def convert(vocab_path, merges_path, special_tokens, out, overwrite):
     """Turn GPT-2-style vocab.json + merges.txt into a tokenizer.json."""
     from .bpe import Tokenizer
 
-    _check_out(out)
+    check_output(out, _is_tokenizer_file, "a tokenizer.json", overwrite)
     tokenizer = Tokenizer.from_gpt2_files(vocab_path, merges_path, special_tokens)
     _save(tokenizer, out)
     click.echo(f"wrote {out}: {tokenizer.vocab_size:,} tokens, fingerprint {tokenizer.fingerprint}")
@@ -140,13 +143,6 @@ def _load(path):
     from .bpe import Tokenizer
 
     return Tokenizer.from_file(path)
-
-
-def _check_out(out):
-    """--out may replace a tokenizer.json, never another file (nor a directory)."""
-    out = Path(out)
-    if out.is_dir() or (out.exists() and not _is_tokenizer_file(out)):
-        raise InputError(f"--out {out}: exists and is not a tokenizer.json; choose another path (it is not replaced)")
 
 
 def _is_tokenizer_file(path):

@@ -9,7 +9,7 @@ import functools
 
 import click
 
-from gptkit.shared.cli import CONTEXT, DefaultGroup, flag, threads_option, version_option
+from gptkit.shared.cli import CONTEXT, DefaultGroup, flag, overwrite_option, threads_option, version_option
 from gptkit.shared.errors import InputError
 
 from .config import FIELDS, LENGTH, PATHS, WITHOUT_RECIPE, load_train_config, preset_names, with_overrides
@@ -163,11 +163,12 @@ def run(config_name, resume, from_checkpoint, threads, nproc_per_node, nnodes, n
 @cli.command()
 @click.argument("run_dir", metavar="RUN", type=click.Path(exists=True, file_okay=False))
 @click.option("--out", type=click.Path(dir_okay=False), help="The PNG to write.  [default: RUN/loss.png]")
-def plot(run_dir, out):
+@overwrite_option("a gptkit loss plot")
+def plot(run_dir, out, overwrite):
     """Plot training and validation loss against tokens, with the learning rate, from RUN/metrics.jsonl."""
     from .plot import plot_run
 
-    click.echo(f"wrote {plot_run(run_dir, out)}")
+    click.echo(f"wrote {plot_run(run_dir, out, overwrite)}")
 
 
 def main():

@@ -5,13 +5,18 @@ from __future__ import annotations
 from pathlib import Path
 
 from gptkit.shared.errors import InputError
+from gptkit.shared.files import atomic_path, check_output
 
 from .data import unigram_entropy
 from .run_dir import METRICS_FILE, load_run_config, read_metrics
 
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+CREATOR = "gptkit train plot"  # in the PNG's text chunks: how a plot tells itself from a user's picture
 
-def plot_run(run_dir, out=None) -> Path:
-    """Draw `run_dir`'s metrics.jsonl to `out` (default: RUN/loss.png); the path written."""
+
+def plot_run(run_dir, out=None, overwrite=False) -> Path:
+    """Draw `run_dir`'s metrics.jsonl to `out` (default: RUN/loss.png), a PNG; the path written.
+    An existing `out` is replaced if it is a plot of ours, anything else only with `overwrite`."""
     try:
         import matplotlib
 
@@ -20,6 +25,8 @@ def plot_run(run_dir, out=None) -> Path:
     except ImportError:
         raise InputError("plot: matplotlib is not installed (pip install matplotlib, or pip install -e '.[plot]')") from None
     run_dir = Path(run_dir)
+    out = Path(out or run_dir / "loss.png")
+    check_output(out, _is_plot, "a gptkit loss plot", overwrite)
     records = read_metrics(run_dir)
     train = [r for r in records if "loss" in r]
     val = [r for r in records if "val_loss" in r]
@@ -45,12 +52,22 @@ def plot_run(run_dir, out=None) -> Path:
     bpb_axis.set_ylabel("validation bits per byte of text")
     bpb_axis.set_title("tokenizer-independent" if bpb else "no bits per byte recorded")
     fig.suptitle(str(run_dir))
-    out = out or run_dir / "loss.png"
     try:
-        fig.savefig(out, dpi=120)
+        with atomic_path(out) as tmp:
+            fig.savefig(tmp, format="png", dpi=120, metadata={"Creator": CREATOR})
     except OSError as e:
         raise InputError(f"--out {out}: cannot write there ({e.strerror or e})") from None
     return out
+
+
+def _is_plot(path):
+    """Whether `path` is a PNG this wrote (its Creator text chunk comes before the image data)."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(4096)
+    except OSError:
+        return False
+    return head.startswith(PNG_SIGNATURE) and b"tEXtCreator\x00" + CREATOR.encode() in head
 
 
 def _unigram_entropy(run_dir):

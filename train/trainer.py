@@ -30,6 +30,7 @@ from gptkit.model.info import model_cost
 from gptkit.model.model import TransformerLM
 from gptkit.model.threads import Threads, torch_threads
 from gptkit.shared.errors import GptkitError, SettingError
+from gptkit.shared.files import output_lock
 
 from .budget import TimeBudget
 from .checkpoints import Checkpoints
@@ -61,21 +62,24 @@ def train(config: TrainConfig, resume=False, threads=None):
     device = resolve_device(config.device, int(os.environ.get("LOCAL_RANK", "0")))
     if ddp:
         dist.init_process_group("nccl" if device.type == "cuda" else "gloo", device_id=device if device.type == "cuda" else None)
+    # One live run writes a run directory: rank 0, the writer, owns it until the run ends.
+    owner = output_lock(config.out, "gptkit train") if rank == 0 else contextlib.nullcontext()
     try:
-        threads = torch_threads(threads, device)
-        agree = _largest_among_ranks(device) if ddp else float
-        given, chosen = config, None
-        if config.model is None and not resume:
-            config, chosen = recipe_config(config, device, threads, agree, world)
-        try:
-            steps = Trainer(config, resume, rank, world, device, ddp, threads, chosen).run()
-        except TooSlow as slow:  # once: the second choice is timed on the machine as it is now
-            config, _ = recipe_config(dataclasses.replace(given, max_time=f"{slow.remaining:.0f}s"), device, threads, agree,
-                                      world)
-            steps = Trainer(config, resume, rank, world, device, ddp, threads).run()
-        if ddp:
-            dist.barrier()  # rank 0 may still be writing the last checkpoint: gloo aborts if a peer leaves first
-        return steps
+        with owner:
+            threads = torch_threads(threads, device)
+            agree = _largest_among_ranks(device) if ddp else float
+            given, chosen = config, None
+            if config.model is None and not resume:
+                config, chosen = recipe_config(config, device, threads, agree, world)
+            try:
+                steps = Trainer(config, resume, rank, world, device, ddp, threads, chosen).run()
+            except TooSlow as slow:  # once: the second choice is timed on the machine as it is now
+                config, _ = recipe_config(dataclasses.replace(given, max_time=f"{slow.remaining:.0f}s"), device, threads,
+                                          agree, world)
+                steps = Trainer(config, resume, rank, world, device, ddp, threads).run()
+            if ddp:
+                dist.barrier()  # rank 0 may still be writing the last checkpoint: gloo aborts if a peer leaves first
+            return steps
     finally:
         if ddp:
             # The Trainer first, while the interpreter is whole: its batch generator refers back to

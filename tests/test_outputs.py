@@ -1,0 +1,290 @@
+"""Outputs, every command: one live process owns a run or shard directory (a second is refused,
+naming it; a killed one's lock is taken over), nothing a command did not write is replaced
+without --overwrite, and a directory swapped for a new one is never missing after a kill."""
+import hashlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import torch
+from click.testing import CliRunner
+
+from gptkit.cli import cli
+from gptkit.model.checkpoint import load_model
+from gptkit.pretokenize import download as dl
+from gptkit.shared.errors import SettingError
+from gptkit.shared.files import LOCK_FILE, output_lock, settle_directory
+from gptkit.train.run_dir import RunDir
+from tests.conftest import assert_input_error
+from tests.test_download import PAYLOAD, FakeServer
+from tests.test_trainer import ENV, ROOT, data, flags, model_json  # noqa: F401 (fixtures)
+
+# Holds the lock of a directory, as a live command does, until killed.
+HOLDER = textwrap.dedent("""
+    import sys, time
+    from gptkit.shared.files import output_lock
+    with output_lock(sys.argv[1], sys.argv[2]):
+        print("locked", flush=True)
+        time.sleep(600)
+""")
+
+
+def invoke(*args):
+    return CliRunner().invoke(cli, [str(a) for a in args])
+
+
+def ok(*args):
+    res = invoke(*args)
+    assert res.exit_code == 0, res.output
+    return res
+
+
+def train_args(data, out, model, **kw):
+    return ["train", *flags(**{**dict(data=data, out=out, model=model, device="cpu", batch_size=4, context_length=32,
+                                      warmup_steps=1, eval_interval=0, eval_tokens=256, max_steps=2), **kw})]
+
+
+@pytest.fixture(scope="module")
+def finished_run(data, model_json, tmp_path_factory):
+    run = tmp_path_factory.mktemp("outputs") / "run"
+    ok(*train_args(data, run, model_json))
+    return run
+
+
+def hold(directory, owner):
+    """A process that owns `directory` until killed."""
+    proc = subprocess.Popen([sys.executable, "-c", HOLDER, str(directory), owner], cwd=ROOT, env=ENV,
+                            stdout=subprocess.PIPE, text=True)
+    assert proc.stdout.readline() == "locked\n"
+    return proc
+
+
+def kill(proc):
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    proc.stdout.close()
+
+
+# -- one live process owns a run or shard directory -----------------------------------------------
+
+
+def test_a_second_train_into_a_live_runs_directory_is_refused_until_that_process_dies(data, model_json, tmp_path):
+    run = tmp_path / "run"
+    holder = hold(run, "gptkit train")
+    try:
+        res = invoke(*train_args(data, run, model_json))
+        assert_input_error(res, f"--out {run}: in use by process {holder.pid} (gptkit train)", "choose another directory")
+        assert sorted(os.listdir(run)) == [LOCK_FILE]  # the refused run wrote nothing
+    finally:
+        kill(holder)
+    assert (run / LOCK_FILE).exists()  # a kill -9 leaves the lock file, not the lock: taken over silently
+    ok(*train_args(data, run, model_json))
+    assert (run / "latest").exists() and not (run / LOCK_FILE).exists()
+
+    holder = hold(run, "gptkit train")  # --resume too
+    try:
+        res = invoke(*train_args(data, run, model_json, max_steps=3), "--resume")
+        assert_input_error(res, f"--out {run}: in use by process {holder.pid} (gptkit train)")
+    finally:
+        kill(holder)
+    ok(*train_args(data, run, model_json, max_steps=3), "--resume")
+
+
+def test_a_second_pretokenize_into_a_live_directory_is_refused_until_that_process_dies(small_tokenizer, small_text, tmp_path):
+    corpus, out = tmp_path / "corpus.txt", tmp_path / "data"
+    corpus.write_text("<|endoftext|>".join(small_text[i : i + 2000] for i in range(0, 20000, 2000)))
+    args = ["pretokenize", "-t", small_tokenizer[1], "--input", corpus, "--out", out, "--val-fraction", "0.2", "--quiet"]
+    holder = hold(out, "gptkit pretokenize")
+    try:
+        assert_input_error(invoke(*args), f"--out {out}: in use by process {holder.pid} (gptkit pretokenize)")
+        assert os.listdir(out) == [LOCK_FILE]
+    finally:
+        kill(holder)
+    ok(*args)
+    assert (out / "manifest.json").exists() and not (out / LOCK_FILE).exists()
+
+
+def test_a_second_download_into_a_live_directory_is_refused(tmp_path, monkeypatch):
+    monkeypatch.setattr(dl.urllib.request, "urlopen", FakeServer())
+    monkeypatch.setitem(dl.DATASETS, "stories", (["https://example.org/s-train.txt"], []))
+    holder = hold(tmp_path / "stories", "gptkit pretokenize download")
+    try:
+        with pytest.raises(SettingError, match=f"in use by process {holder.pid} "):
+            dl.download_dataset("stories", tmp_path / "stories", quiet=True)
+    finally:
+        kill(holder)
+    dl.download_dataset("stories", tmp_path / "stories", quiet=True)
+    assert sorted(os.listdir(tmp_path / "stories")) == ["s-train.txt", "s-train.txt.sha256"]
+
+
+def test_the_lock_leaves_nothing_behind_and_hides_from_the_directory_checks(tmp_path):
+    new = tmp_path / "new"
+    with pytest.raises(SettingError):
+        with output_lock(new, "gptkit train"):
+            assert os.listdir(new) == [LOCK_FILE]
+            assert (new / LOCK_FILE).read_text() == f"{os.getpid()} gptkit train\n"
+            raise SettingError("data", "a failure before anything is written")
+    assert not new.exists()  # made for the lock alone: removed with it
+    with output_lock(new, "gptkit train"):
+        (new / "config.json").write_text("{}")
+    assert os.listdir(new) == ["config.json"]  # what the command wrote stays, the lock goes
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / LOCK_FILE).write_text("garbage")  # a dead process's, damaged: taken over
+    with output_lock(tmp_path / "run", "gptkit train"):
+        RunDir(tmp_path / "run", master=False).start(None)  # not "a directory of other files"
+    (tmp_path / "file").write_text("mine")
+    with pytest.raises(SettingError, match="exists and is not a directory"):
+        with output_lock(tmp_path / "file", "gptkit train"):
+            pass
+    assert (tmp_path / "file").read_text() == "mine"
+
+
+# -- one rule for outputs: nothing a command did not write is replaced without --overwrite ----------
+
+
+@pytest.fixture
+def commands(finished_run, small_tokenizer, small_text, tmp_path):
+    """name -> (the command writing OUT, whether it replaces its own output without --overwrite)."""
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text(small_text[:20000])
+    tok_json = small_tokenizer[0].to_json()
+    vocab, merges = tmp_path / "vocab.json", tmp_path / "merges.txt"
+    vocab.write_text(json.dumps(tok_json["model"]["vocab"]))
+    merges.write_text("#version: 0.2\n" + "\n".join(tok_json["model"]["merges"]) + "\n")
+    return {
+        "stories": (["stories", "--size", "1KB"], False),
+        "tokenizer train": (["tokenizer", "train", "--input", corpus, "--vocab-size", 300, "--quiet"], True),
+        "tokenizer convert": (["tokenizer", "convert", "--vocab", vocab, "--merges", merges], True),
+        "train plot": (["train", "plot", finished_run], True),
+        "model init": (["model", "init", "--config", "tiny", "--tokenizer", small_tokenizer[1]], True),
+        "model export-hf": (["model", "export-hf", "--checkpoint", finished_run / "latest"], True),
+    }
+
+
+@pytest.mark.parametrize("name", ["stories", "tokenizer train", "tokenizer convert", "train plot", "model init",
+                                  "model export-hf"])
+def test_an_output_replaces_only_its_own_kind_unless_overwrite(commands, name, tmp_path):
+    if name == "train plot":
+        pytest.importorskip("matplotlib")
+    args, replaces_its_own = commands[name]
+    mine = tmp_path / "out" / "mine.txt"
+    mine.parent.mkdir()
+    mine.write_text("precious")
+    assert_input_error(invoke(*args, "--out", mine), f"--out {mine}: exists and is a file", "--overwrite")
+    assert mine.read_text() == "precious" and os.listdir(mine.parent) == ["mine.txt"]  # nothing beside it either
+    ok(*args, "--out", mine, "--overwrite")
+    assert mine.is_dir() or mine.read_bytes() != b"precious"  # the checkpoint and the export are directories
+    res = invoke(*args, "--out", mine)  # now the command's own output
+    if replaces_its_own:
+        assert res.exit_code == 0, res.output
+    else:  # a text corpus: nothing tells the command's own from the user's
+        assert_input_error(res, f"--out {mine}", "--overwrite")
+
+
+def test_a_file_output_never_replaces_a_directory_and_a_directory_output_takes_an_empty_one(commands, tmp_path):
+    directory = tmp_path / "dir"
+    (directory / "notes").mkdir(parents=True)
+    for name in ("stories", "tokenizer train"):
+        res = invoke(*commands[name][0], "--out", directory, "--overwrite")
+        assert_input_error(res, f"--out {directory}: is a directory")
+    assert_input_error(invoke(*commands["model init"][0], "--out", directory), "a directory of other files (notes)")
+    (directory / "notes").rmdir()
+    ok(*commands["model init"][0], "--out", directory)  # empty: nothing to lose
+    load_model(directory)
+
+
+def test_pretokenize_keeps_a_tokenizer_json_of_another_tokenizer_in_its_out(small_tokenizer, small_text, tmp_path):
+    from gptkit.tokenizer import Tokenizer
+
+    corpus, out = tmp_path / "corpus.txt", tmp_path / "data"
+    corpus.write_text("<|endoftext|>".join(small_text[i : i + 2000] for i in range(0, 20000, 2000)))
+    tok = small_tokenizer[0]
+    other = Tokenizer(tok.vocab[:-1], tok.merges, {})
+    out.mkdir()
+    other.save(out / "tokenizer.json")
+    args = ["pretokenize", "-t", small_tokenizer[1], "--input", corpus, "--out", out, "--quiet"]
+    assert_input_error(invoke(*args), f"--out {out / 'tokenizer.json'}: exists and is a file, not tokenizer {tok.fingerprint}")
+    assert Tokenizer.from_file(out / "tokenizer.json").fingerprint == other.fingerprint and os.listdir(out) == ["tokenizer.json"]
+    ok(*args, "--overwrite")
+    ok(*args)  # its own dataset now: re-encoded in place
+    assert Tokenizer.from_file(out / "tokenizer.json").fingerprint == tok.fingerprint
+
+
+def test_download_keeps_a_file_it_did_not_download(tmp_path, monkeypatch):
+    server = FakeServer()
+    monkeypatch.setattr(dl.urllib.request, "urlopen", server)
+    monkeypatch.setitem(dl.DATASETS, "stories", (["https://example.org/s-train.txt"], []))
+    target = tmp_path / "stories" / "s-train.txt"
+    target.parent.mkdir()
+    target.write_text("my own notes")
+    assert_input_error(invoke("pretokenize", "download", "stories", "--out", target.parent), f"--out {target}", "--overwrite")
+    assert target.read_text() == "my own notes" and not server.ranges
+    target.write_bytes(PAYLOAD)  # the right file, its .sha256 not yet written (a kill between the two): kept
+    ok("pretokenize", "download", "stories", "--out", target.parent)
+    assert not server.ranges and (target.parent / "s-train.txt.sha256").read_text().strip() == hashlib.sha256(PAYLOAD).hexdigest()
+    (target.parent / "s-train.txt.sha256").unlink()
+    target.write_text("my own notes")
+    ok("pretokenize", "download", "stories", "--out", target.parent, "--overwrite")
+    assert target.read_bytes() == PAYLOAD and server.ranges == [0]
+
+
+# -- a directory swapped for a new one is never missing ---------------------------------------------
+
+# `gptkit model ...`, killed (os._exit, as kill -9: nothing is cleaned up) at a rename of atomic_directory's
+# swap of OUT: "in", the new directory into OUT (the old one is aside); "old", deleting the old one after.
+KILLED_AT_RENAME = textwrap.dedent("""
+    import os, sys
+    from pathlib import Path
+    kill_at, out = sys.argv[1], Path(sys.argv[2])
+    real_replace = os.replace
+    def replace(src, dst):
+        if kill_at == "in" and Path(dst) == out or kill_at == "old" and Path(src).name.startswith(f".{out.name}.old-"):
+            os._exit(9)
+        real_replace(src, dst)
+    os.replace = replace
+    from gptkit.cli import cli
+    cli(sys.argv[3:])
+""")
+
+
+def killed_at_rename(kill_at, out, *args):
+    """Run the command into `out`, killed at that rename; its process id."""
+    proc = subprocess.Popen([sys.executable, "-c", KILLED_AT_RENAME, kill_at, str(out), *map(str, args), "--out", str(out)],
+                            cwd=ROOT, env=ENV, stderr=subprocess.PIPE, text=True)
+    _, stderr = proc.communicate()
+    assert proc.returncode == 9, stderr
+    return proc.pid
+
+
+@pytest.mark.parametrize("next_one", ["reader", "writer"])
+def test_a_kill_between_the_two_renames_leaves_the_old_checkpoint_for_the_next_command(small_tokenizer, tmp_path, next_one):
+    init = ["model", "init", "--config", "tiny", "--tokenizer", small_tokenizer[1]]
+    out = tmp_path / "model"
+    ok(*init, "--out", out, "--seed", 1)
+    old = load_model(out)[0].embedding.weight.clone()
+    pid = killed_at_rename("in", out, *init, "--seed", 2)
+    assert sorted(os.listdir(tmp_path)) == [f".model.old-{pid}", f".model.tmp-{pid}"]  # nothing under the name
+    if next_one == "reader":  # sample, export-hf, a resume: each reads a checkpoint through read_checkpoint_config
+        assert torch.equal(load_model(out)[0].embedding.weight, old)
+        assert sorted(os.listdir(tmp_path)) == [f".model.tmp-{pid}", "model"]  # the next writer removes the temporary
+    else:
+        ok(*init, "--out", out, "--seed", 3)
+        assert not torch.equal(load_model(out)[0].embedding.weight, old)
+        assert os.listdir(tmp_path) == ["model"]  # the killed run's old and new copies are gone
+
+
+def test_a_kill_after_the_swap_leaves_the_new_export_and_the_next_command_deletes_the_old(finished_run, tmp_path):
+    export = ["model", "export-hf", "--checkpoint", finished_run / "latest"]
+    out = tmp_path / "hf"
+    ok(*export, "--out", out)
+    (out / "config.json").write_text("{}")  # tells the old copy from the new
+    pid = killed_at_rename("old", out, *export)
+    assert (out / "config.json").read_text() != "{}"
+    assert sorted(os.listdir(tmp_path)) == [f".hf.old-{pid}", "hf"]
+    assert (tmp_path / f".hf.old-{pid}" / "config.json").read_text() == "{}"  # whole: it is deleted under a temporary name
+    settle_directory(out)  # what the next export (or a reader of a checkpoint) does first
+    assert os.listdir(tmp_path) == ["hf"] and (out / "config.json").read_text() != "{}"

@@ -159,6 +159,24 @@ def test_line_cuts_follow_the_pattern():
             [max(tok.line_cuts(text, 1, end), default=0) for end in range(len(text))]
 
 
+def test_line_cuts_look_at_the_normalized_neighbours():
+    """NFKC makes "¨" a space and a combining mark, "⑴" the text "(1)": a newline beside them is
+    no line end to cut at, whatever it looks like before normalizing (hypothesis found the first)."""
+    plain = Tokenizer([bytes([b]) for b in range(256)], [], {})
+    text = "\n\n¨ a\nb ⑴\nx"
+    assert plain.line_cuts(text) == [1, 5, 9]
+    assert Tokenizer(plain.vocab, [], {}, normalizer=("NFKC",)).line_cuts(text) == [5, 9]
+    llama = Tokenizer(plain.vocab, [], {}, pattern=split.LLAMA3_PATTERN)
+    assert llama.line_cuts(text) == [5, 9]
+    llama_nfkc = Tokenizer(plain.vocab, [], {}, pattern=split.LLAMA3_PATTERN, normalizer=("NFKC",))
+    assert llama_nfkc.line_cuts(text) == [5]
+    assert llama_nfkc.last_line_cut(text, len(text)) == 5
+    for tok in (plain, llama, llama_nfkc):
+        whole = tok.encode(text, allowed_special=())
+        for cut in tok.line_cuts(text):
+            assert tok.encode(text[:cut], allowed_special=()) + tok.encode(text[cut:], allowed_special=()) == whole
+
+
 def test_safe_cut_is_used_where_proven():
     plain = Tokenizer([bytes([b]) for b in range(256)], [], {})
     text = "one two\tthree"

@@ -379,6 +379,10 @@ def malformed_cases(tok_json):
     missing_token["model"]["merges"].append("Ġ qqqqq")
     not_a_pair = json.loads(json.dumps(tok_json))
     not_a_pair["model"]["merges"].append("t h e")
+    no_merges = json.loads(json.dumps(tok_json))
+    del no_merges["model"]["merges"]
+    merge_twice = json.loads(json.dumps(tok_json))
+    merge_twice["model"]["merges"].append(merge_twice["model"]["merges"][0])
     return {
         "not JSON": ('{"model": {"type": "BPE", ', "not a readable JSON file"),
         "not UTF-8": (b'\xff\xfe{"model": 1}', "not a readable JSON file"),
@@ -387,6 +391,8 @@ def malformed_cases(tok_json):
         "not BPE": (not_bpe, "BPE model"),
         "merge naming a missing token": (missing_token, "qqqqq"),
         "merge not a pair": (not_a_pair, "not a pair"),
+        "no merges": (no_merges, "model.merges is missing"),  # HF refuses it too
+        "a merge listed twice": (merge_twice, f"merge {tok_json['model']['merges'][0]!r} is listed twice (merges 1 and "),
     }
 
 
@@ -535,9 +541,29 @@ def test_convert_malformed_merges(runner, tmp_path, tok_json, out_dir):
     merges.write_text(good + "Ġ qqqqq\n", encoding="utf-8")
     res = runner.invoke(cli, ["convert", "--vocab", str(vocab), "--merges", str(merges), "--out", str(out_dir / "tok.json")])
     assert_input_error(res, "qqqqq", out_dir=out_dir)
+    # A merge listed twice: HF ranks it by its last listing, we would by its first.
+    merges.write_text(good + good.splitlines()[1] + "\n", encoding="utf-8")
+    res = runner.invoke(cli, ["convert", "--vocab", str(vocab), "--merges", str(merges), "--out", str(out_dir / "tok.json")])
+    assert_input_error(res, "merges.txt", "is listed twice", out_dir=out_dir)
     # And a missing merges file.
     res = runner.invoke(cli, ["convert", "--vocab", str(vocab), "--merges", str(tmp_path / "absent.txt"), "--out", str(out_dir / "tok.json")])
     assert_input_error(res, "absent.txt", out_dir=out_dir)
+
+
+def test_convert_special_tokens_must_be_in_the_vocabulary(runner, tmp_path, tok_json, out_dir):
+    vocab, merges = gpt2_style_files(tok_json, tmp_path)
+    res = runner.invoke(cli, ["convert", "--vocab", str(vocab), "--merges", str(merges), "--special-token", "<nope>",
+                              "--out", str(out_dir / "tok.json")])
+    assert_input_error(res, "--special-token '<nope>': not in", "vocab.json", out_dir=out_dir)
+    # Named ones replace the default; without the vocabulary's end of text, none is special.
+    tok_json["model"]["vocab"]["<|pad|>"] = pad = len(tok_json["model"]["vocab"])
+    vocab, merges = gpt2_style_files(tok_json, tmp_path)
+    invoke_ok(runner, ["convert", "--vocab", vocab, "--merges", merges, "--special-token", "<|pad|>", "--out", tmp_path / "a.json"])
+    assert Tokenizer.from_file(tmp_path / "a.json").special_tokens == {"<|pad|>": pad}
+    del tok_json["model"]["vocab"]["<|pad|>"], tok_json["model"]["vocab"][EOT]
+    vocab, merges = gpt2_style_files(tok_json, tmp_path)
+    invoke_ok(runner, ["convert", "--vocab", vocab, "--merges", merges, "--out", tmp_path / "b.json"])
+    assert Tokenizer.from_file(tmp_path / "b.json").special_tokens == {}
 
 
 def test_convert_gpt2(runner, tmp_path):

@@ -159,8 +159,9 @@ class Tokenizer:
         return cls._checked(path, vocab, merges, special_tokens, **options)
 
     @classmethod
-    def from_gpt2_files(cls, vocab_path, merges_path, special_tokens=(EOT,)):
-        """Load GPT-2's `vocab.json` and `merges.txt`; the named tokens of the vocabulary are special."""
+    def from_gpt2_files(cls, vocab_path, merges_path, special_tokens=None):
+        """Load GPT-2's `vocab.json` and `merges.txt`; the named tokens of the vocabulary are special
+        (each must be in it), by default GPT-2's end of text where the vocabulary has it."""
         from .files import read_gpt2_files
 
         return cls._checked(merges_path, *read_gpt2_files(vocab_path, merges_path, special_tokens))
@@ -196,11 +197,11 @@ class Tokenizer:
         """The positions in [start, end] (default: all of `text`) just before a newline where
         `text` can be cut into two parts whose ids, one after the other, are the ids of `text`
         (none for a pattern we know nothing about). Special tokens aside."""
-        return split.line_cuts(self.pattern, text, start, len(text) if end is None else end)
+        return split.line_cuts(self.pattern, self.normalizer, text, start, len(text) if end is None else end)
 
     def last_line_cut(self, text, end):
         """The last of `line_cuts(text, 1, end)`, or 0, found from `end` backwards."""
-        return split.last_line_cut(self.pattern, text, end)
+        return split.last_line_cut(self.pattern, self.normalizer, text, end)
 
     def encode(self, text, allowed_special="all"):
         """The ids of `text`. Special tokens in `allowed_special` ("all", or a set of their

@@ -63,7 +63,7 @@ def train(inputs, more_inputs, vocab_size, special_tokens, out, overwrite, threa
 @cli.command()
 @click.option("--vocab", "vocab_path", required=True, metavar="PATH", help="GPT-2's vocab.json.")
 @click.option("--merges", "merges_path", required=True, metavar="PATH", help="GPT-2's merges.txt.")
-@click.option("--special-token", "special_tokens", multiple=True, default=[EOT], show_default=True, help="Tokens of the vocabulary that are special. Repeatable.")
+@click.option("--special-token", "special_tokens", multiple=True, help=f"A token of the vocabulary that is special. Repeatable. [default: {EOT}, where the vocabulary has it]")
 @click.option("--out", default=DEFAULT_PATH, show_default=True, metavar="PATH")
 @overwrite_option("a tokenizer.json")
 def convert(vocab_path, merges_path, special_tokens, out, overwrite):
@@ -71,7 +71,7 @@ def convert(vocab_path, merges_path, special_tokens, out, overwrite):
     from .bpe import Tokenizer
 
     check_output(out, _is_tokenizer_file, "a tokenizer.json", overwrite)
-    tokenizer = Tokenizer.from_gpt2_files(vocab_path, merges_path, special_tokens)
+    tokenizer = Tokenizer.from_gpt2_files(vocab_path, merges_path, special_tokens or None)
     _save(tokenizer, out)
     click.echo(f"wrote {out}: {tokenizer.vocab_size:,} tokens, fingerprint {tokenizer.fingerprint}")
 

@@ -14,9 +14,10 @@ import json
 
 import regex
 
-from gptkit.shared.errors import InputError
+from gptkit.shared.errors import InputError, SettingError
 from gptkit.shared.files import atomic_write
 from gptkit.shared.jsonfile import read_json
+from gptkit.shared.text import EOT
 
 from . import split
 
@@ -71,6 +72,13 @@ def _assemble(path, token_ids, merge_texts, special_tokens, merges_path=None):
         merges = [(token_ids[a], token_ids[b]) for a, b in merge_texts]
     except KeyError as e:
         raise InputError(f"{merges_path or path}: a merge names {e.args[0]!r}, which is not in the vocabulary") from None
+    first_listed = {}
+    for number, merge in enumerate(merges, 1):
+        if merge in first_listed:
+            # HF ranks such a pair by its last listing and we by its first: refused, not guessed.
+            raise InputError(f"{merges_path or path}: merge {' '.join(merge_texts[number - 1])!r} is listed twice "
+                             f"(merges {first_listed[merge]:,} and {number:,}); expected each pair once")
+        first_listed[merge] = number
     return vocab, merges, special_tokens
 
 
@@ -107,7 +115,10 @@ def _parse_hf_json(path, data):
         _check_added_token(path, added, normalizer)
         token_ids[added["content"]] = added["id"]
         special_tokens[added["content"]] = added["id"]
-    merges = [_split_merge(m, path) for m in model.get("merges", [])]
+    if "merges" not in model:
+        raise InputError(f"{path}: model.merges is missing (HF tokenizers refuses such a file); expected a list, "
+                         "empty for no merges")
+    merges = [_split_merge(m, path) for m in model["merges"]]
     return (*_assemble(path, token_ids, merges, special_tokens), options)
 
 
@@ -182,7 +193,12 @@ def read_gpt2_files(vocab_path, merges_path, special_tokens):
     except OSError as e:
         raise InputError(f"{merges_path}: cannot read ({e.strerror})") from None
     merges = [_split_merge(line, merges_path) for line in lines]
-    specials = {t: token_ids[t] for t in special_tokens if t in token_ids}
+    if special_tokens is None:  # GPT-2's end of text, where the vocabulary has it
+        special_tokens = [EOT] if EOT in token_ids else []
+    missing = [t for t in special_tokens if t not in token_ids]
+    if missing:
+        raise SettingError("special_token", f"{missing[0]!r}: not in {vocab_path}; expected a token of the vocabulary")
+    specials = {t: token_ids[t] for t in special_tokens}
     return _assemble(vocab_path, token_ids, merges, specials, merges_path)
 
 

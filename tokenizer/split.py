@@ -148,7 +148,9 @@ _LAST_ASCII_SPACE = regex.compile(r"(?<=[!-~]) ", flags=regex.REVERSE)
 # newline followed by a non-space ends its pre-token). Llama 3's, Qwen2's and GPT-4o's take a
 # run of newlines whole (`\s*[\r\n]+`) and glue newlines to punctuation before them
 # (`[^\s\p{L}\p{N}]+[\r\n]*`): the cut goes before a run of newlines that follows a letter
-# or digit. Normalizers change neither (a newline is a starter that composes with nothing).
+# or digit. A newline is a starter that composes with nothing, but a compatibility
+# normalizer can change its neighbours' class (NFKC: "¨" to " \u0308", "⑴" to "(1)"): a cut
+# of a normalized tokenizer holds only where the rule holds for the normalized neighbours too.
 _LINE_CUTS = {GPT2_PATTERN: regex.compile(r"(?<=\S)\n|\n(?=\S)"),
               **dict.fromkeys((LLAMA3_PATTERN, QWEN2_PATTERN, O200K_PATTERN), regex.compile(r"(?<=[\p{L}\p{N}])\n"))}
 
@@ -156,23 +158,33 @@ _LINE_CUTS = {GPT2_PATTERN: regex.compile(r"(?<=\S)\n|\n(?=\S)"),
 _LAST_LINE_CUTS = {pattern: regex.compile(cuts.pattern, flags=regex.REVERSE) for pattern, cuts in _LINE_CUTS.items()}
 
 
-def line_cuts(pattern, text, start, end):
+def line_cuts(pattern, normalizer, text, start, end):
     """Positions in [start, end] just before a newline where `text` can be cut without changing
-    its pre-tokens under `pattern` (see _LINE_CUTS); none for a pattern we know nothing about."""
-    return list(_cuts_within(_LINE_CUTS.get(pattern), text, start, end))
+    its pre-tokens under `pattern` and the `normalizer` names (see _LINE_CUTS); none for a
+    pattern we know nothing about."""
+    return list(_cuts_within(_LINE_CUTS.get(pattern), normalizer, text, start, end))
 
 
-def last_line_cut(pattern, text, end):
-    """The last of line_cuts(pattern, text, 1, end), or 0; searched from `end` backwards, so it
-    costs the distance to that line end, not the length of the text."""
-    return next(_cuts_within(_LAST_LINE_CUTS.get(pattern), text, 1, end), 0)
+def last_line_cut(pattern, normalizer, text, end):
+    """The last of line_cuts(pattern, normalizer, text, 1, end), or 0; searched from `end`
+    backwards, so it costs the distance to that line end, not the length of the text."""
+    return next(_cuts_within(_LAST_LINE_CUTS.get(pattern), normalizer, text, 1, end), 0)
 
 
-def _cuts_within(cuts, text, start, end):
+def _cuts_within(cuts, normalizer, text, start, end):
     if cuts is None:
         return iter(())
     # endpos leaves room for the lookahead to see the character after `end`.
-    return (m.start() for m in cuts.finditer(text, start, min(end + 2, len(text))) if m.start() <= end)
+    found = (m.start() for m in cuts.finditer(text, start, min(end + 2, len(text))) if m.start() <= end)
+    if not normalizer:
+        return found
+    return (cut for cut in found if _holds_normalized(cuts, normalizer, text, cut))
+
+
+def _holds_normalized(cuts, normalizer, text, cut):
+    before = normalize(normalizer, text[cut - 1]) if cut else ""
+    after = normalize(normalizer, text[cut + 1 : cut + 2])
+    return cuts.search(before + "\n" + after, len(before), len(before) + 1 + len(after)) is not None
 
 
 def cutter(pattern, normalized):

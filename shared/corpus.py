@@ -13,7 +13,6 @@ parquet batch), never by the file, so corpora far larger than RAM can be read.
 from __future__ import annotations
 
 import bz2
-import codecs
 import glob
 import gzip
 import io
@@ -21,14 +20,13 @@ import json
 import logging
 import lzma
 import os
-import threading
 import zlib
 from pathlib import Path
 from typing import Iterator, Sequence
 
 from gptkit.shared.errors import InputError, SettingError
 from gptkit.shared.jsonfile import parse_json
-from gptkit.shared.text import EOT
+from gptkit.shared.text import EOT, Utf8Decoder
 
 try:
     from compression import zstd  # the standard library's, from Python 3.14
@@ -47,21 +45,6 @@ SNIFF_BYTES = 1 << 16  # how much of a text file is checked for NUL bytes before
 PARQUET_BATCH_ROWS = 1024
 ZSTD_WINDOW_LOG_MAX = 31  # large corpora are compressed with `zstd --long=31`; the default limit refuses them
 READ_ERRORS = (OSError, EOFError, zlib.error, lzma.LZMAError) + ((zstd.ZstdError,) if zstd else ())
-
-
-class _Replaced(threading.local):
-    count = 0  # per thread, so two threads decoding at once don't mix their counts
-
-
-_replaced = _Replaced()
-
-
-def _replace_and_count(exc):
-    _replaced.count += 1
-    return "\ufffd", exc.end  # exactly what errors="replace" does
-
-
-codecs.register_error("corpus-replace", _replace_and_count)
 
 
 def _compression(path: Path) -> str | None:
@@ -196,10 +179,10 @@ class Corpus:
             self.bytes_read = start + path.stat().st_size
 
     def _decode(self, path, decoder, data: bytes, final: bool) -> str:
-        before = _replaced.count
+        before = decoder.replaced
         text = decoder.decode(data, final)
-        if _replaced.count != before:
-            self.invalid_utf8 += _replaced.count - before
+        if decoder.replaced != before:
+            self.invalid_utf8 += decoder.replaced - before
             self._first_invalid = self._first_invalid or path
         return text
 
@@ -208,7 +191,7 @@ class Corpus:
         # Keep len(sep) chars back when cutting mid-document: a separator split across
         # blocks is never cut, and the document's last piece is never empty.
         hold = len(sep) if sep else 1
-        decoder = codecs.getincrementaldecoder("utf-8")("corpus-replace")
+        decoder = Utf8Decoder()
         buf = ""
         with open(path, "rb") as raw, _decompressed(path, raw) as f:
             while True:
@@ -229,7 +212,7 @@ class Corpus:
 
     def _jsonl(self, path, start, piece_chars):
         field = self.text_field
-        decoder = codecs.getincrementaldecoder("utf-8")("corpus-replace")
+        decoder = Utf8Decoder()
         with open(path, "rb") as raw, _decompressed(path, raw) as f:
             for lineno, line in enumerate(f, 1):
                 text = self._decode(path, decoder, line, final=True)

@@ -7,7 +7,9 @@ do, invalid bytes become U+FFFD and the caller says how many were replaced.
 """
 from __future__ import annotations
 
+import codecs
 import re
+import threading
 
 # The end-of-text token: what separates documents in a text corpus, the special token a tokenizer
 # is trained with, and what pretokenize writes after every document (the data's manifest, and a
@@ -27,3 +29,32 @@ def decode_utf8(data: bytes) -> tuple[str, int]:
 def without_surrogates(text: str) -> tuple[str, int]:
     """(text with every lone surrogate replaced by U+FFFD, how many there were)."""
     return _SURROGATE.subn("\ufffd", text)
+
+
+class _Replaced(threading.local):
+    count = 0  # per thread, so two threads decoding at once don't mix their counts
+
+
+_replaced = _Replaced()
+
+
+def _replace_and_count(exc):
+    _replaced.count += 1
+    return "\ufffd", exc.end  # exactly what errors="replace" does
+
+
+codecs.register_error("gptkit-replace-and-count", _replace_and_count)
+
+
+class Utf8Decoder:
+    """UTF-8 decoded a block at a time, invalid bytes replaced by U+FFFD and counted in `replaced`."""
+
+    def __init__(self):
+        self._decoder = codecs.getincrementaldecoder("utf-8")("gptkit-replace-and-count")
+        self.replaced = 0
+
+    def decode(self, data: bytes, final: bool = False) -> str:
+        before = _replaced.count
+        text = self._decoder.decode(data, final)
+        self.replaced += _replaced.count - before
+        return text

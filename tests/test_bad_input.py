@@ -181,6 +181,13 @@ def test_tokenizer_input_that_is_not_utf8_is_replaced(small_tokenizer):
     assert res.exit_code == 0 and res.stdout.strip() == expected and "1 byte(s)" in res.stderr, res.output
     res = invoke(tokenizer_cli, "encode", "-t", path, input=b"the caf\xe9")
     assert res.exit_code == 0 and res.stdout.strip() == expected, res.output
+    assert "warning: standard input: 1 invalid UTF-8 sequence(s) replaced by U+FFFD" in res.stderr
+    (path.parent / "latin1.txt").write_bytes(b"the caf\xe9")
+    res = invoke(tokenizer_cli, "encode", "-t", path, "--file", path.parent / "latin1.txt")
+    assert res.exit_code == 0 and res.stdout.strip() == expected, res.output
+    assert f"warning: --file {path.parent / 'latin1.txt'}: 1 invalid UTF-8 sequence(s)" in res.stderr
+    res = invoke(tokenizer_cli, "encode", "-t", path, input="the café \ufffd".encode())  # U+FFFD of the text's own
+    assert res.exit_code == 0 and "warning" not in res.stderr, res.output
 
 
 def test_a_temperature_near_zero_samples_greedily(finished_run):

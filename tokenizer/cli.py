@@ -1,5 +1,4 @@
 """`gptkit tokenizer`: train a byte-level BPE, encode, decode, inspect. Run `gptkit tokenizer --help`."""
-import io
 import logging
 import sys
 import time
@@ -13,7 +12,7 @@ from gptkit.shared.corpus import DEFAULT_SEPARATOR, Corpus
 from gptkit.shared.errors import InputError
 from gptkit.shared.files import check_output
 from gptkit.shared.jsonfile import read_json
-from gptkit.shared.text import EOT, without_surrogates
+from gptkit.shared.text import EOT, Utf8Decoder, without_surrogates
 
 log = logging.getLogger(__name__)
 DEFAULT_PATH = "tokenizer.json"
@@ -93,14 +92,17 @@ def encode(path, text, file_path, specials_as_text):
             log.warning(f"TEXT: {replaced} byte(s) that are not UTF-8 replaced by U+FFFD")
         ids = iter(tokenizer.encode(text, allowed))
     else:
-        stdin = io.TextIOWrapper(sys.stdin.buffer, encoding="utf-8", errors="replace", newline="")
-        stream = stdin if file_path in (None, "-") else _open_text(file_path)
-        ids = tokenizer.encode_iterable(iter(lambda: stream.read(1 << 20), ""), allowed)
+        name = "standard input" if file_path in (None, "-") else f"--file {file_path}"
+        stream = sys.stdin.buffer if file_path in (None, "-") else _open_binary(file_path)
+        decoder = Utf8Decoder()  # "\r\n" kept as the bytes say
+        ids = tokenizer.encode_iterable(_decoded(stream, decoder), allowed)
     separator = ""
     while batch := list(islice(ids, 1 << 16)):
         sys.stdout.write(separator + " ".join(map(str, batch)))
         separator = " "
     sys.stdout.write("\n")
+    if text is None and decoder.replaced:
+        log.warning(f"{name}: {decoder.replaced} invalid UTF-8 sequence(s) replaced by U+FFFD")
 
 
 @cli.command()
@@ -160,11 +162,17 @@ def _save(tokenizer, out):
         raise InputError(f"--out {out}: cannot write ({e.strerror})") from None
 
 
-def _open_text(path):
+def _open_binary(path):
     try:
-        return open(path, encoding="utf-8", errors="replace", newline="")  # keep "\r\n" as the bytes say
+        return open(path, "rb")
     except OSError as e:
         raise InputError(f"--file {path}: cannot read ({e.strerror})") from None
+
+
+def _decoded(stream, decoder):
+    while block := stream.read(1 << 20):
+        yield decoder.decode(block)
+    yield decoder.decode(b"", final=True)
 
 
 def main():

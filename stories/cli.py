@@ -1,5 +1,6 @@
 """`gptkit stories`: write a corpus of generated stories. Run `gptkit stories --help`."""
 import re
+import shutil
 import time
 from decimal import Decimal
 from pathlib import Path
@@ -40,6 +41,10 @@ def cli(out, size, seed, overwrite):
     if not Path(out).name:  # '' or '.': no file to write
         raise InputError(f"--out {out!r}: expected the path of a file to write")
     check_output(out, None, "a corpus", overwrite)  # a text file: nothing tells our corpus from the user's
+    free = shutil.disk_usage(_existing_ancestor(Path(out).parent)).free
+    if size_bytes > free:
+        raise InputError(f"--size {size}: {size_bytes / 1e9:,.3g} GB, more than the {free / 1e9:,.3g} GB free where --out "
+                         f"{out} goes; expected a size the disk can hold")
     start = time.perf_counter()
     words = set()
     try:
@@ -49,6 +54,14 @@ def cli(out, size, seed, overwrite):
         raise InputError(f"--out {out}: {e.strerror or e}") from None
     click.echo(f"wrote {out}: {n_stories:,} stories, {n_bytes / 1e6:,.2f} MB, {len(words):,} distinct words, "
                f"in {time.perf_counter() - start:.1f} s")
+
+
+def _existing_ancestor(path):
+    """The directory that exists of `path` and its parents: where the file's bytes will go."""
+    path = path.absolute()
+    while not path.is_dir() and path != path.parent:
+        path = path.parent
+    return path
 
 
 def main():

@@ -197,3 +197,10 @@ def test_cli_bad_size_is_one_error_line(tmp_path, size):
     res = run("--out", tmp_path / "c.txt", "--size", size)
     assert_input_error(res, "--size")
     assert not (tmp_path / "c.txt").exists()
+
+
+@pytest.mark.parametrize("size", ["1" + "0" * 29, "100000GB"])
+def test_a_size_beyond_the_free_disk_is_refused_before_writing(tmp_path, size):
+    res = run("--out", tmp_path / "new" / "c.txt", "--size", size)
+    assert_input_error(res, f"--size {size}:", "GB free where --out")
+    assert not (tmp_path / "new").exists()

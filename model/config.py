@@ -74,10 +74,13 @@ def preset_names() -> list[str]:
     return config_files.preset_names(PRESETS_DIR)
 
 
-def load_config(name_or_path) -> ModelConfig:
+def load_config(name_or_path, vocab_size=None) -> ModelConfig:
     """A preset by name (see `preset_names()`) or a JSON file: a model config, or a file with
-    one under the key "model" (as checkpoints have)."""
+    one under the key "model" (as checkpoints have). `vocab_size`, where given, is the data's:
+    it replaces the file's, which may then leave it out."""
     settings, path = config_files.read_settings(name_or_path, PRESETS_DIR, "model settings")
     if isinstance(settings.get("model"), dict):  # a checkpoint's config.json, or a training run's
         settings = settings["model"]
+    if vocab_size is not None:
+        settings = {**settings, "vocab_size": vocab_size}
     return ModelConfig.from_dict(settings, source=str(path))

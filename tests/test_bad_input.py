@@ -7,6 +7,7 @@ A run directory is damaged in each of the ways a full disk, a kill or an editor 
 """
 import dataclasses
 import json
+import os
 import re
 import shutil
 import zlib
@@ -19,7 +20,7 @@ from click.testing import CliRunner
 from gptkit.model.checkpoint import load_model
 from gptkit.sample.cli import cli as sample_cli
 from gptkit.shared.shards import HEADER_BYTES, ShardHeader
-from tests.conftest import assert_input_error
+from tests.conftest import assert_input_error, english_like
 from tests.test_trainer import data, flags, model_json, records  # noqa: F401 (fixtures)
 from gptkit.train.cli import cli as train_cli
 
@@ -257,8 +258,6 @@ def test_workers_die_with_a_killed_parent_and_its_temporaries_are_cleaned(tmp_pa
     import sys
     import time
 
-    from tests.conftest import english_like
-
     corpus = tmp_path / "corpus.txt"
     corpus.write_text("<|endoftext|>".join(english_like(3000, seed=i) for i in range(300)))
     out = tmp_path / "tok.json"
@@ -299,8 +298,6 @@ def test_workers_die_with_a_killed_parent_and_its_temporaries_are_cleaned(tmp_pa
 
 
 def a_corpus(tmp_path):
-    from tests.conftest import english_like
-
     path = tmp_path / "c.txt"
     path.write_text("<|endoftext|>".join(english_like(100, seed=i) for i in range(20)))
     return path
@@ -543,3 +540,32 @@ def test_an_unverified_id_past_the_vocabulary_in_a_random_batch_is_named_where_i
     shard, at = re.fullmatch(rf"Error: (\S+): token ([\d,]+) is id {bad}, not below the vocabulary size .*\n", res.stderr).groups()
     at = int(at.replace(",", ""))
     assert at >= 1000 and np.fromfile(shard, np.uint16, offset=HEADER_BYTES)[at] == bad
+
+
+def test_a_resume_finds_the_data_from_another_working_directory_or_through_a_link(run, data, tmp_path, monkeypatch):
+    """config.json records the data directory resolved; a resume given it in another spelling
+    (relative to another directory, through a link) is the same run."""
+    assert json.loads((run / "config.json").read_text())["data"] == str(data.resolve())
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    res = invoke(train_cli, "--out", run, "--resume", "--data", os.path.relpath(data, elsewhere), "--max-steps", 5)
+    assert res.exit_code == 0, res.output
+    (tmp_path / "link").symlink_to(data)
+    res = invoke(train_cli, "--out", run, "--resume", "--data", tmp_path / "link", "--max-steps", 6)
+    assert res.exit_code == 0, res.output
+    assert [r["step"] for r in records(run)] == [1, 2, 3, 4, 5, 6]
+
+
+def test_a_resume_on_data_of_another_tokenizer_blames_the_data(run, data, tmp_path):
+    from gptkit.pretokenize.encode import Split, encode_corpus
+    from gptkit.shared.corpus import Corpus
+    from gptkit.tokenizer import Tokenizer, train_bpe
+
+    (tmp_path / "docs.txt").write_text("<|endoftext|>".join(english_like(200, seed=i) for i in range(40)))
+    other = train_bpe(Corpus([tmp_path / "docs.txt"]), 400, quiet=True)
+    encode_corpus(Corpus([tmp_path / "docs.txt"]), other, tmp_path / "other", split=Split(val_fraction=0.1), workers=1, quiet=True)
+    ours = Tokenizer.from_file(data / "tokenizer.json")
+    res = invoke(train_cli, "--out", run, "--resume", "--data", tmp_path / "other", "--max-steps", 5)
+    assert_input_error(res, f"--data {tmp_path / 'other'}: encoded with tokenizer {other.fingerprint} (400 tokens), "
+                            f"the run was trained on tokenizer {ours.fingerprint} ({ours.vocab_size:,} tokens)")

@@ -941,3 +941,14 @@ def test_cli_trains_logs_checkpoints_and_samples(data, model_json, tmp_path):
                                           "--seed", "1", "--device", "cpu"])
     assert res.exit_code == 0, (res.output, res.exception)
     assert res.stdout.startswith("the cat") and len(res.stdout) > len("the cat\n")
+
+
+def test_a_model_file_without_a_vocabulary_size_takes_the_datas(data, tmp_path):
+    """The README's promise: the vocabulary size comes from the data (a file's own is replaced)."""
+    model = {k: v for k, v in MODEL.items() if k != "vocab_size"} | {"context_length": 32}
+    (tmp_path / "model.json").write_text(json.dumps(model))
+    res = invoke(*flags(data=data, out=tmp_path / "run", model=tmp_path / "model.json", device="cpu", batch_size=2,
+                        context_length=32, max_steps=1, eval_interval=0))
+    assert res.exit_code == 0, res.output
+    saved = json.loads((tmp_path / "run" / "latest" / "config.json").read_text())
+    assert saved["model"]["vocab_size"] == saved["tokenizer"]["vocab_size"] == 450

@@ -61,13 +61,15 @@ class Checkpoints:
             remove_stale_temporaries(self.directory / stale.name[1:].rsplit(".tmp-", 1)[0])
         return directory
 
-    def read(self, checkpoint, model_config, optimizers, device) -> Saved:
+    def read(self, checkpoint, model_config, tokenizer, data, optimizers, device) -> Saved:
         """What a resume takes from `checkpoint`, every file checked, nothing applied yet. A
-        checkpoint of another model than `model_config`, the run's, is refused."""
+        checkpoint of another tokenizer than that of the run's `data`, or of another model than
+        `model_config`, the run's, is refused."""
         checkpoint = Path(checkpoint)
         if not checkpoint.exists():
             raise SettingError("out", f"{self.run_dir}: no checkpoint to resume from ({checkpoint} is missing)")
         try:
+            _check_tokenizer(checkpoint, tokenizer, data)
             _check_model(checkpoint, model_config)
             state = _read_state(checkpoint, optimizers)
             model, _ = load_model(checkpoint, device)
@@ -114,6 +116,14 @@ class Saved:
             optimizer.load_state_tensors({k[len(prefix):]: v for k, v in self.optimizer_tensors.items() if k.startswith(prefix)},
                                          self.state["optimizer_steps"][key])
         torch.set_rng_state(torch.from_numpy(np.frombuffer(bytes.fromhex(self.state["rng"]["torch"]), np.uint8).copy()))
+
+
+def _check_tokenizer(checkpoint, tokenizer, data):
+    then = read_checkpoint_config(checkpoint).get("tokenizer") or {}
+    if then.get("fingerprint") not in (None, tokenizer.fingerprint):
+        raise SettingError("data", f"{data}: encoded with tokenizer {tokenizer.fingerprint} ({tokenizer.vocab_size:,} tokens), "
+                                   f"the run was trained on tokenizer {then['fingerprint']} ({then.get('vocab_size', 0):,} tokens) "
+                                   f"in {checkpoint}; resume with the data it was trained on, or start a new run")
 
 
 def _check_model(checkpoint, model_config):

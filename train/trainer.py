@@ -114,7 +114,7 @@ class Trainer:
         first checkpoint (TooSlow)."""
         self.rank, self.world, self.device, self.ddp, self.recipe = rank, world, device, ddp, recipe
         self.threads = threads or Threads(torch.get_num_threads())
-        config = completed(config)
+        config = _data_as_recorded(completed(config), resume)
         self.master = rank == 0
         self.tokenizer = data_tokenizer(config.data)
         self.eot_id = data_eot_id(config.data, self.tokenizer)
@@ -401,7 +401,8 @@ class Trainer:
     def _resume(self, checkpoint, digests):
         """Continue from `checkpoint`, which must be this run's: the same model, and the same
         settings but for the length (`digests`: the hashes of them that are this run's)."""
-        saved = self.checkpoints.read(checkpoint, self.model.config, self.optimizers, self.device)
+        saved = self.checkpoints.read(checkpoint, self.model.config, self.tokenizer, self.config.data, self.optimizers,
+                                      self.device)
         if saved.state["config_digest"] not in digests:
             difference = fixed_difference(load_run_config(self.run_dir.path), self.config) or "the run's config.json was edited"
             raise SettingError("resume", f"{self.run_dir.path}: the settings differ from the run's ({difference})")
@@ -435,15 +436,28 @@ class Trainer:
         self.stop_signal = signal.Signals(signum).name
 
 
+def _data_as_recorded(config, resume):
+    """A new run records its data directory as an absolute path, so that a resume from another
+    working directory finds it; a resume given the run's directory under another name (../data,
+    a link to it) takes the run's spelling, since the settings a resume must keep are compared as
+    written."""
+    if not resume:
+        return dataclasses.replace(config, data=str(Path(config.data).resolve()))
+    recorded = load_run_config(config.out).get("data")
+    if isinstance(recorded, str) and Path(recorded).resolve() == Path(config.data).resolve():
+        return dataclasses.replace(config, data=recorded)
+    return config
+
+
 def _resolve_model(model, tokenizer) -> ModelConfig:
     """The model a run trains: `model` (a preset name, a model config file or a model config)
     made for the data's tokenizer."""
     try:
-        config = ModelConfig.from_dict(dict(model), "model") if isinstance(model, dict) else load_config(model)
+        if isinstance(model, dict):
+            return ModelConfig.from_dict({**model, "vocab_size": tokenizer.vocab_size}, "model")
+        return load_config(model, tokenizer.vocab_size)
     except SettingError as e:  # load_config names the file as the setting `config`; here it is `model`
         raise SettingError("model", e.problem) from None
-    config.vocab_size = tokenizer.vocab_size
-    return config
 
 
 def _hms(seconds):

@@ -20,6 +20,8 @@ take the tokenizer's <|endoftext|>.
 from __future__ import annotations
 
 import json
+import os
+import re
 import zlib
 from pathlib import Path
 
@@ -54,13 +56,11 @@ def save_model(model: TransformerLM, tokenizer, directory, *, eot_id=None, extra
     (None: none); `extra_files`: name -> a function that writes that file given its path (the
     trainer's state). An existing `directory` that is not a checkpoint is refused unless `overwrite`.
     """
-    from safetensors.torch import save_file
-
     directory = Path(directory)
     check_target(directory, overwrite)
     with atomic_directory(directory) as tmp:
-        save_file({k: v.detach().contiguous().cpu() for k, v in model_tensors(model).items()}, tmp / MODEL_FILE,
-                  metadata={"format": "pt"})
+        save_tensors({k: v.detach().contiguous().cpu() for k, v in model_tensors(model).items()}, tmp / MODEL_FILE,
+                     metadata={"format": "pt"})
         tokenizer.save(tmp / TOKENIZER_FILE)
         for name, write in (extra_files or {}).items():
             write(tmp / name)
@@ -68,6 +68,22 @@ def save_model(model: TransformerLM, tokenizer, directory, *, eot_id=None, extra
                   "tokenizer": {"fingerprint": tokenizer.fingerprint, "vocab_size": tokenizer.vocab_size, "eot_id": eot_id},
                   "crc32": {path.name: file_crc32(path) for path in sorted(tmp.iterdir())}}
         (tmp / CONFIG_FILE).write_text(json.dumps(config, indent=2) + "\n")
+
+
+def save_tensors(tensors, path, metadata=None):
+    """safetensors' save_file, a failed write raised as the OSError it is: safetensors reports
+    one as a SafetensorError ("I/O error: No space left on device (os error 28)"), which the
+    callers, who tell a full disk in one line, would not know as one."""
+    from safetensors import SafetensorError
+    from safetensors.torch import save_file
+
+    try:
+        save_file(tensors, path, metadata=metadata)
+    except SafetensorError as e:
+        code = re.search(r"\(os error (\d+)\)", str(e))
+        if code is None:
+            raise
+        raise OSError(int(code[1]), os.strerror(int(code[1])), str(path)) from None
 
 
 def load_model(directory, device="cpu"):

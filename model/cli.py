@@ -59,6 +59,8 @@ def init(config_name, tokenizer_path, out, seed, overwrite):
     from gptkit.tokenizer import Tokenizer
 
     from .checkpoint import check_target, save_model
+    from .device import Memory
+    from .info import describe, model_cost
     from .model import TransformerLM
 
     config = load_config(config_name)
@@ -69,12 +71,16 @@ def init(config_name, tokenizer_path, out, seed, overwrite):
     if config.vocab_size != tokenizer.vocab_size:
         click.echo(f"note: vocab_size {config.vocab_size:,} -> {tokenizer.vocab_size:,}, the tokenizer's", err=True)
         config.vocab_size = tokenizer.vocab_size
+    memory = Memory({"float32 weights": 4 * model_cost(config).params}, torch.device("cpu"), "config",
+                    f"{config_name}: {describe(config)}", "choose a smaller model")
+    memory.check()
     torch.manual_seed(seed)
-    model = TransformerLM(config)
-    try:
-        save_model(model, tokenizer, out, eot_id=tokenizer.special_tokens.get(EOT), overwrite=overwrite)
-    except OSError as e:
-        raise InputError(f"--out {out}: cannot write ({e.strerror})") from None
+    with memory.guard():
+        model = TransformerLM(config)
+        try:
+            save_model(model, tokenizer, out, eot_id=tokenizer.special_tokens.get(EOT), overwrite=overwrite)
+        except OSError as e:
+            raise InputError(f"--out {out}: cannot write ({e.strerror}); nothing was written there") from None
     click.echo(f"wrote {out}: {model.num_params():,} parameters, tokenizer {tokenizer.fingerprint}")
 
 
@@ -89,7 +95,7 @@ def export_hf(checkpoint, out_dir, overwrite):
     try:
         export_hf(checkpoint, out_dir, overwrite)
     except OSError as e:
-        raise InputError(f"--out {out_dir}: cannot write ({e.strerror})") from None
+        raise InputError(f"--out {out_dir}: cannot write ({e.strerror}); nothing was written there") from None
     click.echo(f"wrote {out_dir}: load with transformers.AutoModelForCausalLM.from_pretrained({str(out_dir)!r})")
 
 

@@ -1,11 +1,20 @@
-"""Which device a stage runs on."""
+"""Which device a stage runs on, and whether a model fits its memory."""
 from __future__ import annotations
+
+import contextlib
+from pathlib import Path
 
 import torch
 
 from gptkit.shared.errors import SettingError
 
+from .info import size
+
 DEVICES = ("auto", "cpu", "cuda")
+MEMINFO = Path("/proc/meminfo")
+# What torch's CPU allocator says when malloc fails (a RuntimeError, not torch.OutOfMemoryError):
+# "can't allocate memory" on Linux, "not enough memory" on Windows.
+CPU_OUT_OF_MEMORY = ("DefaultCPUAllocator: can't allocate memory", "DefaultCPUAllocator: not enough memory")
 
 
 def resolve_device(name: str, local_rank: int = 0) -> torch.device:
@@ -19,3 +28,60 @@ def resolve_device(name: str, local_rank: int = 0) -> torch.device:
         torch.cuda.set_device(local_rank)
         return torch.device("cuda", local_rank)
     return torch.device("cpu")
+
+
+def available_memory(device) -> int | None:
+    """Bytes that new tensors on `device` can take: the CUDA device's free memory, or the
+    MemAvailable of /proc/meminfo (what the kernel can give without swapping); None where it
+    cannot be told (no /proc/meminfo: not Linux)."""
+    if device.type == "cuda":
+        return torch.cuda.mem_get_info(device)[0]
+    try:
+        with open(MEMINFO) as f:
+            line = next((line for line in f if line.startswith("MemAvailable:")), None)
+        return int(line.split()[1]) * 1024 if line else None  # "MemAvailable:   24295540 kB"
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def out_of_memory(error) -> bool:
+    """Whether `error` is an allocation that failed for want of memory."""
+    return isinstance(error, (torch.OutOfMemoryError, MemoryError)) or (
+        isinstance(error, RuntimeError) and any(message in str(error) for message in CPU_OUT_OF_MEMORY))
+
+
+class Memory:
+    """What a model needs on a device against what the device has, so that one too large for it
+    is refused in one line instead of an allocator's traceback or the kernel's OOM kill.
+
+    `needed`: bytes by what they hold (model/info.py's estimate); `setting`: the setting that
+    decides the size, which the SettingError names; `what`: the model, as the message starts
+    (`tiny: d_model 512 x 4 layers, 17.6M parameters`); `advice`: how to make it fit.
+    """
+
+    def __init__(self, needed: dict, device, setting, what, advice):
+        self.needed, self.device, self.setting, self.what, self.advice = needed, device, setting, what, advice
+        self.available = available_memory(device)  # before anything is allocated
+        total = sum(needed.values())
+        parts = f"({', '.join(f'{k} {size(v)}' for k, v in needed.items())})" if len(needed) > 1 else f"of {next(iter(needed))}"
+        self.estimate = f"~{size(total)} {parts}"
+
+    def check(self):
+        """Refuse a model whose estimate is more than the memory available (where it is known):
+        only what surely cannot fit, the estimate leaving out the allocator's own overhead."""
+        if self.available is not None and sum(self.needed.values()) > self.available:
+            raise SettingError(self.setting, f"{self.what}: needs {self.estimate}, more than the {size(self.available)} "
+                                             f"available on {self.device.type}; {self.advice}")
+
+    @contextlib.contextmanager
+    def guard(self, note=None):
+        """Torch's out-of-memory errors in the block as one line naming the estimate; `note()`:
+        what the line adds (which checkpoint is intact)."""
+        try:
+            yield
+        except (RuntimeError, MemoryError) as e:  # torch.OutOfMemoryError is a RuntimeError
+            if not out_of_memory(e):
+                raise
+            available = "" if self.available is None else f", {size(self.available)} were available"
+            line = f"{self.what}: out of memory on {self.device.type} (the estimate is {self.estimate}{available}); {self.advice}"
+            raise SettingError(self.setting, f"{line}; {note()}" if note else line) from None

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from gptkit.shared.files import atomic_directory, check_output
 
-from .checkpoint import eot_id as checkpoint_eot_id, load_model, model_tensors
+from .checkpoint import eot_id as checkpoint_eot_id, load_model, model_tensors, save_tensors
 
 _LAYER_NAMES = {
     "attention_norm": "input_layernorm",
@@ -101,8 +101,6 @@ def export_hf(checkpoint, out_dir, overwrite=False):
     """Write config.json, model.safetensors, generation_config.json and the tokenizer files into a
     new directory that replaces `out_dir` whole; an existing `out_dir` that is not an earlier export
     only with `overwrite`."""
-    from safetensors.torch import save_file
-
     model, tokenizer = load_model(checkpoint)
     eot_id = checkpoint_eot_id(checkpoint, tokenizer)  # None: sample puts nothing before the prompt, nor does the export
     eot_token = next((token for token, i in tokenizer.special_tokens.items() if i == eot_id), None)
@@ -120,7 +118,7 @@ def export_hf(checkpoint, out_dir, overwrite=False):
         "tokenizer.json": hf_tokenizer_json(tokenizer, eot_token),
     }
     with atomic_directory(out_dir) as tmp:
-        save_file(tensors, tmp / "model.safetensors", metadata={"format": "pt"})
+        save_tensors(tensors, tmp / "model.safetensors", metadata={"format": "pt"})
         for name, content in files.items():
             (tmp / name).write_text(json.dumps(content, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     return out_dir

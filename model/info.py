@@ -12,6 +12,7 @@ class ModelCost:
     non_embedding_params: int  # without the token embedding (a tied LM head is the embedding: not counted)
     matmul_params: int  # weights used in a matrix product per token: everything but the embedding lookup
     flops_per_token: int  # training (forward + backward)
+    block_matrix_params: int  # the blocks' weight matrices: what Muon trains where it is used (train/optim.py)
 
     @property
     def attention_flops_per_token(self):
@@ -37,23 +38,49 @@ def model_cost(config: ModelConfig) -> ModelCost:
     # The token embedding is a lookup, no matmul, unless it is also the LM head.
     matmul = non_embedding + (embedding if config.tie_embeddings else 0)
     attention_scores = 12 * config.n_layers * config.d_model * config.context_length
-    return ModelCost(embedding + non_embedding, non_embedding, matmul, 6 * matmul + attention_scores)
+    block_matrices = config.n_layers * (attention + feed_forward)
+    return ModelCost(embedding + non_embedding, non_embedding, matmul, 6 * matmul + attention_scores, block_matrices)
 
 
-def training_memory(config: ModelConfig, batch_size: int, activation_bytes: int) -> dict:
-    """Bytes of weights, gradients, AdamW state and activations for one training step of
-    `batch_size` sequences of full context: an estimate (the tensors autograd keeps per
-    token: per layer the block's inputs, norms, q/k/v, attention output and the four
-    feed-forward intermediates; the logits in float32 twice for the loss).
+def training_memory(config: ModelConfig, batch_size: int, activation_bytes: int, context_length=None, muon=False) -> dict:
+    """Bytes of weights, gradients, optimizer state and activations for one training step of
+    `batch_size` sequences of `context_length` tokens (None: the model's context): an estimate
+    (the tensors autograd keeps per token: per layer the block's inputs, norms, q/k/v,
+    attention output and the four feed-forward intermediates; the logits in float32 twice for
+    the loss).
 
-    Weights, gradients and AdamW's two moments are float32 (4 bytes each per parameter);
-    activations are `activation_bytes` per value (4 in float32, 2 under bf16 autocast).
-    Attention is taken to be a fused kernel that keeps no T x T matrix (flash attention on GPU).
+    Weights, gradients and AdamW's two moments are float32 (4 bytes each per parameter); with
+    `muon`, the blocks' matrices have Muon's one momentum instead of AdamW's two. Activations
+    are `activation_bytes` per value (4 in float32, 2 under bf16 autocast). Attention is taken
+    to be a fused kernel that keeps no T x T matrix (flash attention on GPU).
     """
     cost = model_cost(config)
     d, kv = config.d_model, config.n_kv_heads * config.head_dim
-    tokens = batch_size * config.context_length
+    tokens = batch_size * (context_length or config.context_length)
     per_token_per_layer = 6 * d + 2 * kv + 4 * config.d_ff
     activations = tokens * (config.n_layers * per_token_per_layer * activation_bytes
                             + config.vocab_size * (activation_bytes + 8) + 2 * d * 4)
-    return {"weights": 4 * cost.params, "gradients": 4 * cost.params, "adamw": 8 * cost.params, "activations": activations}
+    muon_params = cost.block_matrix_params if muon else 0
+    optimizer = {"adamw": 8 * (cost.params - muon_params), **({"muon": 4 * muon_params} if muon else {})}
+    return {"weights": 4 * cost.params, "gradients": 4 * cost.params, **optimizer, "activations": activations}
+
+
+def describe(config: ModelConfig) -> str:
+    """The model's size in a few words, for a message: `d_model 512 x 4 layers, 17.6M parameters`."""
+    return f"d_model {config.d_model} x {config.n_layers} layers, {count(model_cost(config).params)} parameters"
+
+
+def count(n: int) -> str:
+    """A count for a message: 17.6M, 1.6T."""
+    for unit, scale in (("T", 1e12), ("B", 1e9), ("M", 1e6), ("K", 1e3)):
+        if n >= scale:
+            return f"{n / scale:.1f}{unit}"
+    return str(n)
+
+
+def size(n_bytes: int) -> str:
+    """Bytes for a message, in the binary units `gptkit model info` prints: 512.0 MiB, 1.50 GiB, 24.00 TiB."""
+    for unit, scale in (("PiB", 2**50), ("TiB", 2**40), ("GiB", 2**30)):
+        if n_bytes >= scale:
+            return f"{n_bytes / scale:.2f} {unit}"
+    return f"{n_bytes / 2**20:.1f} MiB"

@@ -6,6 +6,7 @@ A run directory is damaged in each of the ways a full disk, a kill or an editor 
 `--resume` must say what is damaged and which earlier checkpoint is intact.
 """
 import dataclasses
+import errno
 import json
 import os
 import re
@@ -15,13 +16,21 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import safetensors.torch
+import torch
 from click.testing import CliRunner
+from safetensors import SafetensorError
 
+from gptkit.model import device
 from gptkit.model.checkpoint import load_model
+from gptkit.model.cli import cli as model_cli
+from gptkit.model.config import ModelConfig
+from gptkit.model.info import describe, model_cost, size, training_memory
 from gptkit.sample.cli import cli as sample_cli
 from gptkit.shared.shards import HEADER_BYTES, ShardHeader
+from gptkit.train import trainer
 from tests.conftest import assert_input_error, english_like
-from tests.test_trainer import data, flags, model_json, records  # noqa: F401 (fixtures)
+from tests.test_trainer import MODEL, data, flags, model_json, python_train, records, write_model  # noqa: F401 (fixtures)
 from gptkit.train.cli import cli as train_cli
 
 
@@ -569,3 +578,157 @@ def test_a_resume_on_data_of_another_tokenizer_blames_the_data(run, data, tmp_pa
     res = invoke(train_cli, "--out", run, "--resume", "--data", tmp_path / "other", "--max-steps", 5)
     assert_input_error(res, f"--data {tmp_path / 'other'}: encoded with tokenizer {other.fingerprint} (400 tokens), "
                             f"the run was trained on tokenizer {ours.fingerprint} ({ours.vocab_size:,} tokens)")
+
+
+# -- a model too large for the memory, a disk too full for a checkpoint ---------------------------
+
+def make_model(command, model_file, data, small_tokenizer, out):
+    """`gptkit train` (2 steps, batch 4 x 32) or `gptkit model init` of the model in `model_file`."""
+    if command == "train":
+        return invoke(train_cli, *run_args(data, out, model_file, max_steps=2))
+    return invoke(model_cli, "init", "--config", model_file, "-t", small_tokenizer[1], "--out", out)
+
+
+@pytest.mark.parametrize("command", ["train", "model init"])
+def test_a_model_too_large_for_the_memory_is_refused_before_it_is_built(command, data, small_tokenizer, tmp_path):
+    # 550B parameters; without the check its embedding (470 MB) is built, then its first matrix
+    # (256 GiB) fails to allocate, in a traceback
+    huge = write_model(tmp_path / "huge.json", d_model=2**18, n_heads=2**11)
+    res = make_model(command, huge, data, small_tokenizer, tmp_path / "out")
+    setting = "--model" if command == "train" else "--config"
+    assert_input_error(res, f"{setting} {huge}: {describe(ModelConfig(**json.loads(Path(huge).read_text())))}", "TiB",
+                       "more than the", "available on cpu")
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("command", ["train", "model init"])
+def test_a_model_larger_than_the_memory_available_is_refused_with_model_infos_estimate(command, data, model_json,
+                                                                                      small_tokenizer, tmp_path, monkeypatch):
+    meminfo = tmp_path / "meminfo"
+    meminfo.write_text("MemTotal:        1000 kB\nMemFree:          100 kB\nMemAvailable:     100 kB\n")
+    monkeypatch.setattr(device, "MEMINFO", meminfo)
+    config = ModelConfig(**MODEL)
+    needed = training_memory(config, 4, 4, 32) if command == "train" else {"weights": 4 * model_cost(config).params}
+    res = make_model(command, model_json, data, small_tokenizer, tmp_path / "out")
+    assert_input_error(res, f"{model_json}: {describe(config)}", f"needs ~{size(sum(needed.values()))} ",
+                       f"more than the {size(100 * 1024)} available on cpu")
+    assert not (tmp_path / "out").exists()
+    monkeypatch.setattr(device, "MEMINFO", tmp_path / "absent")  # not Linux: nothing to compare with, nothing refused
+    res = make_model(command, model_json, data, small_tokenizer, tmp_path / "out")
+    assert res.exit_code == 0, res.output
+
+
+CPU_ALLOCATOR_FAILED = ("[enforce fail at alloc_cpu.cpp:127] err == 0. DefaultCPUAllocator: can't allocate memory: you tried "
+                        "to allocate 1649267441664 bytes. Error code 12 (Cannot allocate memory)")
+
+
+@pytest.mark.parametrize("where", ["train: building the model", "train: the first step", "model init"])
+def test_running_out_of_memory_all_the_same_is_one_line_naming_the_estimate(where, data, model_json, small_tokenizer,
+                                                                            tmp_path, monkeypatch):
+    def cpu_allocator_fails(*args, **kwargs):
+        raise RuntimeError(CPU_ALLOCATOR_FAILED)
+
+    def cuda_allocator_fails(*args, **kwargs):
+        raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 20.00 GiB")
+
+    if where == "train: building the model":
+        monkeypatch.setattr(trainer, "TransformerLM", cpu_allocator_fails)
+    elif where == "train: the first step":
+        monkeypatch.setattr(trainer.Trainer, "_train_step", cuda_allocator_fails)
+    else:
+        monkeypatch.setattr("gptkit.model.model.TransformerLM", cpu_allocator_fails)
+    res = make_model(where.split(":")[0], model_json, data, small_tokenizer, tmp_path / "out")
+    config = ModelConfig(**MODEL)
+    estimate = size(4 * model_cost(config).params if where == "model init" else sum(training_memory(config, 4, 4, 32).values()))
+    assert res.exit_code == 2 and "Traceback" not in res.output, res.output
+    [line] = res.stderr.splitlines()  # what the run logged before goes to stdout
+    assert line.startswith(f"Error: {'--config' if where == 'model init' else '--model'} {model_json}: {describe(config)}")
+    assert f": out of memory on cpu (the estimate is ~{estimate} " in line
+    assert line.endswith(f"; no checkpoint was written to {tmp_path / 'out'}" if where == "train: the first step" else
+                         "choose a smaller model" if where == "model init" else "--batch-size")
+
+
+SAFETENSORS_DISK_FULL = "Error while serializing: I/O error: No space left on device (os error 28)"  # as safetensors 0.8 says it
+
+
+def on_the_second_checkpoint(path):
+    return ".step-000004_" in str(path)
+
+
+def safetensors_fills_the_disk(monkeypatch):
+    real = safetensors.torch.save_file
+
+    def save_file(tensors, filename, metadata=None):
+        if not on_the_second_checkpoint(filename):
+            return real(tensors, filename, metadata)
+        Path(filename).write_bytes(bytes(1000))  # a part of it, then the disk is full
+        raise SafetensorError(SAFETENSORS_DISK_FULL)
+
+    monkeypatch.setattr(safetensors.torch, "save_file", save_file)
+
+
+def our_write_fills_the_disk(monkeypatch):
+    real = Path.write_text
+
+    def write_text(self, text, *args, **kwargs):
+        if self.name != "trainer_state.json" or not on_the_second_checkpoint(self):
+            return real(self, text, *args, **kwargs)
+        real(self, text[:10])
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(Path, "write_text", write_text)
+
+
+@pytest.mark.parametrize("fill_the_disk", [safetensors_fills_the_disk, our_write_fills_the_disk])
+def test_a_checkpoint_that_cannot_be_written_is_one_line_and_latest_stays_on_the_last_one(fill_the_disk, data, model_json,
+                                                                                        tmp_path, monkeypatch):
+    fill_the_disk(monkeypatch)
+    run = tmp_path / "run"
+    res = invoke(train_cli, *run_args(data, run, model_json, max_steps=4, checkpoint_interval=2))
+    assert res.exit_code == 1 and "Traceback" not in res.output, res.output
+    previous = run / "checkpoints" / "step-000002_tokens-256"
+    assert res.stderr == (f"Error: {run}/checkpoints/step-000004_tokens-512: cannot write (No space left on device); the last "
+                          f"checkpoint, {previous.name} in {run}, is intact; make room, then resume with: "
+                          f"gptkit train --out {run} --resume\n")
+    assert os.listdir(run / "checkpoints") == [previous.name]  # no part of the new one, under any name
+    assert (run / "latest").resolve() == previous
+    monkeypatch.undo()  # room made
+    res = invoke(train_cli, "--out", run, "--resume")
+    assert res.exit_code == 0, res.output
+    assert (run / "latest").resolve().name == "step-000004_tokens-512" and [r["step"] for r in records(run)] == [1, 2, 3, 4]
+
+
+@pytest.mark.parametrize("command", ["init", "export-hf"])
+def test_a_full_disk_while_writing_a_model_is_one_line_and_leaves_out_as_it_was(command, finished_run, small_tokenizer,
+                                                                               model_json, tmp_path, monkeypatch):
+    args = (["init", "--config", model_json, "-t", small_tokenizer[1]] if command == "init"
+            else ["export-hf", "--checkpoint", finished_run / "latest"])
+    out = tmp_path / "out"
+    assert invoke(model_cli, *args, "--out", out).exit_code == 0
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+
+    def save_file(*args, **kwargs):
+        raise SafetensorError(SAFETENSORS_DISK_FULL)
+
+    monkeypatch.setattr(safetensors.torch, "save_file", save_file)
+    res = invoke(model_cli, *args, "--out", out)
+    assert_input_error(res, f"--out {out}: cannot write (No space left on device); nothing was written there")
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before and os.listdir(tmp_path) == ["out"]
+
+
+def test_a_file_size_limit_met_while_writing_a_checkpoint_is_one_line(data, model_json, tmp_path):
+    """A real failed write: RLIMIT_FSIZE makes the kernel refuse a file past 300 KB (EFBIG) as a
+    full disk refuses one (ENOSPC): model.safetensors (198 KB) is written, optimizer.safetensors
+    (396 KB) is not."""
+    resource = pytest.importorskip("resource")
+
+    def limited():
+        resource.setrlimit(resource.RLIMIT_FSIZE, (300_000, 300_000))  # Python ignores SIGXFSZ: writes fail instead
+
+    run = tmp_path / "run"
+    process = python_train(*run_args(data, run, model_json, max_steps=2), preexec_fn=limited)
+    _, stderr = process.communicate(timeout=300)
+    assert process.returncode == 1 and stderr == (
+        f"Error: {run}/checkpoints/step-000002_tokens-256: cannot write (File too large); no checkpoint was written to "
+        f"{run}; make room, then run the same command again\n")
+    assert os.listdir(run / "checkpoints") == [] and not (run / "latest").exists()

@@ -5,6 +5,7 @@ without CUDA (CI has none); on a GPU machine `make test` runs them with the rest
 bf16 autocast with torch.compile, a one-process NCCL run stopped by SIGTERM and resumed
 exactly, CUDA sampling against the CPU, and the pinned, non-blocking loader.
 """
+import json
 import signal
 import subprocess
 import sys
@@ -15,7 +16,8 @@ import torch
 from click.testing import CliRunner
 
 from gptkit.model.checkpoint import load_model
-from tests.test_trainer import ENV, ROOT, config, data, latest_step, model_json, records, run_flags, wait_for  # noqa: F401
+from gptkit.shared.errors import SettingError
+from tests.test_trainer import ENV, MODEL, ROOT, config, data, latest_step, model_json, records, run_flags, wait_for  # noqa: F401
 from gptkit.train.trainer import Trainer, train
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")]
@@ -81,3 +83,13 @@ def test_pinned_loader_delivers_the_loaders_batches_on_the_gpu(data, model_json,
             assert inputs.is_cuda and inputs.dtype == torch.int64
             expected = torch.from_numpy(trainer.loader.batch(step, micro).astype(np.int64))
             assert torch.equal(inputs.cpu(), expected[:, :-1]) and torch.equal(targets.cpu(), expected[:, 1:])
+
+
+def test_a_model_too_large_for_the_gpu_is_refused_before_it_is_built(data, tmp_path):
+    """The estimate is compared with the GPU's free memory (torch.cuda.mem_get_info): 34B
+    parameters, 16 GiB a matrix, are refused before the first one is made."""
+    huge = tmp_path / "huge.json"
+    huge.write_text(json.dumps({**MODEL, "d_model": 2**16, "n_heads": 2**9}))
+    with pytest.raises(SettingError, match=r"34\.\dB parameters.*more than the .* available on cuda") as refused:
+        train(config(data, tmp_path / "run", str(huge), device="cuda"))
+    assert refused.value.setting == "model" and not (tmp_path / "run").exists()

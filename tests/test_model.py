@@ -374,6 +374,8 @@ def test_model_cost_matches_built_model(name):
     linear = sum(m.weight.numel() for m in model.modules() if isinstance(m, torch.nn.Linear))  # lm_head counted once
     norms = sum(p.numel() for p in model.parameters() if p.dim() == 1)
     assert cost.matmul_params == linear + norms
+    embeddings = ("embedding.weight", "lm_head.weight")
+    assert cost.block_matrix_params == sum(p.numel() for n, p in model.named_parameters() if p.dim() == 2 and n not in embeddings)
 
 
 # -- checkpoints -----------------------------------------------------------------------------

@@ -28,6 +28,7 @@ from safetensors.torch import load_file
 from gptkit.model.checkpoint import file_crc32, load_model
 from gptkit.model.config import ModelConfig, load_config
 from gptkit.model.config import preset_names as model_preset_names
+from gptkit.model.info import training_memory
 from gptkit.model.model import TransformerLM
 from gptkit.shared.errors import SettingError
 from gptkit.shared.shards import ShardHeader
@@ -253,6 +254,20 @@ def test_build_optimizers_assigns_parameters():
     assert {n for n, _ in plain} == names - hidden and not decayed and no_wd == 0
     assert {"embedding.weight", "lm_head.weight", "norm.weight"} <= {n for n, _ in plain}
     assert set(build_optimizers(model, TrainConfig(data="d", out="o"))) == {"adamw"}
+
+
+@pytest.mark.parametrize("optimizer", ["adamw", "muon"])
+@pytest.mark.parametrize("tied", [True, False])
+def test_the_memory_estimate_counts_what_the_optimizers_keep(optimizer, tied):
+    """training_memory (model info's estimate, which train checks against the memory available)
+    counts the optimizers' state as they hold it: Muon's one momentum where it is used."""
+    model = small_model(tie_embeddings=tied)
+    optimizers = build_optimizers(model, TrainConfig(data="d", out="o", optimizer=optimizer))
+    kept = {k: sum(t.numel() * t.element_size() for t in o.state_tensors().values()) for k, o in optimizers.items()}
+    memory = training_memory(model.config, 4, 4, muon=optimizer == "muon")
+    assert {k: memory[k] for k in ("weights", "gradients", *kept)} == {"weights": 4 * model.num_params(),
+                                                                       "gradients": 4 * model.num_params(), **kept}
+    assert set(memory) == {"weights", "gradients", *kept, "activations"}
 
 
 @pytest.mark.parametrize("tied", [True, False])

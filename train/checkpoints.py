@@ -19,10 +19,11 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from gptkit.model.checkpoint import CheckpointError, check_file, load_model, read_checkpoint_config, read_tensors, save_model
+from gptkit.model.checkpoint import (CheckpointError, check_file, load_model, read_checkpoint_config, read_tensors, save_model,
+                                     save_tensors)
 from gptkit.model.config import ModelConfig
 from gptkit.model.model import TransformerLM
-from gptkit.shared.errors import SettingError
+from gptkit.shared.errors import GptkitError, SettingError
 from gptkit.shared.files import atomic_symlink, remove_directory, remove_stale_temporaries, sync_directory
 from gptkit.shared.jsonfile import read_json
 
@@ -37,9 +38,9 @@ class Checkpoints:
 
     def save(self, model, tokenizer, eot_id, optimizers, state) -> Path:
         """Write a checkpoint of `model` and `optimizers` with the trainer's `state` (step, tokens,
-        config_digest, schedule), point `latest` at it, and delete the oldest beyond keep_last."""
-        from safetensors.torch import save_file
-
+        config_digest, schedule), point `latest` at it, and delete the oldest beyond keep_last. A
+        checkpoint that cannot be written (a full disk) is an error naming it and the last one,
+        which `latest` still points at, and leaves nothing under its name."""
         name = f"step-{state['step']:06d}_tokens-{state['tokens']}"
         directory = self.directory / name
         # Of the random-number state only torch's CPU generator is saved, and a resume restores it.
@@ -49,12 +50,17 @@ class Checkpoints:
         state = {**state, "optimizer_steps": {k: getattr(o, "steps", state["step"]) for k, o in optimizers.items()},
                  "rng": {"torch": torch.get_rng_state().numpy().tobytes().hex()}}
         tensors = {f"{k}/{n}": t for k, o in optimizers.items() for n, t in o.state_tensors().items()}
-        save_model(model, tokenizer, directory, eot_id=eot_id, extra_files={
-            OPTIMIZER_FILE: lambda path: save_file({k: v.contiguous().cpu() for k, v in tensors.items()}, path),
-            STATE_FILE: lambda path: path.write_text(json.dumps(state, indent=2) + "\n"),
-        })
-        sync_directory(self.directory)  # the checkpoint reaches the disk under its name before the pointer to it
-        atomic_symlink(self.latest, Path(CHECKPOINTS) / name)
+        try:
+            save_model(model, tokenizer, directory, eot_id=eot_id, extra_files={
+                OPTIMIZER_FILE: lambda path: save_tensors({k: v.contiguous().cpu() for k, v in tensors.items()}, path),
+                STATE_FILE: lambda path: path.write_text(json.dumps(state, indent=2) + "\n"),
+            })
+            sync_directory(self.directory)  # the checkpoint reaches the disk under its name before the pointer to it
+            atomic_symlink(self.latest, Path(CHECKPOINTS) / name)
+        except OSError as e:
+            then = (f"resume with: gptkit train --out {self.run_dir} --resume" if self.latest.exists()
+                    else "run the same command again")
+            raise GptkitError(f"{directory}: cannot write ({e.strerror}); {self.last_note()}; make room, then {then}") from None
         for old in sorted(self.directory.glob("step-*"))[: -self.keep_last]:
             remove_directory(old)
         for stale in self.directory.glob(".step-*.tmp-*"):  # of a process killed while saving or deleting

@@ -24,9 +24,9 @@ import torch
 import torch.distributed as dist
 
 from gptkit.model.config import ModelConfig, load_config
-from gptkit.model.device import resolve_device
+from gptkit.model.device import Memory, resolve_device
 from gptkit.model.generate import generate, prompt_ids
-from gptkit.model.info import model_cost
+from gptkit.model.info import describe, model_cost, training_memory
 from gptkit.model.model import TransformerLM
 from gptkit.model.threads import Threads, torch_threads
 from gptkit.shared.errors import GptkitError, SettingError
@@ -136,9 +136,13 @@ class Trainer:
         self.time_budget = parse_duration(config.max_time) if config.max_time and not config.max_tokens else None
         self.schedule = Schedule(self.config, self._planned_steps())
 
+        # A model too large for the device is refused before it is built, not by the allocator
+        self.memory = _memory(given.model, model_config, config.batch_size // world, self.context, config.optimizer, device)
+        self.memory.check()
         torch.manual_seed(config.seed)
-        self.model = TransformerLM(model_config).to(device)
-        self.optimizers = build_optimizers(self.model, config, rank, world)
+        with self.memory.guard():
+            self.model = TransformerLM(model_config).to(device)
+            self.optimizers = build_optimizers(self.model, config, rank, world)
         self.run_dir, self.checkpoints = RunDir(config.out, self.master), Checkpoints(config.out, config.keep_last)
         self.step, self.tokens = 0, 0
         if resume:  # a run begun before config.json held the model itself hashed the preset name or file path
@@ -178,7 +182,8 @@ class Trainer:
     def run(self):
         handlers = {sig: signal.signal(sig, self._on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
         try:
-            return self._loop()
+            with self.memory.guard(self.checkpoints.last_note):
+                return self._loop()
         finally:
             for sig, handler in handlers.items():
                 signal.signal(sig, handler)
@@ -458,6 +463,16 @@ def _resolve_model(model, tokenizer) -> ModelConfig:
         return load_config(model, tokenizer.vocab_size)
     except SettingError as e:  # load_config names the file as the setting `config`; here it is `model`
         raise SettingError("model", e.problem) from None
+
+
+def _memory(model, model_config, batch_size, context, optimizer, device) -> Memory:
+    """What one process training `model_config` on `batch_size` sequences of `context` tokens
+    needs on `device` (activations in bf16 under CUDA's autocast); `model`: the setting it came
+    from, named where it is a preset or a file."""
+    needed = training_memory(model_config, batch_size, 2 if device.type == "cuda" else 4, context, muon=optimizer == "muon")
+    name = f"{model}: " if isinstance(model, str) else ""
+    return Memory(needed, device, "model", f"{name}{describe(model_config)}, trained at batch {batch_size} x {context}",
+                  "choose a smaller --model or --batch-size")
 
 
 def _hms(seconds):

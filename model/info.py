@@ -65,6 +65,14 @@ def training_memory(config: ModelConfig, batch_size: int, activation_bytes: int,
     return {"weights": 4 * cost.params, "gradients": 4 * cost.params, **optimizer, "activations": activations}
 
 
+def sampling_memory(config: ModelConfig, num_samples: int) -> dict:
+    """Bytes that sampling `num_samples` continuations at once takes beside the weights: the
+    float32 KV cache of the whole context for each (model.KVCache), and each step's float32
+    logits, probabilities and their sorted copy and cumulative sum for top-p."""
+    cache = 2 * 4 * config.n_layers * num_samples * config.n_kv_heads * config.context_length * config.head_dim
+    return {"KV cache": cache, "logits": 4 * 4 * num_samples * config.vocab_size}
+
+
 def describe(config: ModelConfig) -> str:
     """The model's size in a few words, for a message: `d_model 512 x 4 layers, 17.6M parameters`."""
     return f"d_model {config.d_model} x {config.n_layers} layers, {count(model_cost(config).params)} parameters"

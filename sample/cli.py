@@ -49,7 +49,9 @@ def cli(checkpoint, prompt, prompt_file, max_new_tokens, temperature, top_p, top
 
     from gptkit.model import load_model, resolve_device
     from gptkit.model.checkpoint import eot_id as checkpoint_eot_id
+    from gptkit.model.device import Memory
     from gptkit.model.generate import generate, prompt_ids
+    from gptkit.model.info import describe, sampling_memory
     from gptkit.model.threads import torch_threads
 
     from .stream import TextStream
@@ -58,6 +60,10 @@ def cli(checkpoint, prompt, prompt_file, max_new_tokens, temperature, top_p, top
     threads = torch_threads(threads, device)
     model, tokenizer = load_model(checkpoint, device)
     model.eval()
+    # Checked before any work: a batch of samples too large for the memory left beside the weights.
+    memory = Memory(sampling_memory(model.config, num_samples), device, "num_samples",
+                    f"{num_samples:,} samples of {describe(model.config)}", "ask for fewer --num-samples")
+    memory.check()
     eot_id = checkpoint_eot_id(checkpoint, tokenizer)
     ids = prompt_ids(tokenizer, prompt, eot_id)
     if not ids:

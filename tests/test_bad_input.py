@@ -732,3 +732,10 @@ def test_a_file_size_limit_met_while_writing_a_checkpoint_is_one_line(data, mode
         f"Error: {run}/checkpoints/step-000002_tokens-256: cannot write (File too large); no checkpoint was written to "
         f"{run}; make room, then run the same command again\n")
     assert os.listdir(run / "checkpoints") == [] and not (run / "latest").exists()
+
+
+def test_more_samples_than_the_memory_holds_are_refused_before_sampling(finished_run):
+    res = invoke(sample_cli, "--checkpoint", latest(finished_run), "--prompt", "the", "--num-samples", 10**9,
+                 "--device", "cpu", "--seed", 0)
+    assert_input_error(res, f"--num-samples 1,000,000,000 samples of d_model", "KV cache", "ask for fewer --num-samples")
+    assert res.stdout == ""

@@ -739,3 +739,26 @@ def test_more_samples_than_the_memory_holds_are_refused_before_sampling(finished
                  "--device", "cpu", "--seed", 0)
     assert_input_error(res, f"--num-samples 1,000,000,000 samples of d_model", "KV cache", "ask for fewer --num-samples")
     assert res.stdout == ""
+
+
+def test_a_full_disk_while_appending_to_metrics_is_one_line_naming_the_intact_checkpoint(data, model_json, tmp_path,
+                                                                                        monkeypatch):
+    from gptkit.train.run_dir import RunDir
+
+    real = RunDir.append
+
+    def append(self, record):
+        if record.get("step", 0) >= 3:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        real(self, record)
+
+    monkeypatch.setattr(RunDir, "append", append)
+    run = tmp_path / "run"
+    res = invoke(train_cli, *run_args(data, run, model_json, max_steps=4, checkpoint_interval=2))
+    assert res.exit_code == 1 and "Traceback" not in res.output, res.output
+    assert res.stderr == (f"Error: {run}/metrics.jsonl: cannot write (No space left on device); the last checkpoint, "
+                          f"step-000002_tokens-256 in {run}, is intact; make room, then resume with: "
+                          f"gptkit train --out {run} --resume\n")
+    monkeypatch.undo()
+    assert invoke(train_cli, "--out", run, "--resume").exit_code == 0
+    assert [r["step"] for r in records(run)] == [1, 2, 3, 4]

@@ -58,9 +58,7 @@ class Checkpoints:
             sync_directory(self.directory)  # the checkpoint reaches the disk under its name before the pointer to it
             atomic_symlink(self.latest, Path(CHECKPOINTS) / name)
         except OSError as e:
-            then = (f"resume with: gptkit train --out {self.run_dir} --resume" if self.latest.exists()
-                    else "run the same command again")
-            raise GptkitError(f"{directory}: cannot write ({e.strerror}); {self.last_note()}; make room, then {then}") from None
+            raise GptkitError(f"{directory}: cannot write ({e.strerror}); {self.full_disk_note()}") from None
         for old in sorted(self.directory.glob("step-*"))[: -self.keep_last]:
             remove_directory(old)
         for stale in self.directory.glob(".step-*.tmp-*"):  # of a process killed while saving or deleting
@@ -89,6 +87,11 @@ class Checkpoints:
         if self.latest.exists():
             return f"the last checkpoint, {self.latest.resolve().name} in {self.run_dir}, is intact"
         return f"no checkpoint was written to {self.run_dir}"
+
+    def full_disk_note(self):
+        """What a run stopped by a full disk leaves, and how to go on."""
+        then = f"resume with: gptkit train --out {self.run_dir} --resume" if self.latest.exists() else "run the same command again"
+        return f"{self.last_note()}; make room, then {then}"
 
     def _intact_note(self, damaged, optimizers):
         """Which checkpoint of the run a resume could start from instead of a damaged one."""

@@ -381,7 +381,10 @@ class Trainer:
 
     def _record(self, record, line):
         self._log(line)
-        self.run_dir.append(record)
+        try:
+            self.run_dir.append(record)
+        except OSError as e:  # a full disk: a line cut short is dropped by the resume (RunDir.cut_back)
+            raise TrainingError(f"{self.run_dir.metrics}: cannot write ({e.strerror}); {self.checkpoints.full_disk_note()}") from None
 
     def _log(self, line):
         if self.master:

@@ -1,4 +1,4 @@
-"""BPE training: exact merges by hand and against a from-scratch reference, determinism, bad input."""
+"""BPE training (gptkit.tokenizer.train): exact merges by hand, against a from-scratch reference and against HF tokenizers' trainer, determinism, bad input."""
 import json
 import random
 import re

@@ -29,6 +29,7 @@ from gptkit.shared.errors import InputError
 from gptkit.shared.files import atomic_directory, check_output, settle_directory
 from gptkit.shared.jsonfile import read_json
 from gptkit.shared.text import EOT
+from gptkit.tokenizer import Tokenizer
 
 from .config import ModelConfig
 from .model import TransformerLM
@@ -89,8 +90,6 @@ def save_tensors(tensors, path, metadata=None):
 def load_model(directory, device="cpu"):
     """(model, tokenizer) of a checkpoint, after checking that the config, the weights and the
     tokenizer agree; the first disagreement is an error naming it."""
-    from gptkit.tokenizer import Tokenizer
-
     config = read_checkpoint_config(directory)
     model_config = ModelConfig.from_dict(config["model"], source=f"{directory}/config.json")
     tokenizer = Tokenizer.from_file(check_file(directory, TOKENIZER_FILE, config))

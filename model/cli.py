@@ -6,8 +6,11 @@ import click
 
 from gptkit.shared.cli import CONTEXT, Group, overwrite_option, version_option
 from gptkit.shared.errors import InputError
+from gptkit.shared.text import EOT
+from gptkit.tokenizer import Tokenizer
 
 from .config import load_config, preset_names
+from .info import describe, model_cost, training_memory
 
 config_option = click.option(
     "--config", "config_name", required=True, metavar="PRESET|FILE",
@@ -26,7 +29,6 @@ def cli():
 @click.option("--batch-size", type=click.IntRange(min=1), default=8, show_default=True, help="Sequences per step, for the memory estimate.")
 def info(config_name, batch_size):
     """Parameters, training FLOPs per token and training memory of a model config."""
-    from .info import model_cost, training_memory
 
     config = load_config(config_name)
     cost = model_cost(config)
@@ -53,14 +55,10 @@ def info(config_name, batch_size):
 @overwrite_option("a checkpoint")
 def init(config_name, tokenizer_path, out, seed, overwrite):
     """Write a randomly initialized checkpoint (model.safetensors, config.json, tokenizer.json)."""
-    import torch
-
-    from gptkit.shared.text import EOT
-    from gptkit.tokenizer import Tokenizer
+    import torch  # here, with the modules that import it: `gptkit model info` and --help do without torch (2-3 s)
 
     from .checkpoint import check_target, save_model
     from .device import Memory
-    from .info import describe, model_cost
     from .model import TransformerLM
 
     config = load_config(config_name)
@@ -90,7 +88,7 @@ def init(config_name, tokenizer_path, out, seed, overwrite):
 @overwrite_option("an earlier export")
 def export_hf(checkpoint, out_dir, overwrite):
     """Write a Hugging Face model directory (LlamaForCausalLM, or Qwen3ForCausalLM with QK-norm)."""
-    from .hf import export_hf
+    from .hf import export_hf  # imports torch: not at the top (see init)
 
     try:
         export_hf(checkpoint, out_dir, overwrite)

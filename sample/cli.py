@@ -47,6 +47,7 @@ def cli(checkpoint, prompt, prompt_file, max_new_tokens, temperature, top_p, top
         log.warning(f"{where}: {replaced} byte(s) that are not UTF-8 replaced by U+FFFD")
     stops = [without_surrogates(stop)[0] for stop in stops]
 
+    # torch's import cost (2-3 s) is paid only once the arguments are checked: --help and a bad flag answer at once
     from gptkit.model import load_model, resolve_device
     from gptkit.model.checkpoint import eot_id as checkpoint_eot_id
     from gptkit.model.device import Memory

@@ -24,10 +24,10 @@ import numpy as np
 import regex
 
 from gptkit.shared.errors import InputError
-from gptkit.shared.text import EOT
 from gptkit.shared.workers import process_pool
 
 from . import split
+from .files import hf_json, read_gpt2_files, read_hf_json, write_json
 
 _NO_RANK = np.iinfo(np.int64).max
 _CACHE_LIMIT = 1 << 19  # entries per cache: bounds its memory at roughly 100 MB
@@ -153,8 +153,6 @@ class Tokenizer:
     def from_file(cls, path):
         """Load a `tokenizer.json` in the format of HF `tokenizers` (byte-level BPE); a file with an
         option we do not apply is refused (InputError naming it) rather than encoded differently."""
-        from .files import read_hf_json
-
         vocab, merges, special_tokens, options = read_hf_json(path)
         return cls._checked(path, vocab, merges, special_tokens, **options)
 
@@ -162,8 +160,6 @@ class Tokenizer:
     def from_gpt2_files(cls, vocab_path, merges_path, special_tokens=None):
         """Load GPT-2's `vocab.json` and `merges.txt`; the named tokens of the vocabulary are special
         (each must be in it), by default GPT-2's end of text where the vocabulary has it."""
-        from .files import read_gpt2_files
-
         return cls._checked(merges_path, *read_gpt2_files(vocab_path, merges_path, special_tokens))
 
     @classmethod
@@ -175,14 +171,10 @@ class Tokenizer:
 
     def to_json(self) -> dict:
         """The content of this tokenizer's `tokenizer.json` (HF `tokenizers` format)."""
-        from .files import hf_json
-
         return hf_json(self)
 
     def save(self, path):
         """Write `tokenizer.json` (HF `tokenizers` format) atomically."""
-        from .files import write_json
-
         write_json(path, self.to_json())
 
     # -- encoding ----------------------------------------------------------------------------

@@ -14,6 +14,10 @@ from gptkit.shared.files import check_output
 from gptkit.shared.jsonfile import read_json
 from gptkit.shared.text import EOT, Utf8Decoder, without_surrogates
 
+from .bpe import Tokenizer
+from .split import GPT2_PATTERN
+from .train import train_bpe
+
 log = logging.getLogger(__name__)
 DEFAULT_PATH = "tokenizer.json"
 tokenizer_option = click.option(
@@ -41,8 +45,6 @@ def cli():
 @click.option("--quiet", "-q", is_flag=True, help="No progress display.")
 def train(inputs, more_inputs, vocab_size, special_tokens, out, overwrite, threads, max_bytes, separator, text_field, quiet):
     """Learn a byte-level BPE from text corpora (GPT-2 pre-tokenization)."""
-    from .train import train_bpe
-
     inputs = inputs + more_inputs
     if not inputs:
         raise InputError("--input: give at least one corpus file, directory or glob")
@@ -67,8 +69,6 @@ def train(inputs, more_inputs, vocab_size, special_tokens, out, overwrite, threa
 @overwrite_option("a tokenizer.json")
 def convert(vocab_path, merges_path, special_tokens, out, overwrite):
     """Turn GPT-2-style vocab.json + merges.txt into a tokenizer.json."""
-    from .bpe import Tokenizer
-
     check_output(out, _is_tokenizer_file, "a tokenizer.json", overwrite)
     tokenizer = Tokenizer.from_gpt2_files(vocab_path, merges_path, special_tokens or None)
     _save(tokenizer, out)
@@ -126,8 +126,6 @@ def decode(path, ids):
 @tokenizer_option
 def info(path):
     """Vocabulary size, merges, special tokens, normalizer, pattern and fingerprint of a tokenizer.json."""
-    from .split import GPT2_PATTERN
-
     tokenizer = _load(path)
     specials = ", ".join(f"{s} = {i}" for s, i in tokenizer.special_tokens.items()) or "none"
     click.echo(f"file: {path}")
@@ -142,8 +140,6 @@ def info(path):
 
 
 def _load(path):
-    from .bpe import Tokenizer
-
     return Tokenizer.from_file(path)
 
 

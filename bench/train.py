@@ -155,7 +155,7 @@ class HFStep:
 def ours_step(ours):
     """One `Trainer._train_step`, then what Trainer's loop does after it; (loss, grad norm, lr) as
     HFStep returns them (the values read at once: on the CPU nothing runs ahead anyway)."""
-    lr = ours.config.lr * ours.schedule(ours.step)
+    lr = ours.config.lr * ours.planner.schedule(ours.step)
     loss, grad_norm = ours._train_step()
     ours.step += 1
     return loss.item(), grad_norm.item(), lr

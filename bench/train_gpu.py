@@ -46,7 +46,8 @@ from bench.train import build_data  # noqa: E402
 from gptkit.model.config import load_config  # noqa: E402
 from gptkit.model.info import model_cost  # noqa: E402
 from gptkit.train.config import TrainConfig  # noqa: E402
-from gptkit.train.trainer import PEAK_BF16_FLOPS, Trainer  # noqa: E402
+from gptkit.train.report import PEAK_BF16_FLOPS  # noqa: E402
+from gptkit.train.trainer import Trainer  # noqa: E402
 
 SHAPES = {"tiny": (16, 256), "tinystories-17m": (64, 256), "gpt2-small": (32, 1024)}  # batch, context
 

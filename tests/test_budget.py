@@ -1,8 +1,6 @@
 """--max-time planning (train/budget.py) on simulated step times: when it plans, what length,
 and a budget spent by a machine that got slower."""
-from gptkit.train.budget import FIRST_PLAN_STEPS, PLAN_AT, TimeBudget
-
-UNPLANNED = 10**12
+from gptkit.train.budget import FIRST_PLAN_STEPS, PLAN_AT, UNPLANNED, TimeBudget
 
 
 def simulate(step_seconds, budget=100.0):

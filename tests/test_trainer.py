@@ -617,7 +617,7 @@ def test_resume_extends_or_shortens_a_run_from_where_it_stopped(data, model_json
 
 
 def test_max_time_plans_the_steps_to_end_on_time(data, model_json, tmp_path, monkeypatch):
-    monkeypatch.setattr("gptkit.train.trainer.UNPLANNED", 50_000)  # a planning bug ends the test instead of running forever
+    monkeypatch.setattr("gptkit.train.budget.UNPLANNED", 50_000)  # a planning bug ends the test instead of running forever
     run = tmp_path / "run"
     res = invoke(*flags(data=data, out=run, model=model_json, device="cpu", batch_size=4, context_length=32, max_time="2s",
                         warmup_steps=2, eval_interval=0, eval_tokens=256, log_interval=5, checkpoint_interval=0))

@@ -1,4 +1,7 @@
-"""How long a --max-time run trains: its steps planned from the throughput it measures.
+"""How long a run trains: the steps --max-steps or --max-tokens ask for, or under --max-time
+steps planned from the throughput the run measures. The Planner keeps the run's length and its
+learning-rate schedule beside the loop, which asks it when to sync and, after a sync, whether
+the length changes; a TimeBudget plans a --max-time run.
 
 A step's time is known only once steps have run, and it changes on the way (a machine that gets
 busy, evaluations). So a timed run starts without a length, measures its first steps (after the
@@ -16,12 +19,84 @@ from __future__ import annotations
 
 import time
 
+from .config import parse_duration
+from .optim import Schedule
+
+UNPLANNED = 10**12  # the length of a --max-time run until its throughput is measured
 FIRST_PLAN_STEPS = 3  # timed steps before the first plan
 # A run whose steps take this many times what the recipe timed, found in the first RECHOOSE_WITHIN
 # of its budget, is better served by a shape chosen for the machine as it is now.
 RECHOOSE_SLOWDOWN, RECHOOSE_WITHIN = 3.0, 0.25
 PLAN_AT = (0.05, 0.1, 0.25, 0.5, 0.75, 0.9)  # fractions of the budget where the length is planned again
 CHECKS = 100  # syncs the budget asks for over a run: it is checked about every 1% of it
+
+
+class Planner:
+    """The run's length and its learning-rate schedule (train/optim.py): fixed by the settings, or
+    planned by a TimeBudget while a --max-time run trains. `master`: rank 0, whose clock every rank
+    plans by."""
+
+    def __init__(self, config, tokens_per_step, master):
+        self.config, self.master = config, master
+        # the --max-time budget; None where the length is fixed (or, on a resume, already planned)
+        self.seconds = parse_duration(config.max_time) if config.max_time and not config.max_tokens else None
+        if config.max_tokens:
+            self.steps_asked = -(-config.max_tokens // tokens_per_step)
+        else:
+            self.steps_asked = UNPLANNED if self.seconds else config.max_steps
+        self.schedule = Schedule(config, self.steps_asked)
+        self.budget = None  # a TimeBudget, from the loop's start, where the length is planned by time
+
+    @property
+    def total_steps(self):
+        return self.schedule.total_steps
+
+    @property
+    def planned(self):
+        """Whether the length is known: a --max-time run's is not until its steps are timed."""
+        return self.total_steps != UNPLANNED
+
+    def resume(self, saved, step, new_length):
+        """Go on from `step` with the run's own schedule (`saved`: Schedule.state(); None from a
+        checkpoint older than it). A timed run resumes on the plan it made; given a new --max-time,
+        it plans again from this session's throughput (a new fixed length: `replan`)."""
+        if saved is not None:
+            self.schedule = Schedule(self.config, **saved)
+        if self.seconds and new_length:
+            self.schedule = self.schedule.replan(step, UNPLANNED)
+        elif self.planned:
+            self.seconds = None
+
+    def replan(self, step, total_steps):
+        self.schedule = self.schedule.replan(step, total_steps)
+
+    def start(self, step):
+        """The loop starts from `step`: a timed run's clock starts now."""
+        if self.seconds:
+            self.budget = TimeBudget(self.seconds, self.config.max_time, step)
+
+    def sync_due(self, step):
+        """Whether the budget needs a sync after `step` (steps done)."""
+        return bool(self.budget) and self.budget.due(step)
+
+    def clock_to_share(self):
+        """What this rank adds to the sync's all-reduce: rank 0's clock, 0 from the others."""
+        return self.budget.clock_to_share() if self.budget and self.master else 0.0
+
+    def synced(self, shared_clock, step):
+        if self.budget:
+            self.budget.synced(shared_clock, step)
+
+    def too_slow(self, timed_by_recipe):
+        """TimeBudget.too_slow; None where the run is not timed."""
+        return self.budget.too_slow(timed_by_recipe) if self.budget else None
+
+    def remaining(self):
+        return self.budget.remaining()
+
+    def plan(self, step):
+        """(a new length, its reason) when a timed run plans one after `step`; else None."""
+        return self.budget.plan(step, self.total_steps) if self.budget else None
 
 
 class TimeBudget:

@@ -4,8 +4,9 @@
 not given. The Trainer builds the data, the model and its optimizers, then loops: each step is
 queued on the device, and the host waits for the device only where it must know what happened
 (a log line, an evaluation, a sample, a checkpoint, a signal, a --max-time plan). Beside it:
-budget.py (when a --max-time run ends), run_dir.py (the run's config.json and metrics.jsonl),
-checkpoints.py (saving and resuming), evaluate.py (the validation loss), recipe.py.
+budget.py (the Planner: the run's length and schedule, and when a --max-time run ends),
+report.py (the log lines and metrics records), run_dir.py (the run's config.json and
+metrics.jsonl), checkpoints.py (saving and resuming), evaluate.py (the validation loss), recipe.py.
 """
 from __future__ import annotations
 
@@ -32,17 +33,15 @@ from gptkit.model.threads import Threads, torch_threads
 from gptkit.shared.errors import GptkitError, SettingError
 from gptkit.shared.files import output_lock
 
-from .budget import TimeBudget
+from .budget import Planner
 from .checkpoints import Checkpoints
-from .config import LENGTH, TrainConfig, completed, fixed_difference, parse_duration
+from .config import LENGTH, TrainConfig, completed, fixed_difference
 from .data import Loader, ShardData, data_eot_id, data_tokenizer, unigram_entropy
 from .evaluate import Evaluator, unigram_comparison
-from .optim import Schedule, build_optimizers
+from .optim import build_optimizers
 from .recipe import recipe_config
+from .report import StepReport, replan_report, sample_report, validation_report
 from .run_dir import RunDir, load_run_config
-
-PEAK_BF16_FLOPS = {"H100": 989e12, "H200": 989e12, "A100": 312e12}  # dense, per GPU
-UNPLANNED = 10**12  # the length of a --max-time run until its throughput is measured
 
 
 class TrainingError(GptkitError):
@@ -131,10 +130,9 @@ class Trainer:
             raise SettingError("batch_size", f"{config.batch_size}: not divisible among {world} processes "
                                              "(it counts the sequences of all of them)")
         self.loader = Loader(self.train_data, config.loader, config.batch_size // world, self.context, config.seed, rank, world, config.grad_accum)
-        self.evaluate = Evaluator(val_data, self.tokenizer, self.context, config, rank, world, device, ddp)
+        self.evaluator = Evaluator(val_data, self.tokenizer, self.context, config, rank, world, device, ddp)
         self.tokens_per_step = config.batch_size * self.context * config.grad_accum
-        self.time_budget = parse_duration(config.max_time) if config.max_time and not config.max_tokens else None
-        self.schedule = Schedule(self.config, self._planned_steps())
+        self.planner = Planner(self.config, self.tokens_per_step, self.master)
 
         # A model too large for the device is refused before it is built, not by the allocator
         self.memory = _memory(given.model, model_config, config.batch_size // world, self.context, config.optimizer, device)
@@ -149,10 +147,8 @@ class Trainer:
             self._resume(self.checkpoints.latest if resume is True else Path(resume), {self.config.digest(), given.digest()})
         else:
             self.run_dir.start(self.config)
-        self.first_step = self.step
-        self.budget = TimeBudget(self.time_budget, config.max_time, self.step) if self.time_budget else None
         self.batches = self._batches()
-        self.flops_per_token = model_cost(model_config).flops_per_token
+        self.step_report = StepReport(self.planner, self.step, device, world, self.threads, model_cost(model_config).flops_per_token)
         self.autocast = torch.autocast("cuda", torch.bfloat16) if device.type == "cuda" else contextlib.nullcontext()
         if device.type == "cuda":
             torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = True
@@ -167,16 +163,6 @@ class Trainer:
         self.compiled = compile_model
         self.stop_signal = None
 
-    @property
-    def total_steps(self):
-        return self.schedule.total_steps
-
-    def _planned_steps(self):
-        config = self.config
-        if config.max_tokens:
-            return -(-config.max_tokens // self.tokens_per_step)
-        return UNPLANNED if self.time_budget else config.max_steps
-
     # -- the loop ---------------------------------------------------------------------------------
 
     def run(self):
@@ -189,41 +175,39 @@ class Trainer:
                 signal.signal(sig, handler)
 
     def _loop(self):
-        config = self.config
-        length = f"{self.config.max_time} of training" if self.total_steps == UNPLANNED else self.total_steps
+        config, planner = self.config, self.planner
+        length = planner.total_steps if planner.planned else f"{config.max_time} of training"
         threads = "" if self.device.type != "cpu" else f", {self.threads.describe()}"
         self._log(f"training {self.model.num_params():,} parameters on {self.device} x {self.world} ({self.backend}"
                   f"{', compiled' if self.compiled else ''}{threads}), {self.tokens_per_step:,} tokens per step, "
                   f"steps {self.step} -> {length}")
         start_time = last_log = time.perf_counter()
-        if self.budget:
-            self.budget.start()
+        planner.start(self.step)
         self.threads.new_loop()  # training steps: the thread count is judged by them from here
         timed_tokens, window = 0, []
-        while self.step < self.total_steps:
+        while self.step < planner.total_steps:
             started = time.perf_counter()
             window.append(self._train_step())
             self.threads.record(time.perf_counter() - started)  # a CPU step's time (a GPU's threads are fixed)
             self.step, self.tokens = self.step + 1, self.tokens + self.tokens_per_step  # steps done, tokens seen
             timed_tokens += self.tokens_per_step
             signalled_here = not self.ddp and self.stop_signal is not None  # under DDP, ranks learn of it at the next sync
-            budget_due = self.budget and self.budget.due(self.step)
-            if not (any(self._due()) or signalled_here or budget_due):
+            if not (any(self._due()) or signalled_here or planner.sync_due(self.step)):
                 continue  # the host runs ahead of the device: no sync on this step
             loss, grad_norm, stopping = self._sync(window)
             window = []
-            if self.budget and self.recipe:  # until the first checkpoint: the run may still be re-chosen
+            if self.recipe:  # until the first checkpoint: the run may still be re-chosen
                 self._check_speed()
-            if self.budget and (planned := self.budget.plan(self.step, self.total_steps)):
+            if planned := planner.plan(self.step):
                 self._replan(*planned)  # before deciding what this step does: a plan may move the last step
             last, log_due, eval_due, sample_due, save_due = self._due()
             if log_due or stopping:
-                now = time.perf_counter()
-                self._log_step(loss, grad_norm, self.config.lr * self.schedule(self.step - 1),
-                               timed_tokens / (now - last_log), now - start_time)
+                now, lr = time.perf_counter(), config.lr * planner.schedule(self.step - 1)
+                self._record(*self.step_report(self.step, self.tokens, loss, grad_norm, lr, timed_tokens / (now - last_log),
+                                               now - start_time))
                 timed_tokens, last_log = 0, now
             if eval_due:
-                val_loss, val_bpb = self._evaluate()
+                val_loss, val_bpb = self._validation_loss()
                 if last:
                     self._log(unigram_comparison(val_loss, val_bpb, unigram_entropy(config.data)))
             if sample_due and self.master:
@@ -238,9 +222,9 @@ class Trainer:
 
     def _check_speed(self):
         """Raise TooSlow where the steps take RECHOOSE_SLOWDOWN times what the recipe timed."""
-        seconds = self.budget.too_slow(self.recipe.seconds_per_step)
+        seconds = self.planner.too_slow(self.recipe.seconds_per_step)
         if seconds is not None:
-            remaining = self.budget.remaining()
+            remaining = self.planner.remaining()
             self._log(f"step {self.step} | {1000 * seconds:.0f} ms a step, {seconds / self.recipe.seconds_per_step:.1f}x what "
                       f"the recipe timed: the machine got slower; choosing again for the {remaining:.0f} s left")
             raise TooSlow(remaining)
@@ -248,7 +232,7 @@ class Trainer:
     def _due(self):
         """What the step just done ends with: (last, log, evaluate, sample, save)."""
         c, step = self.config, self.step
-        last = step == self.total_steps
+        last = step == self.planner.total_steps
         return (last, step % c.log_interval == 0 or step == 1 or last, bool(c.eval_interval and step % c.eval_interval == 0) or last,
                 bool(c.sample_interval and step % c.sample_interval == 0), last or self._checkpoint_due())
 
@@ -256,7 +240,7 @@ class Trainer:
         """One optimizer step, queued on the device: (loss, gradient norm before clipping), both
         tensors still on the device, the loss this rank's."""
         config = self.config
-        lr = self.schedule(self.step)
+        lr = self.planner.schedule(self.step)
         self.model.train()
         loss_sum = torch.zeros((), device=self.device)
         for micro in range(config.grad_accum):
@@ -281,8 +265,7 @@ class Trainer:
         losses = torch.stack([loss for loss, _ in window])
         # rank 0's clock at the previous sync (measured once the device had finished) rides along,
         # so that every rank plans a --max-time run from the same numbers
-        clock = self.budget.clock_to_share() if self.budget and self.master else 0.0
-        flags = torch.tensor([float(self.stop_signal is not None), clock], device=self.device)
+        flags = torch.tensor([float(self.stop_signal is not None), self.planner.clock_to_share()], device=self.device)
         shared = torch.cat([losses, flags])
         if self.ddp:
             dist.all_reduce(shared)  # a sum: gloo has no average
@@ -290,8 +273,7 @@ class Trainer:
         values = torch.cat([shared, torch.stack([norm for _, norm in window]).float()]).tolist()
         n = len(window)
         losses, stop, clock, norms = values[:n], values[n], values[n + 1], values[n + 2 :]
-        if self.budget:
-            self.budget.synced(clock, self.step)
+        self.planner.synced(clock, self.step)
         first_step = self.step - len(window) + 1
         for i, (loss, norm) in enumerate(zip(losses, norms)):
             if not (math.isfinite(loss) and math.isfinite(norm)):
@@ -300,12 +282,10 @@ class Trainer:
         return losses[-1], norms[-1], stop > 0
 
     def _replan(self, total, reason):
-        before = self.total_steps
-        self.schedule = self.schedule.replan(self.step, total)
-        lr = self.config.lr * self.schedule(self.step)
-        self._record({"step": self.step, "tokens": self.tokens, "replan": {"total_steps": total, "lr": lr, "reason": reason}},
-                     f"step {self.step} | schedule re-planned: {'?' if before == UNPLANNED else before} -> {total} steps "
-                     f"({reason}); the learning rate goes on from {lr:.2e}")
+        before = self.planner.total_steps if self.planner.planned else "?"
+        self.planner.replan(self.step, total)
+        lr = self.config.lr * self.planner.schedule(self.step)
+        self._record(*replan_report(self.step, self.tokens, before, total, lr, reason))
 
     def _batches(self):
         """(inputs, targets) on the device for every micro-step from the current step on. The
@@ -332,12 +312,10 @@ class Trainer:
                 current, ahead = ahead.result(), pool.submit(pinned, s, m)
                 yield on_device(current)
 
-    def _evaluate(self):
-        val_loss, val_bpb, count = self.evaluate(self.model, self.autocast)
-        self._record({"step": self.step, "tokens": self.tokens, "val_loss": val_loss, "val_ppl": math.exp(min(val_loss, 50)),
-                      "val_bpb": val_bpb},
-                     f"step {self.step} | val loss {val_loss:.4f} | val ppl {math.exp(min(val_loss, 50)):.2f} | "
-                     f"val bpb {val_bpb:.4f} ({count:,} tokens)")
+    def _validation_loss(self):
+        """The model's validation loss and bits per byte now, logged and recorded."""
+        val_loss, val_bpb, count = self.evaluator(self.model, self.autocast)
+        self._record(*validation_report(self.step, self.tokens, val_loss, val_bpb, count))
         return val_loss, val_bpb
 
     def _sample(self):
@@ -350,34 +328,9 @@ class Trainer:
                 break
             ids.append(token.item())
         text = self.config.sample_prompt + self.tokenizer.decode(ids)
-        self._record({"step": self.step, "sample": text}, f"step {self.step} | sample: {text!r}")
+        self._record(*sample_report(self.step, text))
 
-    # -- logging -----------------------------------------------------------------------------------
-
-    def _log_step(self, loss, grad_norm, lr, tokens_per_s, elapsed):
-        record = {"step": self.step, "tokens": self.tokens, "loss": loss, "ppl": math.exp(min(loss, 50)), "lr": lr,
-                  "grad_norm": grad_norm, "tokens_per_s": tokens_per_s, "elapsed_s": elapsed}
-        mfu = self._mfu(tokens_per_s)
-        planned = self.total_steps != UNPLANNED
-        progress = f"{self.total_steps} ({100 * self.step / self.total_steps:.1f}%)" if planned else "? (timing the steps)"
-        line = (f"step {self.step}/{progress} | loss {loss:.4f} | ppl {record['ppl']:.2f} | lr {lr:.2e} | "
-                f"grad norm {grad_norm:.3f} | tokens {self.tokens:,} | {tokens_per_s:,.0f} tok/s")
-        if mfu is not None:
-            record["mfu"] = mfu
-            line += f" | MFU {100 * mfu:.1f}%"
-        if self.device.type == "cpu":  # what a user looks at first when the throughput seems wrong
-            record["threads"] = self.threads.count
-            line += f" | {self.threads.count} thread{'s' if self.threads.count > 1 else ''}"
-        eta = elapsed / max(self.step - self.first_step, 1) * (self.total_steps - self.step)
-        line += f" | {_hms(elapsed)} elapsed, ETA {_hms(eta) if planned else '?'}"
-        self._record(record, line)
-
-    def _mfu(self, tokens_per_s):
-        if self.device.type != "cuda":
-            return None
-        name = torch.cuda.get_device_name(self.device)
-        peak = next((flops for key, flops in PEAK_BF16_FLOPS.items() if key in name), None)
-        return None if peak is None else self.flops_per_token * tokens_per_s / (peak * self.world)
+    # -- logging (the lines and records: report.py) -----------------------------------------------
 
     def _record(self, record, line):
         self._log(line)
@@ -402,7 +355,7 @@ class Trainer:
         self.recipe = None  # a run with a checkpoint is kept, however slow (every rank knows it)
         if self.master:
             state = {"step": self.step, "tokens": self.tokens, "config_digest": self.config.digest(),
-                     "schedule": self.schedule.state()}
+                     "schedule": self.planner.schedule.state()}
             directory = self.checkpoints.save(self.model, self.tokenizer, self.eot_id, self.optimizers, state)
             self._log(f"saved {directory}")
 
@@ -417,27 +370,23 @@ class Trainer:
         saved.restore(self.model, self.optimizers)
         self.step, self.tokens = saved.state["step"], saved.state["tokens"]
         self.run_dir.cut_back(self.step)
-        self._resume_schedule(saved.state.get("schedule"))
+        self._resume_length(saved.state.get("schedule"))
 
-    def _resume_schedule(self, saved):
+    def _resume_length(self, saved):
         """The run's own plan; or, when this resume gives a new length (--max-steps, --max-tokens,
         --max-time), a plan re-made from this step, recorded in config.json and metrics.jsonl."""
-        if saved is not None:
-            self.schedule = Schedule(self.config, **saved)
         then = load_run_config(self.run_dir.path)
-        if all(then.get(k) == getattr(self.config, k) for k in LENGTH):
-            if self.total_steps != UNPLANNED:
-                self.time_budget = None  # a timed run resumes on the plan it made
+        new_length = any(then.get(k) != getattr(self.config, k) for k in LENGTH)
+        self.planner.resume(saved, self.step, new_length)
+        if not new_length:
             return
-        total = self._planned_steps()
+        total = self.planner.steps_asked
         if total <= self.step:
             setting = "max_tokens" if self.config.max_tokens else "max_steps"
             raise SettingError(setting, f"{getattr(self.config, setting)}: the run in {self.run_dir.path} has done "
                                         f"{self.step:,} steps, {'all' if total == self.step else 'more than'} the {total:,} asked for")
         self.run_dir.write_config(self.config)
-        if self.time_budget:  # planned from this session's throughput, once it is measured
-            self.schedule = self.schedule.replan(self.step, UNPLANNED)
-        else:
+        if not self.planner.seconds:  # a timed run's is planned from this session's throughput (Planner.resume)
             self._replan(total, "--resume with a new length")
 
     def _on_signal(self, signum, frame):
@@ -476,8 +425,3 @@ def _memory(model, model_config, batch_size, context, optimizer, device) -> Memo
     name = f"{model}: " if isinstance(model, str) else ""
     return Memory(needed, device, "model", f"{name}{describe(model_config)}, trained at batch {batch_size} x {context}",
                   "choose a smaller --model or --batch-size")
-
-
-def _hms(seconds):
-    seconds = int(seconds)
-    return f"{seconds // 3600}:{seconds % 3600 // 60:02d}:{seconds % 60:02d}"

@@ -1,0 +1,67 @@
+"""What a run reports: each line it logs beside the record metrics.jsonl keeps of it (run_dir.py),
+for a training step, an evaluation, a sample and a re-planned schedule, as (record, line) pairs
+that the trainer writes."""
+from __future__ import annotations
+
+import math
+
+import torch
+
+PEAK_BF16_FLOPS = {"H100": 989e12, "H200": 989e12, "A100": 312e12}  # dense, per GPU
+
+
+class StepReport:
+    """A logged training step: its loss, learning rate and throughput (MFU on CUDA, the threads
+    on a CPU), and how far the run is (`planner`: train/budget.py) since `first_step`."""
+
+    def __init__(self, planner, first_step, device, world, threads, flops_per_token):
+        self.planner, self.first_step = planner, first_step
+        self.device, self.world, self.threads, self.flops_per_token = device, world, threads, flops_per_token
+
+    def __call__(self, step, tokens, loss, grad_norm, lr, tokens_per_s, elapsed):
+        record = {"step": step, "tokens": tokens, "loss": loss, "ppl": math.exp(min(loss, 50)), "lr": lr,
+                  "grad_norm": grad_norm, "tokens_per_s": tokens_per_s, "elapsed_s": elapsed}
+        mfu = self._mfu(tokens_per_s)
+        total, planned = self.planner.total_steps, self.planner.planned
+        progress = f"{total} ({100 * step / total:.1f}%)" if planned else "? (timing the steps)"
+        line = (f"step {step}/{progress} | loss {loss:.4f} | ppl {record['ppl']:.2f} | lr {lr:.2e} | "
+                f"grad norm {grad_norm:.3f} | tokens {tokens:,} | {tokens_per_s:,.0f} tok/s")
+        if mfu is not None:
+            record["mfu"] = mfu
+            line += f" | MFU {100 * mfu:.1f}%"
+        if self.device.type == "cpu":  # what a user looks at first when the throughput seems wrong
+            record["threads"] = self.threads.count
+            line += f" | {self.threads.count} thread{'s' if self.threads.count > 1 else ''}"
+        eta = elapsed / max(step - self.first_step, 1) * (total - step)
+        line += f" | {_hms(elapsed)} elapsed, ETA {_hms(eta) if planned else '?'}"
+        return record, line
+
+    def _mfu(self, tokens_per_s):
+        if self.device.type != "cuda":
+            return None
+        name = torch.cuda.get_device_name(self.device)
+        peak = next((flops for key, flops in PEAK_BF16_FLOPS.items() if key in name), None)
+        return None if peak is None else self.flops_per_token * tokens_per_s / (peak * self.world)
+
+
+def validation_report(step, tokens, val_loss, val_bpb, count):
+    """An evaluation: `count` tokens of the val split."""
+    val_ppl = math.exp(min(val_loss, 50))
+    return ({"step": step, "tokens": tokens, "val_loss": val_loss, "val_ppl": val_ppl, "val_bpb": val_bpb},
+            f"step {step} | val loss {val_loss:.4f} | val ppl {val_ppl:.2f} | val bpb {val_bpb:.4f} ({count:,} tokens)")
+
+
+def sample_report(step, text):
+    return {"step": step, "sample": text}, f"step {step} | sample: {text!r}"
+
+
+def replan_report(step, tokens, before, total, lr, reason):
+    """The schedule re-planned from `step` to end after `total` steps, going on from `lr`;
+    `before`: the length it had ("?": none yet)."""
+    return ({"step": step, "tokens": tokens, "replan": {"total_steps": total, "lr": lr, "reason": reason}},
+            f"step {step} | schedule re-planned: {before} -> {total} steps ({reason}); the learning rate goes on from {lr:.2e}")
+
+
+def _hms(seconds):
+    seconds = int(seconds)
+    return f"{seconds // 3600}:{seconds % 3600 // 60:02d}:{seconds % 60:02d}"

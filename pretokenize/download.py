@@ -16,7 +16,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from gptkit.shared.errors import InputError
+from gptkit.shared.errors import InputError, SettingError
 from gptkit.shared.files import check_output, output_lock
 from gptkit.shared.progress import Progress
 
@@ -46,11 +46,11 @@ def download_dataset(name, out_dir, quiet=False, overwrite=False) -> list[Path]:
     for directory in (out_dir, *([val_dir(out_dir)] if val_urls else [])):
         if directory.exists() and not directory.is_dir():
             which = "is a file" if directory == out_dir else f"its validation directory {directory} is a file"
-            raise InputError(f"--out {out_dir}: {which}; expected a directory for the downloaded files")
+            raise SettingError("out", f"{out_dir}: {which}; expected a directory for the downloaded files")
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
     except OSError as e:
-        raise InputError(f"--out {out_dir}: cannot make the directory ({e.strerror})") from None
+        raise SettingError("out", f"{out_dir}: cannot make the directory ({e.strerror})") from None
     with output_lock(out_dir, "gptkit pretokenize download"):
         paths = [download(url, out_dir / _file_name(url), quiet, overwrite) for url in train_urls]
         for url in val_urls:

@@ -227,7 +227,7 @@ class Corpus:
                                      f"with a string field {field!r})") from None
                 doc = obj.get(field) if isinstance(obj, dict) else None
                 if not isinstance(doc, str):
-                    raise InputError(f"{path}:{lineno}: no string field {field!r} (use --text-field)")
+                    raise SettingError("text_field", f"{field!r}: {path}:{lineno} has no string field of that name")
                 self.bytes_read = start + raw.tell()
                 yield from _split(doc, piece_chars)
 
@@ -240,7 +240,8 @@ class Corpus:
             with pq.ParquetFile(path) as pf:
                 schema = pf.schema_arrow
                 if field not in schema.names:
-                    raise InputError(f"{path}: no column {field!r} (columns: {', '.join(schema.names)}; use --text-field)")
+                    raise SettingError("text_field", f"{field!r}: {path} has no column of that name "
+                                                     f"(columns: {', '.join(schema.names)})")
                 kind = schema.field(field).type
                 if not (pa.types.is_string(kind) or pa.types.is_large_string(kind)):
                     raise InputError(f"{path}: column {field!r} holds {kind}, expected strings")

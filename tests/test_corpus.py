@@ -149,7 +149,7 @@ def test_jsonl_invalid_json_names_file_and_line(tmp_path):
 @pytest.mark.parametrize("line", ['{"body": "x"}', '{"text": 3}', '{"text": null}', '["text"]'])
 def test_jsonl_missing_or_non_string_field(tmp_path, line):
     p = write(tmp_path / "a.jsonl", '{"text": "ok"}\n' + line + "\n")
-    with pytest.raises(InputError, match=r"a\.jsonl:2: no string field 'text' \(use --text-field\)"):
+    with pytest.raises(InputError, match=r"text_field 'text': \S*a\.jsonl:2 has no string field of that name"):
         docs_of(Corpus([p]))
 
 
@@ -234,7 +234,7 @@ def test_parquet_row_groups_in_order_nulls_skipped(tmp_path):
 
 def test_parquet_missing_column_lists_the_columns(tmp_path):
     p = write_parquet(tmp_path / "a.parquet", {"id": [1], "body": ["x"]})
-    with pytest.raises(InputError, match=r"a\.parquet: no column 'text' \(columns: id, body"):
+    with pytest.raises(InputError, match=r"text_field 'text': \S*a\.parquet has no column of that name \(columns: id, body"):
         docs_of(Corpus([p]))
 
 

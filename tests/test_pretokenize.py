@@ -488,7 +488,7 @@ def bad_case(case, tmp_path, tok_path):
         (tmp_path / "c.bin").write_bytes(b"\x00\x01 weights")
         return tok_path, [txt, tmp_path / "c.bin"], out, ["c.bin", "binary file"]
     if case == "parquet without the column":
-        return tok_path, [write_parquet(tmp_path / "c.parquet", docs_of(5), "body")], out, ["no column 'text'", "body"]
+        return tok_path, [write_parquet(tmp_path / "c.parquet", docs_of(5), "body")], out, ["--text-field 'text':", "has no column of that name", "body"]
     if case == "bad jsonl line after many shards":
         path = write_jsonl(tmp_path / "c.jsonl", docs_of(40))
         with open(path, "a") as f:

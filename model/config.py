@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gptkit.shared import config as config_files
-from gptkit.shared.errors import InputError
+from gptkit.shared.errors import InputError, SettingError
 
 PRESETS_DIR = Path(__file__).parent / "presets"
 
@@ -28,28 +28,29 @@ class ModelConfig:
     init_std: float = 0.02
 
     def __post_init__(self):
+        """Each value checked as TrainConfig checks its own: a SettingError naming the field
+        (from_dict adds the file it came from)."""
         if self.n_kv_heads is None:
             self.n_kv_heads = self.n_heads
         sizes = ("vocab_size", "context_length", "d_model", "n_layers", "n_heads", "n_kv_heads", "d_ff")
         for name in sizes:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name} must be a whole number, at least 1 (got {value!r})")
+                raise SettingError(name, f"{value!r}: expected a whole number, 1 or more")
         for name in ("rope_theta", "norm_eps", "init_std"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < math.inf:
-                raise ValueError(f"{name} must be a number above 0 (got {value!r})")
+                raise SettingError(name, f"{value!r}: expected a number above 0")
         for name in ("tie_embeddings", "qk_norm"):
             if not isinstance(getattr(self, name), bool):
-                raise ValueError(f"{name} must be true or false (got {getattr(self, name)!r})")
-        problems = [
-            (self.d_model % self.n_heads != 0, f"d_model {self.d_model} is not a multiple of n_heads {self.n_heads}"),
-            (self.n_heads % self.n_kv_heads != 0, f"n_heads {self.n_heads} is not a multiple of n_kv_heads {self.n_kv_heads}"),
-            ((self.d_model // self.n_heads) % 2 != 0, f"head size {self.d_model // max(self.n_heads, 1)} must be even for RoPE"),
-        ]
-        for bad, message in problems:
-            if bad:
-                raise ValueError(message)
+                raise SettingError(name, f"{getattr(self, name)!r}: expected true or false")
+        if self.d_model % self.n_heads:
+            raise SettingError("d_model", f"{self.d_model}: not a multiple of n_heads {self.n_heads}")
+        if self.n_heads % self.n_kv_heads:
+            raise SettingError("n_heads", f"{self.n_heads}: not a multiple of n_kv_heads {self.n_kv_heads}")
+        if self.head_dim % 2:
+            raise SettingError("d_model", f"{self.d_model}: its head size d_model / n_heads = {self.head_dim} is odd; "
+                                          "RoPE needs it even")
 
     @property
     def head_dim(self) -> int:
@@ -66,7 +67,7 @@ class ModelConfig:
             raise InputError(f"{source}: unknown model config key {unknown[0]!r} (known: {', '.join(sorted(known))})")
         try:
             return cls(**data)
-        except (TypeError, ValueError) as e:
+        except (TypeError, SettingError) as e:  # TypeError: a field missing (vocab_size)
             raise InputError(f"{source}: {e}") from None
 
 

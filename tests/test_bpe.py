@@ -6,6 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from gptkit.shared.errors import InputError
 from gptkit.tokenizer import Tokenizer, split
 from gptkit.tokenizer.bpe import _LONG, _groups
 from gptkit.tokenizer.files import BYTE_TO_CHAR
@@ -176,7 +177,7 @@ def test_decode_replaces_invalid_utf8(small_tokenizer):
     lead_byte = tokenizer.vocab.index("é".encode()[:1])  # the first of its two bytes, alone: not UTF-8
     assert tokenizer.decode([lead_byte, tokenizer.encode("x")[0]]) == "\ufffdx"
     assert tokenizer.decode(tokenizer.encode("é")) == "é"
-    with pytest.raises(ValueError, match="not in the vocabulary"):
+    with pytest.raises(InputError, match="not in the vocabulary"):
         tokenizer.decode([tokenizer.vocab_size])
 
 

@@ -112,13 +112,13 @@ class Tokenizer:
         ids = {b: i for i, b in enumerate(self.vocab) if i not in self.special_tokens.values()}
         missing = [b for b in range(256) if bytes([b]) not in ids]
         if missing:
-            raise ValueError(f"not a byte-level vocabulary: no token for byte {missing[0]:#04x}")
+            raise InputError(f"not a byte-level vocabulary: no token for byte {missing[0]:#04x}")
         self._byte_ids = np.array([ids[bytes([b])] for b in range(256)], np.int64)
         self._whole_token_ids = {b: np.array([i], np.uint32).tobytes() for b, i in ids.items()} if ignore_merges else None
         merged = []
         for rank, (a, b) in enumerate(self.merges):
             if self.vocab[a] + self.vocab[b] not in ids:
-                raise ValueError(f"merge {rank} ({self.vocab[a]!r}, {self.vocab[b]!r}) makes no token of the vocabulary")
+                raise InputError(f"merge {rank} ({self.vocab[a]!r}, {self.vocab[b]!r}) makes no token of the vocabulary")
             merged.append(ids[self.vocab[a] + self.vocab[b]])
         self._ranks = _PairRanks(self.merges, self.vocab_size)
         self._merged_ids = np.array(merged, np.int64)  # by rank
@@ -166,7 +166,7 @@ class Tokenizer:
     def _checked(cls, path, vocab, merges, special_tokens, **options):
         try:
             return cls(vocab, merges, special_tokens, **options)
-        except ValueError as e:
+        except InputError as e:  # the tokenizer finds what is wrong, the file is named here
             raise InputError(f"{path}: {e}") from None
 
     def to_json(self) -> dict:
@@ -388,7 +388,7 @@ class Tokenizer:
         ids = list(ids)
         if ids and not (0 <= min(ids) and max(ids) < len(self.vocab)):
             bad = next(i for i in ids if not 0 <= i < len(self.vocab))
-            raise ValueError(f"token id {bad} is not in the vocabulary (0..{len(self.vocab) - 1})")
+            raise InputError(f"token id {bad} is not in the vocabulary (0..{len(self.vocab) - 1})")
         return b"".join(map(self.vocab.__getitem__, ids))
 
     def decode(self, ids):

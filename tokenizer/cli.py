@@ -118,7 +118,7 @@ def decode(path, ids):
         raise InputError(f"IDS: expected integer token ids ({e})") from None
     try:
         sys.stdout.write(tokenizer.decode(numbers) + "\n")
-    except ValueError as e:
+    except InputError as e:
         raise InputError(f"IDS: {e}") from None
 
 

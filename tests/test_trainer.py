@@ -288,14 +288,15 @@ def test_weight_decay_only_on_matrices_and_embeddings_on_request(tied, decay_emb
 
 # -- the config: checked when it is made, one flag per field ---------------------------------------
 
-def test_the_option_table_has_exactly_the_fields_of_train_config():
-    from gptkit.train.cli import SETTINGS
-
-    assert [name for name, _, _ in SETTINGS] == list(FIELDS)
-    for name, kind, _ in SETTINGS:
+def test_every_field_of_train_config_is_a_flag_with_its_help_and_type():
+    options = {option.name: option for option in cli.commands["run"].params if option.name in FIELDS}
+    assert list(options) == list(FIELDS)
+    click_types = {bool: "boolean", int: "integer", float: "float", str: "text"}
+    for name, option in options.items():
+        assert option.help.startswith(FIELDS[name].metadata["help"]), name
         default = FIELDS[name].default
         if default not in (None, dataclasses.MISSING):
-            assert type(default) is kind, name
+            assert option.type.name == click_types[type(default)], name
 
 
 @pytest.mark.parametrize("setting, value, message", [

@@ -1,94 +1,35 @@
 """`gptkit train`: train a TransformerLM on token shards. Run `gptkit train run --help`.
 
-Every setting of train.config.TrainConfig has a flag (`--batch-size`, `--lr`, ...). One
-precedence: a flag overrides the --config preset or file, which overrides the recipe (without
---config and --model, train.recipe sizes the model, batch and schedule for the corpus, the time
-budget and the device when the run starts), which overrides the defaults.
+Every setting of train.config.TrainConfig has a flag (`--batch-size`, `--lr`, ...), made from
+its field: the type, the help and the default --help shows (train.config.setting). The flags
+are the highest layer of the one precedence, train.config.from_layers.
 """
+import dataclasses
 import functools
+import typing
 
 import click
 
 from gptkit.shared.cli import CONTEXT, DefaultGroup, flag, overwrite_option, threads_option, version_option
 from gptkit.shared.errors import InputError
 
-from .config import FIELDS, LENGTH, PATHS, WITHOUT_RECIPE, load_train_config, preset_names, with_overrides
-from .recipe import DEFAULT_BUDGET
-
-# One flag per TrainConfig field: (field, click type, help). bool fields are --x/--no-x switches.
-# The types stay plain: TrainConfig checks every value, so a bad one reads the same from a flag,
-# a preset, a run's config.json or a library call.
-SETTINGS = (
-    ("data", click.Path(), "A pretokenize output directory (shards + tokenizer.json)."),
-    ("out", click.Path(), "The run directory (config.json, metrics.jsonl, checkpoints/, latest)."),
-    ("model", str, "A model preset name or a model config file (the run records the model itself)."),
-    ("seed", int, "Seed of the model's initialization, the random loader and the samples."),
-    ("device", str, "auto | cpu | cuda."),
-    ("compile", bool, "Compile the model with torch.compile (costs 30-40 s on CPU and gains nothing there)."),
-    ("batch_size", int, "Sequences per micro-step, all processes together."),
-    ("grad_accum", int, "Micro-steps per optimizer step."),
-    ("context_length", int, "Tokens per sequence (at most the model's context)."),
-    ("loader", str, "random (uniform offsets) | sequential (the token stream in order)."),
-    ("verify_data", bool, "Read every shard once before training: its CRC-32 and that every id fits the vocabulary "
-                          "(about 0.5 s per GiB from the page cache; --no-verify-data skips it for large data you trust)."),
-    ("max_steps", int, "Optimizer steps (with --resume: extend or shorten the run to this many)."),
-    ("max_tokens", int, "Train on this many tokens instead (sets the number of steps)."),
-    ("max_time", str, "Train for this long instead (e.g. 2m, 90s, 1h30m): the steps are planned from the measured "
-                      "throughput so that the schedule ends on time."),
-    ("optimizer", str, "adamw | muon (Muon for hidden matrices, AdamW for embeddings, head and gains)."),
-    ("lr", float, "Peak learning rate (AdamW)."),
-    ("min_lr", float, "Learning rate at the end of the schedule."),
-    ("beta1", float, "AdamW's first-moment decay."),
-    ("beta2", float, "AdamW's second-moment decay."),
-    ("eps", float, "AdamW's epsilon."),
-    ("weight_decay", float, "Decoupled weight decay, on matrices only."),
-    ("decay_embeddings", bool, "Also decay the embedding (and a separate LM head)."),
-    ("muon_lr", float, "Peak learning rate of Muon."),
-    ("muon_momentum", float, "Muon's momentum (Nesterov)."),
-    ("grad_clip", float, "Clip the global gradient L2 norm to this (0: no clipping)."),
-    ("schedule", str, "cosine (warmup, cosine to min_lr) | wsd (warmup, stable, linear cool-down)."),
-    ("warmup_steps", int, "Steps of linear warmup, at most a tenth of the run's steps."),
-    ("decay_steps", int, "cosine: the step where min_lr is reached.  [default: the last]"),
-    ("cooldown_fraction", float, "wsd: the final fraction of the steps spent decaying to min_lr."),
-    ("eval_interval", int, "Steps between validation losses (0: only at the end)."),
-    ("eval_tokens", int, "Validation tokens (the first of the val split; the same every time)."),
-    ("log_interval", int, "Steps between log lines."),
-    ("sample_interval", int, "Steps between generated samples (0: never)."),
-    ("sample_prompt", str, "The prompt of the samples."),
-    ("sample_tokens", int, "Tokens generated per sample."),
-    ("checkpoint_interval", int, "Steps between checkpoints (0: only at the end)."),
-    ("checkpoint_tokens", int, "Also a checkpoint every this many tokens."),
-    ("keep_last", int, "Checkpoints kept."),
-)
-
-
-# What --help shows as the default where it is not TrainConfig's own value: the recipe decides it
-# (without --config and --model), or it depends on another setting. A --config preset's values
-# come before all of these.
-RECIPE = "the recipe's for the data, the budget and the device"
-SHOWN_DEFAULTS = {
-    "data": "required; with --resume, the run's",
-    "out": "required",
-    "model": RECIPE,
-    "batch_size": f"{RECIPE}; with --model, {WITHOUT_RECIPE['batch_size']}",
-    "lr": f"{RECIPE}; with --model, {WITHOUT_RECIPE['lr']}",
-    "min_lr": "a tenth of --lr",
-    "eval_interval": f"{RECIPE} (5 evaluations); with --model, {WITHOUT_RECIPE['eval_interval']}",
-    "max_steps": f"with --model, {WITHOUT_RECIPE['max_steps']}; else --max-time",
-    "max_time": f"{DEFAULT_BUDGET} with the recipe, unless --max-steps or --max-tokens",
-    "warmup_steps": "a twentieth of the run's steps",
-    "context_length": "the model's",
-    "compile": "on CUDA",
-}
+from .config import LENGTH, PATHS, TrainConfig, from_layers, load_train_config, preset_names
 
 
 def _setting_options(command):
-    for name, kind, help in reversed(SETTINGS):
-        default = SHOWN_DEFAULTS.get(name, FIELDS[name].default)
-        shown = "" if default is None else f"  [default: {default}]" if name not in PATHS else f"  [{default}]"
+    """One option per TrainConfig field, in the fields' order; bool fields are --x/--no-x
+    switches. The types stay plain (a union's first type): TrainConfig checks every value, so a
+    bad one reads the same from a flag, a preset, a run's config.json or a library call."""
+    types = typing.get_type_hints(TrainConfig)
+    for field in reversed(dataclasses.fields(TrainConfig)):  # the option decorated last is listed first
+        name, about = field.name, field.metadata
+        kind = next(t for t in typing.get_args(types[name]) or (types[name],) if t is not type(None))
+        required = field.default is dataclasses.MISSING  # its `shown` says what it needs
+        shown = about["shown"] or field.default
+        shown = "" if shown is None else f"  [{shown}]" if required else f"  [default: {shown}]"
         decls = [f"{flag(name)}/--no-{name.replace('_', '-')}"] if kind is bool else [flag(name)]
-        metavar = {"data": "DIR", "out": "DIR", "model": "PRESET|FILE", "max_time": "DURATION"}.get(name)
-        command = click.option(*decls, name, type=kind, default=None, metavar=metavar, help=help + shown)(command)
+        command = click.option(*decls, name, type=click.Path() if name in PATHS else kind, default=None,
+                               metavar=about["metavar"], help=about["help"] + shown)(command)
     return command
 
 
@@ -142,11 +83,11 @@ def run(config_name, resume, from_checkpoint, threads, nproc_per_node, nnodes, n
         if config_name:  # `make train ARGS=--resume` passes the Makefile's CONFIG whatever the run was made with
             click.echo(f"note: --resume continues with the settings saved in {overrides['out']}/config.json; "
                        f"--config {config_name} is not applied", err=True)
-        config = with_overrides(saved, overrides)
+        config = from_layers(overrides, saved)
     elif config_name:
         config = load_train_config(config_name, overrides)
     else:  # no preset: without --model, the recipe sizes the model, batch and schedule when the run starts
-        config = with_overrides({}, overrides)
+        config = from_layers(overrides)
     if not resume:
         # --out checked before the recipe's timing or any worker starts; master=False: nothing is
         # written yet (rank 0 writes the run when it starts)

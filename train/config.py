@@ -1,4 +1,6 @@
-"""The training configuration: one dataclass, checked when it is made; presets as JSON."""
+"""The training configuration: one dataclass, the source of every setting's flag and help,
+checked when it is made; the one precedence of the layers a config is made of (from_layers); the
+model resolved for the data (resolve_model); presets as JSON."""
 from __future__ import annotations
 
 import dataclasses
@@ -7,63 +9,97 @@ import json
 import math
 import os
 import re
-from dataclasses import dataclass
+from dataclasses import MISSING, dataclass, field
 from pathlib import Path
 
+from gptkit.model.config import ModelConfig, load_config
 from gptkit.shared import config as config_files
 from gptkit.shared.errors import SettingError
 
 PRESETS_DIR = Path(__file__).parent / "presets"
 
+DEFAULT_BUDGET = "5m"  # the recipe's length where none is given: long enough to learn something, short enough to wait for
+
+# Where a run's model is given (--model, a preset) the recipe does not run; the settings it would
+# choose and the user left unset take these values (min_lr: a tenth of lr).
+WITHOUT_RECIPE = {"batch_size": 8, "lr": 1e-3, "eval_interval": 200, "max_steps": 1000}
+
+RECIPE = "the recipe's for the data, the budget and the device"  # what --help shows where the recipe decides
+
+
+def setting(default, help, *, shown=None, metavar=None):
+    """A TrainConfig field with what `gptkit train run --help` says of its flag: `help`; `shown`,
+    the default it shows where that is not `default` (the recipe decides, or another setting, or
+    the setting is required); `metavar`, where the type's name says too little."""
+    return field(default=default, metadata={"help": help, "shown": shown, "metavar": metavar})
+
 
 @dataclass
 class TrainConfig:
+    """A run's settings. Each field is a flag of `gptkit train run`, made from the field alone
+    (train/cli.py): its type, its help and the default --help shows. A default of None means unset:
+    a lower layer of from_layers decides (the recipe, WITHOUT_RECIPE, another setting)."""
+
     # What to train on and where to write.
-    data: str  # a pretokenize output directory
-    out: str  # the run directory, runs/NAME
-    model: str | dict | None = None  # a model preset name, a model config file, the model config itself; None: the recipe's
-    seed: int = 1337
-    device: str = "auto"  # auto | cpu | cuda
-    compile: bool | None = None  # default: on CUDA yes, on CPU no
+    data: str = setting(MISSING, "A pretokenize output directory (shards + tokenizer.json).",
+                        shown="required; with --resume, the run's", metavar="DIR")
+    out: str = setting(MISSING, "The run directory (config.json, metrics.jsonl, checkpoints/, latest).", shown="required",
+                       metavar="DIR")
+    # a preset name or a model config file; resolve_model makes it the model config itself
+    model: str | dict | None = setting(None, "A model preset name or a model config file (the run records the model "
+                                             "itself).", shown=RECIPE, metavar="PRESET|FILE")
+    seed: int = setting(1337, "Seed of the model's initialization, the random loader and the samples.")
+    device: str = setting("auto", "auto | cpu | cuda.")
+    compile: bool | None = setting(None, "Compile the model with torch.compile (costs 30-40 s on CPU and gains nothing "
+                                         "there).", shown="on CUDA")
     # Batch: each optimizer step sees batch_size x grad_accum sequences of context_length tokens;
     # batch_size counts the sequences of all processes together (each takes batch_size / processes).
-    batch_size: int | None = None  # None: the recipe's, or WITHOUT_RECIPE's
-    grad_accum: int = 1
-    context_length: int | None = None  # default: the model's
-    loader: str = "random"  # random | sequential
-    verify_data: bool = True  # read every shard once first: CRC-32 and id range
+    batch_size: int | None = setting(None, "Sequences per micro-step, all processes together.",
+                                     shown=f"{RECIPE}; with --model, {WITHOUT_RECIPE['batch_size']}")
+    grad_accum: int = setting(1, "Micro-steps per optimizer step.")
+    context_length: int | None = setting(None, "Tokens per sequence (at most the model's context).", shown="the model's")
+    loader: str = setting("random", "random (uniform offsets) | sequential (the token stream in order).")
+    verify_data: bool = setting(True, "Read every shard once before training: its CRC-32 and that every id fits the "
+                                      "vocabulary (about 0.5 s per GiB from the page cache; --no-verify-data skips it for "
+                                      "large data you trust).")
     # Length: max_tokens, when set, decides the number of steps; else max_time; else max_steps.
-    # None of them: the recipe's DEFAULT_BUDGET, or WITHOUT_RECIPE's max_steps.
-    max_steps: int | None = None
-    max_tokens: int | None = None
-    max_time: str | None = None  # a duration ("2m", "90s", "1h30m"): steps planned from the measured throughput
+    max_steps: int | None = setting(None, "Optimizer steps (with --resume: extend or shorten the run to this many).",
+                                    shown=f"with --model, {WITHOUT_RECIPE['max_steps']}; else --max-time")
+    max_tokens: int | None = setting(None, "Train on this many tokens instead (sets the number of steps).")
+    max_time: str | None = setting(None, "Train for this long instead (e.g. 2m, 90s, 1h30m): the steps are planned from "
+                                         "the measured throughput so that the schedule ends on time.",
+                                   shown=f"{DEFAULT_BUDGET} with the recipe, unless --max-steps or --max-tokens",
+                                   metavar="DURATION")
     # Optimizer.
-    optimizer: str = "adamw"  # adamw | muon (Muon for hidden matrices, AdamW for the rest)
-    lr: float | None = None
-    min_lr: float | None = None  # None: lr / 10
-    beta1: float = 0.9
-    beta2: float = 0.95
-    eps: float = 1e-8
-    weight_decay: float = 0.1  # on matrices of 2 or more dimensions only
-    decay_embeddings: bool = False
-    muon_lr: float = 0.02
-    muon_momentum: float = 0.95
-    grad_clip: float = 1.0  # global L2 norm; 0: no clipping
+    optimizer: str = setting("adamw", "adamw | muon (Muon for hidden matrices, AdamW for embeddings, head and gains).")
+    lr: float | None = setting(None, "Peak learning rate (AdamW).", shown=f"{RECIPE}; with --model, {WITHOUT_RECIPE['lr']}")
+    min_lr: float | None = setting(None, "Learning rate at the end of the schedule.", shown="a tenth of --lr")
+    beta1: float = setting(0.9, "AdamW's first-moment decay.")
+    beta2: float = setting(0.95, "AdamW's second-moment decay.")
+    eps: float = setting(1e-8, "AdamW's epsilon.")
+    weight_decay: float = setting(0.1, "Decoupled weight decay, on matrices only.")
+    decay_embeddings: bool = setting(False, "Also decay the embedding (and a separate LM head).")
+    muon_lr: float = setting(0.02, "Peak learning rate of Muon.")
+    muon_momentum: float = setting(0.95, "Muon's momentum (Nesterov).")
+    grad_clip: float = setting(1.0, "Clip the global gradient L2 norm to this (0: no clipping).")
     # Schedule.
-    schedule: str = "cosine"  # cosine | wsd
-    warmup_steps: int | None = None  # default: WARMUP_FRACTION of the steps (train/optim.py)
-    decay_steps: int | None = None  # cosine: the step where min_lr is reached (default: the last step)
-    cooldown_fraction: float = 0.2  # wsd: the final fraction of the steps that decays linearly to min_lr
+    schedule: str = setting("cosine", "cosine (warmup, cosine to min_lr) | wsd (warmup, stable, linear cool-down).")
+    # its default, WARMUP_FRACTION of the steps, is train/optim.py's
+    warmup_steps: int | None = setting(None, "Steps of linear warmup, at most a tenth of the run's steps.",
+                                       shown="a twentieth of the run's steps")
+    decay_steps: int | None = setting(None, "cosine: the step where min_lr is reached.", shown="the last")
+    cooldown_fraction: float = setting(0.2, "wsd: the final fraction of the steps spent decaying to min_lr.")
     # Evaluation, logging, samples, checkpoints.
-    eval_interval: int | None = None
-    eval_tokens: int = 65536
-    log_interval: int = 10
-    sample_interval: int = 0  # 0: never
-    sample_prompt: str = "Once upon a time"
-    sample_tokens: int = 48
-    checkpoint_interval: int = 500  # steps; 0: only at the end
-    checkpoint_tokens: int | None = None  # also every this many tokens
-    keep_last: int = 3
+    eval_interval: int | None = setting(None, "Steps between validation losses (0: only at the end).",
+                                        shown=f"{RECIPE} (5 evaluations); with --model, {WITHOUT_RECIPE['eval_interval']}")
+    eval_tokens: int = setting(65536, "Validation tokens (the first of the val split; the same every time).")
+    log_interval: int = setting(10, "Steps between log lines.")
+    sample_interval: int = setting(0, "Steps between generated samples (0: never).")
+    sample_prompt: str = setting("Once upon a time", "The prompt of the samples.")
+    sample_tokens: int = setting(48, "Tokens generated per sample.")
+    checkpoint_interval: int = setting(500, "Steps between checkpoints (0: only at the end).")
+    checkpoint_tokens: int | None = setting(None, "Also a checkpoint every this many tokens.")
+    keep_last: int = setting(3, "Checkpoints kept.")
 
     def __post_init__(self):
         """Every value is checked here, however the config is made (flags, a preset, a run's
@@ -110,19 +146,60 @@ class TrainConfig:
 
 FIELDS = {f.name: f for f in dataclasses.fields(TrainConfig)}
 
-# Where a run's model is given (--model, a preset) the recipe does not run; the settings it would
-# choose and the user left unset take these values (min_lr: a tenth of lr).
-WITHOUT_RECIPE = {"batch_size": 8, "lr": 1e-3, "eval_interval": 200, "max_steps": 1000}
+
+def from_layers(*layers: dict) -> TrainConfig:
+    """The config of `layers` of settings, highest first: every config of a run is made here, in
+    one precedence. A flag, then the --config preset or file (with --resume, the run's
+    config.json), then the recipe (where the model is not given: train/recipe.py), then
+    WITHOUT_RECIPE and the settings that follow from others (completed), then TrainConfig's
+    defaults. A setting takes its value from the highest layer that gives it one; None is unset,
+    no value, where a setting may be unset (its default is None), and elsewhere a value
+    TrainConfig refuses (a file's "seed": null). A layer that gives a length (LENGTH) sets the
+    length alone, the lengths below it are dropped: `--config gpt2-small --max-steps 12` runs 12
+    steps, and config.json records the one length that applies. The recipe and WITHOUT_RECIPE
+    give only settings that default to None, so a config already made is the layers above them as
+    they stand."""
+    settings = {}
+    for layer in layers:
+        given = {k: v for k, v in layer.items() if k not in settings and not (v is None and _may_be_unset(k))}
+        if any(k in settings for k in LENGTH):
+            given = {k: v for k, v in given.items() if k not in LENGTH}
+        settings.update(given)
+    missing = [name for name in PATHS if name not in settings]
+    if missing:
+        raise SettingError(missing[0], f"is needed: {PATHS[missing[0]]}")
+    return TrainConfig(**settings)
+
+
+def _may_be_unset(name):
+    return name in FIELDS and FIELDS[name].default is None
 
 
 def completed(config: TrainConfig) -> TrainConfig:
-    """`config` with WITHOUT_RECIPE's values where it leaves them unset: every setting a run uses
-    then has a value, and config.json records it."""
-    unset = {k: v for k, v in WITHOUT_RECIPE.items() if getattr(config, k) is None}
-    if any(getattr(config, k) is not None for k in LENGTH):
-        unset.pop("max_steps", None)
-    config = dataclasses.replace(config, **unset)
-    return config if config.min_lr is not None else dataclasses.replace(config, min_lr=config.lr / 10)
+    """`config` over WITHOUT_RECIPE's values, then min_lr a tenth of lr where it is unset: every
+    setting a run uses then has a value, and config.json records it."""
+    config = from_layers(config.to_dict(), WITHOUT_RECIPE)
+    return from_layers(config.to_dict(), {"min_lr": config.lr / 10})
+
+
+def resolve_model(config: TrainConfig, vocab_size: int) -> tuple[TrainConfig, ModelConfig]:
+    """The model a run trains, made in this one place: config.model (a preset name, a model config
+    file or the model config itself) with the data's `vocab_size`, which replaces any the model
+    gives (a model file may leave it out); and `config` holding that model itself, every field of
+    its config, not the name of the preset or file it came from: a file edited later cannot change
+    a resumed run's model."""
+    try:
+        if isinstance(config.model, dict):
+            resolved = ModelConfig.from_dict({**config.model, "vocab_size": vocab_size}, "model")
+        else:
+            resolved = load_config(config.model, vocab_size)
+    except SettingError as e:  # load_config names the file as the setting `config`; here it is `model`
+        raise SettingError("model", e.problem) from None
+    if config.context_length is not None and config.context_length > resolved.context_length:
+        raise SettingError("context_length", f"{config.context_length}: longer than the model's context of "
+                                             f"{resolved.context_length}")
+    return dataclasses.replace(config, model=resolved.to_dict()), resolved
+
 
 # What __post_init__ checks, field by field.
 PATHS = {"data": "a pretokenize output directory", "out": "a run directory"}
@@ -159,25 +236,13 @@ def preset_names():
 
 
 def load_train_config(name_or_path, overrides) -> TrainConfig:
-    """A preset or JSON file of settings (unknown keys are errors), then `overrides` on top."""
+    """The config of a preset or JSON file of settings (unknown keys are errors) under `overrides`
+    (from_layers)."""
     settings, path = config_files.read_settings(name_or_path, PRESETS_DIR, "training settings")
     unknown = sorted(set(settings) - set(FIELDS))
     if unknown:
         raise SettingError("config", f"{path}: unknown setting {unknown[0]!r} (known: {', '.join(FIELDS)})")
-    return with_overrides(settings, overrides)
-
-
-def with_overrides(settings, overrides) -> TrainConfig:
-    """The config of `settings` (a preset's, a recipe's, a resumed run's) with `overrides` on top,
-    None values left out. Where the overrides give a length, the length settings of `settings`
-    are cleared: the command line's wins (`--config gpt2-small --max-steps 12` runs 12 steps)."""
-    overrides = {k: v for k, v in overrides.items() if v is not None}
-    if any(k in overrides for k in LENGTH):
-        settings = {**settings, **{k: None for k in ("max_tokens", "max_time") if k in settings}}
-    missing = [name for name in PATHS if name not in {**settings, **overrides}]
-    if missing:
-        raise SettingError(missing[0], f"is needed: {PATHS[missing[0]]}")
-    return TrainConfig(**{**settings, **overrides})
+    return from_layers(overrides, settings)
 
 
 DURATION = re.compile(r"(?:(\d+(?:\.\d+)?)h)?(?:(\d+(?:\.\d+)?)m)?(?:(\d+(?:\.\d+)?)s?)?")

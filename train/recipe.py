@@ -21,7 +21,6 @@ bench/time_budget.py the same run on an idle and on a busy machine.
 """
 from __future__ import annotations
 
-import dataclasses
 import math
 import os
 import statistics
@@ -31,9 +30,7 @@ from dataclasses import dataclass
 from gptkit.model.config import ModelConfig
 from gptkit.model.info import model_cost
 
-from .config import LENGTH, parse_duration
-
-DEFAULT_BUDGET = "5m"  # without any length flag: long enough to learn something, short enough to wait for
+from .config import DEFAULT_BUDGET, from_layers, parse_duration
 
 # Training tokens per parameter that a shape must get in the budget. On 1 MB of text (Tiny
 # Shakespeare, 1024 tokens) each shape trained for the steps it gets in 2 minutes of 2 threads
@@ -197,23 +194,20 @@ def step_timer(vocab_size, device, threads, budget_seconds, agree=float, world=1
 
 def recipe_config(config, device, threads, agree=float, world=1):
     """(`config`, its model not given, completed by the recipe for its data, its budget
-    (max_time, or DEFAULT_BUDGET where no length is given) and `device`: the settings it leaves
-    unset take the recipe's values; the Recipe). Logs the choice in one line."""
+    (max_time, or DEFAULT_BUDGET where no length is given) and `device`: the recipe's settings are
+    the layer below `config` (from_layers); the Recipe). Logs the choice in one line."""
     from .data import data_tokenizer
 
     budget = config.max_time or DEFAULT_BUDGET
     train_tokens, vocab_size = _train_tokens(config.data), data_tokenizer(config.data).vocab_size
     timer = step_timer(vocab_size, device, threads, parse_duration(budget), agree, world)
     chosen = choose(train_tokens, vocab_size, parse_duration(budget), timer)
-    given = {k: v for k, v in dataclasses.asdict(config).items() if v is not None}
-    if not any(k in given for k in LENGTH):
-        settings = {**chosen.settings(), "max_time": budget}
-    elif config.max_time is None:  # a length in steps or tokens: the evaluations fit it
+    steps = None  # the budget's, as timed
+    if config.max_time is None and (config.max_steps or config.max_tokens):  # a length in steps or tokens: the evaluations fit it
         tokens_per_step = (config.batch_size or chosen.shape.batch) * chosen.shape.context
-        settings = chosen.settings(config.max_steps or -(-config.max_tokens // tokens_per_step))
-    else:
-        settings = chosen.settings()
-    resolved = dataclasses.replace(config, **{k: v for k, v in settings.items() if k not in given})
+        steps = config.max_steps or -(-config.max_tokens // tokens_per_step)
+    # the budget is the recipe's length: a length of config's own sets it instead
+    resolved = from_layers(config.to_dict(), {**chosen.settings(steps), "max_time": budget})
     where = f"{device.type} ({threads.count} thread{'s' if threads.count > 1 else ''})" if device.type == "cpu" else str(device)
     _log(chosen.line(train_tokens, budget if config.max_time else f"{budget} (the default budget)", where, resolved))
     return resolved, chosen

@@ -24,7 +24,6 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
-from gptkit.model.config import ModelConfig, load_config
 from gptkit.model.device import Memory, resolve_device
 from gptkit.model.generate import generate, prompt_ids
 from gptkit.model.info import describe, model_cost, training_memory
@@ -35,7 +34,7 @@ from gptkit.shared.files import output_lock
 
 from .budget import Planner
 from .checkpoints import Checkpoints
-from .config import LENGTH, TrainConfig, completed, fixed_difference
+from .config import LENGTH, TrainConfig, completed, fixed_difference, resolve_model
 from .data import Loader, ShardData, data_eot_id, data_tokenizer, unigram_entropy
 from .evaluate import Evaluator, unigram_comparison
 from .optim import build_optimizers
@@ -117,13 +116,9 @@ class Trainer:
         self.master = rank == 0
         self.tokenizer = data_tokenizer(config.data)
         self.eot_id = data_eot_id(config.data, self.tokenizer)
-        model_config = _resolve_model(config.model, self.tokenizer)
-        # The run keeps the model itself, not the name of the preset or file it came from: a
-        # file edited later cannot change a resumed run's model.
-        given, self.config = config, dataclasses.replace(config, model=model_config.to_dict())
+        given = config  # its model as given: a preset's name or a file's path, named in messages
+        self.config, model_config = resolve_model(config, self.tokenizer.vocab_size)
         self.context = config.context_length or model_config.context_length
-        if self.context > model_config.context_length:
-            raise SettingError("context_length", f"{self.context}: longer than the model's context of {model_config.context_length}")
         self.train_data, val_data = (ShardData(config.data, split, self.tokenizer.vocab_size, self.tokenizer.fingerprint,
                                                self.context, config.verify_data) for split in ("train", "val"))
         if config.batch_size % world:
@@ -404,17 +399,6 @@ def _data_as_recorded(config, resume):
     if isinstance(recorded, str) and Path(recorded).resolve() == Path(config.data).resolve():
         return dataclasses.replace(config, data=recorded)
     return config
-
-
-def _resolve_model(model, tokenizer) -> ModelConfig:
-    """The model a run trains: `model` (a preset name, a model config file or a model config)
-    made for the data's tokenizer."""
-    try:
-        if isinstance(model, dict):
-            return ModelConfig.from_dict({**model, "vocab_size": tokenizer.vocab_size}, "model")
-        return load_config(model, tokenizer.vocab_size)
-    except SettingError as e:  # load_config names the file as the setting `config`; here it is `model`
-        raise SettingError("model", e.problem) from None
 
 
 def _memory(model, model_config, batch_size, context, optimizer, device) -> Memory:

@@ -2,10 +2,12 @@
 held-out tail, the same minutes of the same CPU threads; held-out bits per byte for both.
 
     python bench/recipe.py [TEXT ...] [--minutes 2] [--vocab-size N] [--threads 2] [--repeat 1] [--work DIR]
+    python bench/recipe.py [TEXT ...] --compressors-only
 
-TEXT: UTF-8 text files (default: ../shared/data/tinyshakespeare.txt). Each is split as nanoGPT's
-shakespeare_char/prepare.py splits Tiny Shakespeare, 90% to train and the last 10% held out,
-except that the cut moves back to the line end at or before 90%, so no line is split.
+TEXT: UTF-8 text files (default: ../shared/data/tinyshakespeare.txt; bench/corpora.py builds four
+kinds of text of its size: English verse and prose, Python source, Russian). Each is split as
+nanoGPT's shakespeare_char/prepare.py splits Tiny Shakespeare, 90% to train and the last 10% held
+out, except that the cut moves back to the line end at or before 90%, so no line is split.
 
   char  a GPT written here in nanoGPT's style (learned positions, LayerNorm, GELU MLP, tied
         head, no biases), in the shape of nanoGPT's README CPU command for Shakespeare:
@@ -27,6 +29,16 @@ consecutive windows of its context (every window's first token is the previous o
 every token but the first is predicted; an incomplete last window is left out; the table gives the
 bytes covered): char: the summed cross-entropy of the predicted characters / ln 2 / their UTF-8
 bytes; ours: `val_bpb` of the run's last metrics.jsonl record (special tokens excluded).
+
+Beside them, general-purpose compressors given the training text, the baseline a model has to beat
+to have learned more than repeated strings: `xz -9e`, `bzip2 -9` and `zstd --ultra -22
+--long=27` (each skipped, with a note, where its binary is missing), each held-out bits per byte
+= (compressed size of train + held out - compressed size of train) in bits / held-out bytes. The
+split is the same split_text, so the bytes are the same held-out bytes, all of them: the models
+score slightly fewer (not the first token, nor an incomplete last window; the table gives both
+counts). bzip2 compresses 900 kB blocks independently, so of the training text it sees only the
+part in the held-out text's block. With --compressors-only no model is trained: the compressors'
+numbers in seconds.
 
 Wall times: the training budget is the same for both (their loops start the clock after the
 model is built); the final validation comes after it. Our tokenizer training and encoding are
@@ -64,6 +76,11 @@ SEED = 1337
 CHAR = dict(n_layer=4, n_head=4, n_embd=128, block_size=64, batch_size=12, lr=1e-3, min_lr=1e-4, warmup_iters=100,
             betas=(0.9, 0.99), weight_decay=0.1, grad_clip=1.0)
 PLAN_EVERY = 0.1  # of the budget: the char model re-plans its length this often
+
+# Command lines that compress stdin to stdout. One thread each: xz 5.6+ and zstd may default to
+# several, and xz then cuts its input into blocks compressed without each other's context.
+COMPRESSORS = {"xz -9e": ["xz", "-9e", "-T1", "-c"], "bzip2 -9": ["bzip2", "-9", "-c"],
+               "zstd -22 --long=27": ["zstd", "--ultra", "-22", "--long=27", "-T1", "-c", "-q"]}
 
 
 def split_text(text):
@@ -238,6 +255,27 @@ def covered_bytes(work, context):
     return sum(lengths[t] for t in eval_sequences(val, context, 1 << 62)[:, 1:].ravel())
 
 
+# -- compressors ---------------------------------------------------------------------------------
+
+def run_compressors(path):
+    """{compressor: held-out bits per byte given the training text} of those installed, and the
+    held-out bytes they score."""
+    train, held_out = (part.encode("utf-8") for part in split_text(path.read_text(encoding="utf-8")))
+    bpb = {}
+    for name, cmd in COMPRESSORS.items():
+        if shutil.which(cmd[0]):
+            bpb[name] = 8 * (compressed_size(cmd, train + held_out) - compressed_size(cmd, train)) / len(held_out)
+    return bpb, len(held_out)
+
+
+def compressed_size(cmd, data):
+    return len(subprocess.run(cmd, input=data, stdout=subprocess.PIPE, check=True).stdout)
+
+
+def missing_compressors():
+    return [name for name, cmd in COMPRESSORS.items() if not shutil.which(cmd[0])]
+
+
 # -- the comparison ------------------------------------------------------------------------------
 
 def measure(kind, *args):
@@ -254,18 +292,43 @@ def main():
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--repeat", type=int, default=1)
     parser.add_argument("--work", type=Path, help="Where tokenizers, shards and runs go (default: a temporary directory).")
+    parser.add_argument("--compressors-only", action="store_true", help="Only the compressors' held-out bits per byte.")
     args = parser.parse_args()
     if args.minutes <= 0 or args.threads < 1 or args.repeat < 1:
         parser.error("--minutes, --threads and --repeat must be above 0")
     for path in args.texts:
         if not path.is_file():
             parser.error(f"{path}: no such file")
+    missing = missing_compressors()
+    if len(missing) == len(COMPRESSORS):
+        parser.error(f"none of the compressors is installed: {', '.join(c[0] for c in COMPRESSORS.values())}")
     os.environ["OMP_NUM_THREADS"] = str(args.threads)
-    print(f"machine: {cpu()}, {args.threads} threads; budget {args.minutes:g} min per contender")
+    if args.compressors_only:
+        print(f"machine: {cpu()}; compressors only")
+    else:
+        print(f"machine: {cpu()}, {args.threads} threads; budget {args.minutes:g} min per contender")
+    if missing:
+        print(f"note: {', '.join(missing)} skipped: not installed")
+    summary = {}
     with tempfile.TemporaryDirectory() as tmp:
         work_root = args.work or Path(tmp)
         for path in args.texts:
-            compare(path, work_root / path.stem, args)
+            if args.compressors_only:
+                summary[path] = compressors_only(path)
+            else:
+                summary[path] = compare(path, work_root / path.stem, args)
+    report_summary(summary)
+
+
+def compressors_only(path):
+    bpb, held_out_bytes = run_compressors(path)
+    print(f"\n{path.name}: {path.stat().st_size:,} bytes, {held_out_bytes:,} held out")
+    print("| compressor | held-out bits/byte | bytes scored |\n|---|---|---|")
+    for name, value in bpb.items():
+        print(f"| {name} | {value:.4f} | {held_out_bytes:,} |")
+    best = min(bpb, key=bpb.get)
+    print(f"best compressor: {best}, {bpb[best]:.4f} bits per byte")
+    return {**bpb, "bytes": path.stat().st_size}
 
 
 def compare(path, work, args):
@@ -276,14 +339,16 @@ def compare(path, work, args):
         rounds["ours"].append(measure("ours", work, args.minutes, val_tokens, f"run{r}"))
     run_config = json.loads((work / "run0" / "config.json").read_text())
     context = run_config["context_length"] or run_config["model"]["context_length"]
-    report(path, args.vocab_size, times, rounds, covered_bytes(work, context))
+    return report(path, args.vocab_size, times, rounds, covered_bytes(work, context), run_compressors(path))
 
 
-def report(path, vocab_size, times, rounds, our_bytes):
+def report(path, vocab_size, times, rounds, our_bytes, compressors):
+    """The table of one text; its medians and compressors' bits per byte, for the summary."""
     def median(kind, key):
         return statistics.median(r[key] for r in rounds[kind])
 
     char, ours = rounds["char"][0], rounds["ours"][0]
+    compressor_bpb, held_out_bytes = compressors
     print(f"\n{path.name}: {path.stat().st_size:,} bytes; our tokenizer {vocab_size} tokens "
           f"(training {times['tokenizer_s']:.1f} s, encoding {times['encode_s']:.1f} s: not in the budget)")
     print(f"  char: {char['shape']}\n  ours: {ours['shape']}")
@@ -294,7 +359,29 @@ def report(path, vocab_size, times, rounds, our_bytes):
         loads = ", ".join(f"{a:.2f} -> {b:.2f}" for a, b in (r["load"] for r in rounds[kind]))
         print(f"| {kind} | {median(kind, 'bpb'):.4f} | {each} | {nbytes:,} | {median(kind, 'steps'):.0f} | "
               f"{rounds[kind][0]['params']:,} | {median(kind, 'train_s'):.1f} | {loads} |")
+    for name, value in compressor_bpb.items():
+        print(f"| {name} | {value:.4f} | | {held_out_bytes:,} | | | | |")
     print(f"ours / char bits per byte: {median('ours', 'bpb') / median('char', 'bpb'):.3f}")
+    best = min(compressor_bpb, key=compressor_bpb.get)
+    print(f"best compressor: {best}, {compressor_bpb[best]:.4f}; ours / best compressor: "
+          f"{median('ours', 'bpb') / compressor_bpb[best]:.3f}")
+    return {"char": median("char", "bpb"), "ours": median("ours", "bpb"), **compressor_bpb,
+            "bytes": path.stat().st_size}
+
+
+def report_summary(summary):
+    """One row per text: held-out bits per byte of each contender, the best compressor and the ratios."""
+    columns = [c for c in ("char", "ours", *COMPRESSORS) if any(c in row for row in summary.values())]
+    print(f"\n| text | bytes | {' | '.join(columns)} | best compressor |"
+          + (" ours / best compressor | ours / char |" if "ours" in columns else ""))
+    print("|---|---:|" + "---:|" * len(columns) + "---|" + ("---:|---:|" if "ours" in columns else ""))
+    for path, row in summary.items():
+        best = min((c for c in COMPRESSORS if c in row), key=row.get)
+        line = f"| {path.name} | {row['bytes']:,} | " + " | ".join(f"{row[c]:.3f}" if c in row else "" for c in columns)
+        line += f" | {best} |"
+        if "ours" in columns:
+            line += f" {row['ours'] / row[best]:.3f} | {row['ours'] / row['char']:.3f} |"
+        print(line)
 
 
 def child():

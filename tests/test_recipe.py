@@ -167,7 +167,7 @@ def test_a_run_far_slower_than_timed_lets_the_recipe_choose_again(data, tmp_path
     step = Trainer._train_step
 
     def slow_step(self):
-        time.sleep(0.1)  # many times the recipe's ~10 ms steps of the smallest shape
+        time.sleep(0.3)  # many times the recipe's steps of the smallest shape (~10 ms idle, a few times that under load)
         return step(self)
 
     monkeypatch.setattr(Trainer, "_train_step", slow_step)

@@ -6,9 +6,12 @@ import time
 
 import click
 
+from gptkit.model.info import describe, sampling_memory
 from gptkit.shared.cli import CONTEXT, Command, threads_option, version_option
 from gptkit.shared.errors import InputError
 from gptkit.shared.text import decode_utf8, without_surrogates
+
+from .stream import TextStream
 
 log = logging.getLogger(__name__)
 
@@ -52,10 +55,7 @@ def cli(checkpoint, prompt, prompt_file, max_new_tokens, temperature, top_p, top
     from gptkit.model.checkpoint import eot_id as checkpoint_eot_id
     from gptkit.model.device import Memory
     from gptkit.model.generate import generate, prompt_ids
-    from gptkit.model.info import describe, sampling_memory
     from gptkit.model.threads import torch_threads
-
-    from .stream import TextStream
 
     device = resolve_device(device)
     threads = torch_threads(threads, device)

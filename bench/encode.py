@@ -74,7 +74,7 @@ def tiktoken_job(corpus, tokenizer_json, out_dir, threads):
     import tiktoken
 
     from gptkit.pretokenize.encode import DEFAULT_SHARD_TOKENS, Split
-    from gptkit.shared.shards import ShardSet
+    from gptkit.shared.shard_dir import ShardSet
     from gptkit.tokenizer import Tokenizer
     from gptkit.tokenizer.split import GPT2_PATTERN
 
@@ -138,7 +138,7 @@ def command(who, tokenizer_json, corpus, out_dir, workers):
 STARTUP = {  # the children's interpreter start and imports, without the job
     "ours": [sys.executable, "-c", "import gptkit.pretokenize.cli, gptkit.tokenizer"],  # what `-m gptkit.pretokenize` imports first
     "tiktoken": [sys.executable, "-c", f"import sys; sys.path[0] = {str(ROOT)!r}; "
-                 "import argparse, numpy, tiktoken, gptkit.pretokenize.encode, gptkit.shared.shards, gptkit.tokenizer"],
+                 "import argparse, numpy, tiktoken, gptkit.pretokenize.encode, gptkit.shared.shard_dir, gptkit.tokenizer"],
 }
 
 

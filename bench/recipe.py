@@ -247,10 +247,12 @@ def timed(cmd):
 
 def covered_bytes(work, context):
     """The held-out bytes our validation predicts (the val split in windows of `context`)."""
+    from gptkit.shared.shard_dir import ShardDir
     from gptkit.train.data import ShardData, data_tokenizer, eval_sequences
 
-    tokenizer = data_tokenizer(work / "data")
-    val = ShardData(work / "data", "val", tokenizer.vocab_size, tokenizer.fingerprint, context)
+    data = ShardDir(work / "data")
+    tokenizer = data_tokenizer(data)
+    val = ShardData(data, "val", tokenizer.vocab_size, tokenizer.fingerprint, context)
     lengths = [0 if i in set(tokenizer.special_tokens.values()) else len(b) for i, b in enumerate(tokenizer.vocab)]
     return sum(lengths[t] for t in eval_sequences(val, context, 1 << 62)[:, 1:].ravel())
 

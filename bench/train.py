@@ -64,11 +64,12 @@ def build_data(directory, vocab=MODEL["vocab_size"], train_tokens=TRAIN_TOKENS):
     import numpy as np
 
     from bench.sample import dummy_tokenizer
-    from gptkit.shared.shards import MANIFEST, ShardWriter, dtype_for
+    from gptkit.shared.shard_dir import FORMAT, MANIFEST, TOKENIZER_FILE, VERSION
+    from gptkit.shared.shards import ShardWriter, dtype_for
 
     tokenizer = dummy_tokenizer(vocab)
     directory.mkdir(parents=True)
-    tokenizer.save(directory / "tokenizer.json")
+    tokenizer.save(directory / TOKENIZER_FILE)
     rng = np.random.default_rng(SEED)
     dtype = dtype_for(vocab)
     shards = []
@@ -79,8 +80,9 @@ def build_data(directory, vocab=MODEL["vocab_size"], train_tokens=TRAIN_TOKENS):
         header = writer.close()
         writer.commit()
         shards.append({"file": name, "split": split, "tokens": n, "documents": 0, "crc32": f"{header.checksum:08x}"})
-    # Every field a reader checks (shared/shards.py MANIFEST_FIELDS), as pretokenize would write it.
-    manifest = {"name": "bench", "dtype": dtype.name, "shards": shards, "eot_token": None, "eot_id": None,
+    # Every field a reader checks (shared/shard_dir.py MANIFEST_ID and MANIFEST_FIELDS), as pretokenize would write it.
+    manifest = {"format": FORMAT, "version": VERSION, "name": "bench", "dtype": dtype.name, "shards": shards,
+                "eot_token": None, "eot_id": None,
                 "tokenizer": {"fingerprint": tokenizer.fingerprint, "vocab_size": vocab},
                 "split": {"text": "random ids"},
                 "totals": {s["split"]: {"documents": 0, "tokens": s["tokens"]} for s in shards}}
@@ -114,6 +116,7 @@ class HFStep:
         from transformers import LlamaForCausalLM
         from transformers.utils import logging
 
+        from gptkit.shared.shard_dir import ShardDir
         from gptkit.train.data import Loader, ShardData, data_tokenizer
         from gptkit.train.config import completed
         from gptkit.train.optim import Schedule
@@ -121,8 +124,9 @@ class HFStep:
         self.config = config = completed(train_config(tmp, "unused", a))
         logging.disable_progress_bar()
         self.model = LlamaForCausalLM.from_pretrained(tmp / "hf", dtype=torch.float32).train()
-        tokenizer = data_tokenizer(config.data)
-        data = ShardData(config.data, "train", tokenizer.vocab_size, tokenizer.fingerprint, a.context)
+        data_dir = ShardDir(config.data)
+        tokenizer = data_tokenizer(data_dir)
+        data = ShardData(data_dir, "train", tokenizer.vocab_size, tokenizer.fingerprint, a.context)
         self.loader = Loader(data, config.loader, config.batch_size, a.context, config.seed)
         decayed, plain = [], []  # as build_optimizers: decay on matrices, not on norms or embeddings
         for name, p in self.model.named_parameters():

@@ -9,9 +9,10 @@ from gptkit.shared.cli import CONTEXT, DefaultGroup, overwrite_option, threads_o
 from gptkit.shared.corpus import DEFAULT_SEPARATOR, Corpus
 from gptkit.shared.errors import InputError
 from gptkit.shared.files import check_output, output_lock
-from gptkit.shared.shards import (MANIFEST, MAX_TOKENS, SHARD_NAME, ShardError, header_problems, listing_problems, open_shard,
-                                  read_header, read_manifest, shard_paths, verify_shard)
+from gptkit.shared.shard_dir import MANIFEST, TOKENIZER_FILE, ShardDir
+from gptkit.shared.shards import MAX_TOKENS, ShardError, open_shard, read_header, verify_shard
 from gptkit.shared.text import EOT
+from gptkit.tokenizer import Tokenizer
 
 from .encode import DEFAULT_SHARD_TOKENS, Split, encode_corpus
 
@@ -44,8 +45,6 @@ def cli():
 def encode(tokenizer_path, inputs, more_inputs, out_dir, val_fraction, val_tokens, val_inputs, shard_tokens, threads,
            text_field, separator, eot_token, no_eot, overwrite, quiet):
     """Encode documents into train/validation token shards, in parallel, in bounded memory."""
-    from gptkit.tokenizer import Tokenizer
-
     inputs = inputs + more_inputs
     if not inputs:
         raise InputError("--input: give at least one corpus file, directory or glob")
@@ -66,8 +65,9 @@ def encode(tokenizer_path, inputs, more_inputs, out_dir, val_fraction, val_token
     with output_lock(out_dir, "gptkit pretokenize"):
         # The dataset's copy of the tokenizer replaces a tokenizer.json that a dataset's manifest
         # governs (encode_corpus checks its shards) or one like it; not a user's other tokenizer.
-        check_output(Path(out_dir) / "tokenizer.json", lambda path: (Path(out_dir) / MANIFEST).exists()
-                     or _fingerprint(path) == tokenizer.fingerprint, f"tokenizer {tokenizer.fingerprint}", overwrite)
+        data = ShardDir(out_dir)
+        check_output(data.tokenizer, lambda path: data.manifest_path.exists() or _fingerprint(path) == tokenizer.fingerprint,
+                     f"tokenizer {tokenizer.fingerprint}", overwrite)
         manifest = encode_corpus(corpus, tokenizer, out_dir, split=split, val_corpus=val_corpus, shard_tokens=shard_tokens,
                                  workers=threads, eot_token=None if no_eot else eot_token, tokenizer_source=tokenizer_path,
                                  overwrite=overwrite, quiet=quiet)
@@ -87,15 +87,14 @@ def encode(tokenizer_path, inputs, more_inputs, out_dir, val_fraction, val_token
 def inspect(path, tokenizer_path):
     """Header fields and counts of a shard, or of every shard of a directory, and its first tokens decoded."""
     if path.is_dir():
-        manifest = read_manifest(path)
-        if manifest:
-            tok = manifest["tokenizer"]
-            click.echo(f"{path / MANIFEST}: {manifest['name']}, {manifest['dtype']}, tokenizer {tok['fingerprint']} "
-                       f"(vocab {tok['vocab_size']:,}), eot {manifest['eot_token']!r} = {manifest['eot_id']}")
+        data = ShardDir(path)
+        if manifest := data.manifest:
+            click.echo(f"{data.manifest_path}: {manifest['name']}, {manifest['dtype']}, tokenizer {data.fingerprint} "
+                       f"(vocab {data.vocab_size:,}), eot {manifest['eot_token']!r} = {manifest['eot_id']}")
             click.echo(f"split: {manifest['split']['text']}")
             for name, t in manifest["totals"].items():
                 click.echo(f"{name}: {t['documents']:,} documents, {t['tokens']:,} tokens")
-        paths = shard_paths(path, "val") + shard_paths(path, "train")
+        paths = data.shard_paths("val") + data.shard_paths("train")
         paths.sort(key=lambda p: p.name[-10:])
         if not paths:
             raise InputError(f"{path}: no shards (*_train*.bin, *_val*.bin)")
@@ -114,14 +113,12 @@ def inspect(path, tokenizer_path):
 
 
 def _show_first_tokens(path, tokenizer_path):
-    from gptkit.tokenizer import Tokenizer
-
     shard = open_shard(path)
     ids = shard.tokens[:SHOWN_TOKENS].tolist()
     click.echo(f"first {len(ids)} tokens of {path.name}: {' '.join(map(str, ids))}")
-    tokenizer_path = tokenizer_path or path.parent / "tokenizer.json"
+    tokenizer_path = tokenizer_path or ShardDir(path.parent).tokenizer
     if not Path(tokenizer_path).is_file():
-        click.echo("(no tokenizer.json beside the shards: pass --tokenizer to decode)")
+        click.echo(f"(no {TOKENIZER_FILE} beside the shards: pass --tokenizer to decode)")
         return
     tokenizer = Tokenizer.from_file(tokenizer_path)
     if shard.header.extended and shard.header.fingerprint != tokenizer.fingerprint:
@@ -137,35 +134,30 @@ def verify(path):
     vocabulary size; every header field against manifest.json (counts, CRC-32, end-of-text id,
     tokenizer), its totals, splits and tokenizer against tokenizer.json. Exits 1 on any problem.
     Shards the manifest does not list are not part of the dataset: they are named, not verified."""
-    manifest = read_manifest(path) if path.is_dir() else None
-    if path.is_dir():
-        listed = {s["file"]: s for s in manifest["shards"]} if manifest else {}
-        paths = sorted({*shard_paths(path, "val"), *shard_paths(path, "train")}, key=lambda p: p.name[-10:])
-        unlisted = [p for p in path.glob("*.bin") if SHARD_NAME.search(p.name) and manifest and p.name not in listed]
-        if not paths:
-            raise InputError(f"{path}: no shards to verify")
-    else:
-        listed, paths, unlisted = {}, [path], []
-    for p in sorted(unlisted):
+    data = ShardDir(path) if path.is_dir() else None
+    manifest = data.manifest if data else None  # None: one shard, or a directory of plain llm.c shards
+    paths = sorted({*data.shard_paths("val"), *data.shard_paths("train")}, key=lambda p: p.name[-10:]) if data else [path]
+    if not paths:
+        raise InputError(f"{path}: no shards to verify")
+    for p in data.unlisted() if manifest else []:
         click.echo(f"note: {p}: not listed in {MANIFEST}, so not part of the dataset (left by an interrupted run? "
                    "the next pretokenize run into the directory removes it)", err=True)
-    vocab_size = manifest["tokenizer"]["vocab_size"] if manifest else None
-    problems = _tokenizer_problems(path, manifest) + listing_problems(path, manifest) if manifest else []
+    problems = _tokenizer_problems(data) + data.listing_problems() if manifest else []
     headers = {}
     for shard_path in paths:
         try:
-            header = verify_shard(shard_path, vocab_size).header
+            header = verify_shard(shard_path, data.vocab_size if manifest else None).header
         except ShardError as e:
             problems.append(str(e))
             continue
-        disagreements = header_problems(shard_path, header, manifest, listed[shard_path.name]) if manifest else []
+        disagreements = data.header_problems(shard_path, header) if manifest else []
         problems += disagreements
         headers[shard_path.name] = header
         if not disagreements:
             checked = "checksum and ids" if header.extended else "size only (plain llm.c shard)"
             click.echo(f"ok {shard_path.name}: {header.num_tokens:,} tokens, {checked}")
     if manifest:
-        problems += _totals_problems(path, manifest, headers)
+        problems += data.totals_problems(headers)
     for problem in problems:
         click.echo(f"FAILED {problem}", err=True)
     if problems:
@@ -173,44 +165,25 @@ def verify(path):
     click.echo(f"{path}: {len(paths)} shard(s) verified")
 
 
-def _totals_problems(directory, manifest, headers):
-    """The manifest's totals against the sums of the headers of each split's shards, by their names
-    (a shard listed under the other split is a problem of its own). A split with a shard that could
-    not be read is left out: that shard is reported already."""
-    problems = []
-    for split, totals in manifest["totals"].items():
-        names = {s["file"] for s in manifest["shards"] if SHARD_NAME.search(s["file"])[1] == split}
-        if not all(name in headers and headers[name].extended for name in names):
-            continue
-        found = {"tokens": sum(headers[n].num_tokens for n in names), "documents": sum(headers[n].num_docs for n in names)}
-        problems += [f"{directory / MANIFEST}: totals.{split}.{field} is {totals[field]:,}, the headers of its {split} "
-                     f"shards add up to {total:,}" for field, total in found.items() if totals[field] != total]
-    return problems
-
-
 def _fingerprint(path):
     """The fingerprint of the tokenizer.json at `path`; None if it is none."""
-    from gptkit.tokenizer import Tokenizer
-
     try:
         return Tokenizer.from_file(path).fingerprint
     except InputError:
         return None
 
 
-def _tokenizer_problems(directory, manifest):
+def _tokenizer_problems(data):
     """tokenizer.json beside the shards must be the manifest's tokenizer: training builds its model from it."""
-    from gptkit.tokenizer import Tokenizer
-
-    path = directory / "tokenizer.json"
+    path = data.tokenizer
     if not path.is_file():
-        return [f"{path}: missing (the manifest's tokenizer is {manifest['tokenizer']['fingerprint']})"]
+        return [f"{path}: missing (the manifest's tokenizer is {data.fingerprint})"]
     try:
         fingerprint = Tokenizer.from_file(path).fingerprint
     except InputError as e:
         return [str(e)]
-    if fingerprint != manifest["tokenizer"]["fingerprint"]:
-        return [f"{path}: tokenizer {fingerprint}, {MANIFEST} says {manifest['tokenizer']['fingerprint']}"]
+    if fingerprint != data.fingerprint:
+        return [f"{path}: tokenizer {fingerprint}, {MANIFEST} says {data.fingerprint}"]
     return []
 
 

@@ -11,12 +11,13 @@ text instead: validation is its tail. The documents are counted first, only up t
 the rule needs (all of them when they are fewer), so that costs a read of the text only for
 such a corpus; the tail's texts are held back in memory until enough text follows them.
 
-The manifest is the commit point. Shards are written under temporary names, and only when
-the whole corpus is done are they renamed to names no file of the directory has (the old
-dataset stays whole beside them), then the manifest that lists them replaces the old one
-(renamed over it, atomically), then the shards it does not list are removed. A run stopped at
-any instant, `kill -9` included, leaves the old dataset or the new one; what a killed run left
-(temporary files, shards no manifest lists) the next run removes.
+The manifest is the commit point (shared/shard_dir.py's ShardSet writes the directory). Shards
+are written under temporary names, and only when the whole corpus is done are they renamed to
+names no file of the directory has (the old dataset stays whole beside them), then the manifest
+that lists them replaces the old one (renamed over it, atomically), then the shards it does not
+list are removed. A run stopped at any instant, `kill -9` included, leaves the old dataset or
+the new one; what a killed run left (temporary files, shards no manifest lists) the next run
+removes.
 """
 from __future__ import annotations
 
@@ -33,12 +34,11 @@ import numpy as np
 
 from gptkit.shared.errors import InputError, SettingError
 from gptkit.shared.progress import Progress
-from gptkit.shared.shards import ShardSet, check_shard_directory
+from gptkit.shared.shard_dir import ShardSet, check_shard_directory
 from gptkit.shared.text import EOT
 from gptkit.shared.workers import process_pool
 
 DEFAULT_SHARD_TOKENS = 100_000_000
-MANIFEST_VERSION = 1
 JOB_CHARS = 1 << 20  # characters of text per worker job
 IN_FLIGHT_PER_WORKER = 2  # jobs queued per worker: keeps them busy, bounds memory
 
@@ -161,7 +161,8 @@ def encode_corpus(corpus, tokenizer, out_dir, *, split=Split(val_fraction=0.01),
             split = TailSplit.of(split, e.documents, characters=None)
             shards = ShardSet(out_dir, tokenizer, eot_id, shard_tokens)
             counts = encode(shards, split)
-        manifest = _manifest(shards, corpus, val_corpus, tokenizer, tokenizer_source, eot_token, eot_id, split, counts)
+        manifest = shards.manifest(counts, _how_made(corpus, val_corpus, split), eot_token=eot_token,
+                                   tokenizer_source=tokenizer_source)
         manifest["seconds"] = round(time.perf_counter() - start, 3)
         shards.commit(manifest)
     except OSError as e:
@@ -381,38 +382,16 @@ def _encode_job(job):
     return np.frombuffer(b"".join(parts), np.uint32).astype(dtype), lengths
 
 
-def _manifest(shards, corpus, val_corpus, tokenizer, tokenizer_source, eot_token, eot_id, split, counts):
+def _how_made(corpus, val_corpus, split):
+    """What the manifest records of how the shards were made: the split rule and the sources."""
     if val_corpus is not None:
         split = {"rule": "given", "text": "validation is all of --val-input, training all of --input"}
     else:
         split = split.describe()
     corpora = [corpus] if val_corpus is None else [corpus, val_corpus]
     return {
-        "format": "gptkit-shards",
-        "version": MANIFEST_VERSION,
-        "name": shards.name,
-        "tokenizer": {"file": "tokenizer.json", "source": str(tokenizer_source) if tokenizer_source else None,
-                      "fingerprint": tokenizer.fingerprint, "vocab_size": tokenizer.vocab_size},
-        "eot_token": eot_token if eot_id is not None else None,
-        "eot_id": eot_id,
-        "dtype": shards.dtype.name,
-        "shard_tokens": shards.shard_tokens,
         "split": split,
         "sources": [{"path": str(p), "bytes": p.stat().st_size} for p in corpus.paths],
         **({"val_sources": [{"path": str(p), "bytes": p.stat().st_size} for p in val_corpus.paths]} if val_corpus else {}),
         "invalid_utf8_replaced": sum(c.invalid_utf8 for c in corpora),
-        "totals": {name: {"documents": docs, "tokens": tokens, "unigram_entropy": _entropy(shards.unigrams[name])}
-                   for name, (docs, tokens) in counts.items()},
-        "shards": [
-            {"file": writer.path.name, "split": name, "tokens": header.num_tokens,
-             "documents": header.num_docs, "crc32": f"{header.checksum:08x}"}
-            for name, writer, header in shards.finished
-        ],
     }
-
-
-def _entropy(counts):
-    """The entropy of the tokens' unigram distribution, in nats per token: the loss of a model
-    that knows only token frequencies, the baseline a trained model's loss must beat."""
-    p = counts[counts > 0] / counts.sum()
-    return round(float(-(p * np.log(p)).sum()), 6)

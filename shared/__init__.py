@@ -1,1 +1,2 @@
-"""Contracts shared by the stages: corpus reading, errors, atomic files, progress."""
+"""Contracts shared by the stages: corpus reading, token shards and their data directories, errors,
+atomic files, progress."""

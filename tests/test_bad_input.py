@@ -313,8 +313,10 @@ def a_corpus(tmp_path):
 
 
 @pytest.mark.parametrize("command", ["verify", "inspect", "train"])
-@pytest.mark.parametrize("content, needle", [("{}", "name is missing"),
-                                             ('{"name": "data", "shards": 3}', "tokenizer is missing"),
+@pytest.mark.parametrize("content, needle", [("{}", "format is missing"),
+                                             ('{"format": "gptkit-shards", "version": 1, "name": "data", "shards": 3}',
+                                              "tokenizer is missing"),
+                                             ('{"format": "gptkit-shards", "version": 2}', "version 2 of the manifest, newer"),
                                              ("[" * 100_000 + "]" * 100_000, "not a readable manifest")])
 def test_a_manifest_of_the_wrong_shape_is_named(data, model_json, tmp_path, command, content, needle):
     from gptkit.pretokenize.cli import cli as pretokenize_cli
@@ -336,7 +338,7 @@ def test_encoding_into_a_directory_with_a_damaged_manifest_says_how_to_replace_i
     (copy / "manifest.json").write_text("{}")
     before = sorted(p.name for p in copy.iterdir())
     base = ["--tokenizer", small_tokenizer[1], "--input", a_corpus(tmp_path), "--out", copy, "--quiet", "--threads", 1]
-    assert_input_error(invoke(pretokenize_cli, *base), "manifest.json: name is missing", "--overwrite")
+    assert_input_error(invoke(pretokenize_cli, *base), "manifest.json: format is missing", "--overwrite")
     assert sorted(p.name for p in copy.iterdir()) == before
     res = invoke(pretokenize_cli, *base, "--overwrite")
     assert res.exit_code == 0, res.output

@@ -23,7 +23,8 @@ import gptkit.pretokenize.encode as encode
 from gptkit.pretokenize.encode import Split, encode_corpus
 import gptkit.shared.corpus
 from gptkit.shared.corpus import Corpus
-from gptkit.shared.shards import HEADER_BYTES, ShardHeader, open_shard, read_header, read_manifest, shard_paths
+from gptkit.shared.shard_dir import ShardDir
+from gptkit.shared.shards import HEADER_BYTES, ShardHeader, open_shard, read_header
 from tests.conftest import assert_input_error, english_like, shared_file
 from gptkit.tokenizer import Tokenizer, split, train_bpe
 
@@ -80,7 +81,7 @@ def files(directory):
 
 
 def tokens_of(out_dir, split):
-    return np.concatenate([open_shard(p).tokens for p in shard_paths(out_dir, split)] or [np.empty(0, np.uint16)])
+    return np.concatenate([open_shard(p).tokens for p in ShardDir(out_dir).shard_paths(split)] or [np.empty(0, np.uint16)])
 
 
 def split_docs(tokens, eot):
@@ -192,14 +193,14 @@ def test_small_shards_names_counts_and_manifest(tmp_path, tok, tok_path):
     docs, shard_tokens = docs_of(30, seed=2), 64
     out = tmp_path / "data"
     ok(encode_cli(tok_path, [write_txt(tmp_path / "c.txt", docs)], out, "--val-fraction", "0.25", "--shard-tokens", shard_tokens))
-    manifest, eot = read_manifest(out), tok.special_tokens[EOT]
+    manifest, eot = ShardDir(out).manifest, tok.special_tokens[EOT]
     entries = manifest["shards"]
     assert [e["file"] for e in entries] == [f"data_{e['split']}_{i:06d}.bin" for i, e in enumerate(entries)]
     assert entries[0]["file"] == "data_val_000000.bin" and entries[1]["file"] == "data_train_000001.bin"
     assert sorted(p.name for p in out.glob("*.bin")) == sorted(e["file"] for e in entries)
     assert (manifest["name"], manifest["dtype"], manifest["shard_tokens"], manifest["eot_id"]) == ("data", "uint16", 64, eot)
     for split in ("train", "val"):
-        paths = shard_paths(out, split)
+        paths = ShardDir(out).shard_paths(split)
         headers = [read_header(p) for p in paths]
         assert len(paths) >= 2
         assert [h.num_tokens for h in headers[:-1]] == [shard_tokens] * (len(paths) - 1)
@@ -236,14 +237,14 @@ def test_val_tokens_takes_the_leading_documents(tmp_path, tok, tok_path, extra, 
     ok(encode_cli(tok_path, [write_txt(tmp_path / "c.txt", docs)], out, "--val-tokens", n))
     assert tokens_of(out, "val").tolist() == sum(want[:n_val], [])
     assert tokens_of(out, "train").tolist() == sum(want[n_val:], [])
-    split = read_manifest(out)["split"]
+    split = ShardDir(out).manifest["split"]
     assert (split["rule"], split["val_tokens"]) == ("leading", n)
 
 
 def test_manifest_records_the_fraction_rule(tmp_path, tok_path):
     out = tmp_path / "data"
     ok(encode_cli(tok_path, [write_txt(tmp_path / "c.txt", docs_of(8))], out, "--val-fraction", "0.25"))
-    split = read_manifest(out)["split"]
+    split = ShardDir(out).manifest["split"]
     assert (split["rule"], split["val_fraction"]) == ("fraction", 0.25) and "floor((i+1)*1/4)" in split["text"]
 
 
@@ -253,10 +254,11 @@ def test_no_eot(tmp_path, tok, tok_path):
     ok(encode_cli(tok_path, [write_txt(tmp_path / "c.txt", docs)], out, "--no-eot", "--val-tokens", 1))
     assert tokens_of(out, "val").tolist() == tok.encode(docs[0])
     assert tokens_of(out, "train").tolist() == sum((tok.encode(d) for d in docs[1:]), [])
-    path = shard_paths(out, "train")[0]
+    path = ShardDir(out).shard_paths("train")[0]
     assert np.frombuffer(path.read_bytes()[:1024], "<i4")[6] == -1
     assert read_header(path).eot_id is None and read_header(path).num_docs == 5
-    assert read_manifest(out)["eot_id"] is None and read_manifest(out)["eot_token"] is None
+    manifest = ShardDir(out).manifest
+    assert manifest["eot_id"] is None and manifest["eot_token"] is None
 
 
 def test_tokenizer_without_eot_needs_no_eot(tmp_path, tok):
@@ -275,7 +277,7 @@ def test_custom_eot_token(tmp_path, tok):
     Tokenizer(tok.vocab + [b"<|doc|>"], tok.merges, {**tok.special_tokens, "<|doc|>": 450}).save(path)
     out = tmp_path / "data"
     ok(encode_cli(path, [write_txt(tmp_path / "c.txt", docs_of(4))], out, "--eot-token", "<|doc|>", "--val-tokens", 1))
-    assert read_header(shard_paths(out, "val")[0]).eot_id == 450 and tokens_of(out, "val")[-1] == 450
+    assert read_header(ShardDir(out).shard_paths("val")[0]).eot_id == 450 and tokens_of(out, "val")[-1] == 450
     assert 449 not in tokens_of(out, "train")
 
 
@@ -328,7 +330,7 @@ def test_one_document_splits_into_training_and_the_tail_of_its_text(tmp_path, to
     res = ok(encode_cli(tok_path, [write_txt(tmp_path / "book.txt", [text])], out, "--val-fraction", "0.1"))
     at_least = math.ceil(len(text) / 10)
     assert_cut_at_a_line_end(tok, out, text, at_least)
-    split = read_manifest(out)["split"]
+    split = ShardDir(out).manifest["split"]
     assert split == {"rule": "tail", "val_fraction": 0.1, "documents": 1, "val_at_least": at_least, "unit": "characters",
                      "text": split["text"]}
     assert f"at least {at_least:,} characters" in split["text"] and "newline ending a line" in split["text"]
@@ -351,7 +353,7 @@ def test_one_document_with_val_tokens_holds_out_that_many_tokens_of_its_tail(tmp
     out = tmp_path / "data"
     ok(encode_cli(tok_path, [write_txt(tmp_path / "book.txt", [text])], out, "--val-tokens", 500))
     assert_cut_at_a_line_end(tok, out, text, 500, unit="tokens")
-    split = read_manifest(out)["split"]
+    split = ShardDir(out).manifest["split"]
     assert (split["rule"], split["val_tokens"], split["val_at_least"], split["unit"]) == ("tail", 500, 500, "tokens")
 
 
@@ -415,7 +417,7 @@ def test_a_few_documents_are_cut_as_one_text(tmp_path, tok, tok_path):
     assert len(train_docs) + len(val_docs) == 4  # the last document, cut in two
     assert train_docs[:2] == docs[:2] and train_docs[2] + val_docs[0] == docs[2]
     assert len(val_docs[0]) >= math.ceil(sum(map(len, docs)) / 4)
-    totals = read_manifest(out)["totals"]
+    totals = ShardDir(out).manifest["totals"]
     assert (totals["train"]["documents"], totals["val"]["documents"]) == (3, 1)
 
 
@@ -426,7 +428,7 @@ def test_val_tokens_that_would_take_every_document_cuts_the_text_instead(tmp_pat
     ok(encode_cli(tok_path, [write_txt(tmp_path / "c.txt", docs)], out, "--val-tokens", first + 1))
     train, val = split_text(tok, out)
     assert train.startswith(docs[0] + EOT) and train.removeprefix(docs[0] + EOT).removesuffix(EOT) + val.removesuffix(EOT) == docs[1]
-    split = read_manifest(out)["split"]
+    split = ShardDir(out).manifest["split"]
     assert (split["rule"], split["documents"]) == ("tail", 2)
 
 
@@ -451,7 +453,7 @@ def test_val_input_is_the_whole_validation_split(tmp_path, tok, tok_path):
     res = ok(run("--tokenizer", tok_path, "--input", train_path, "--val-input", val_path, "--out", out, "--quiet"))
     assert split_docs(tokens_of(out, "val"), tok.special_tokens[EOT]) == expected(tok, val_docs)
     assert split_docs(tokens_of(out, "train"), tok.special_tokens[EOT]) == expected(tok, train_docs)
-    manifest = read_manifest(out)
+    manifest = ShardDir(out).manifest
     assert manifest["split"]["rule"] == "given" and "split: validation is all of --val-input" in res.stdout
     assert [s["path"] for s in manifest["sources"]] == [str(train_path)]
     assert [s["path"] for s in manifest["val_sources"]] == [str(val_path)]
@@ -535,23 +537,23 @@ def test_out_dir_of_another_tokenizer_is_refused_unless_overwrite(tmp_path, tok,
     assert_input_error(res, "holds shards of another tokenizer", tok.fingerprint, "--overwrite")
     assert files(out) == old
     ok(encode_cli(tok_path, [corpus], out, "--overwrite"))
-    names = [e["file"] for e in read_manifest(out)["shards"]]
+    names = [e["file"] for e in ShardDir(out).manifest["shards"]]
     assert sorted(p.name for p in out.glob("*.bin")) == sorted(names) and len(names) == 2
     assert not set(names) & set(old)  # new names: the old dataset stayed whole until the manifest was replaced
     assert all(read_header(out / n).fingerprint == tok.fingerprint for n in names)
-    assert read_manifest(out)["tokenizer"]["fingerprint"] == tok.fingerprint
+    assert ShardDir(out).manifest["tokenizer"]["fingerprint"] == tok.fingerprint
     assert not [n for n in os.listdir(out) if ".tmp-" in n]
 
 
 def test_out_dir_of_the_same_tokenizer_is_replaced(tmp_path, tok, tok_path):
     out = tmp_path / "data"
     ok(encode_cli(tok_path, [write_txt(tmp_path / "a.txt", docs_of(20))], out, "--shard-tokens", 100))
-    old = [e["file"] for e in read_manifest(out)["shards"]]
+    old = [e["file"] for e in ShardDir(out).manifest["shards"]]
     (out / ".data_train_000001.bin.tmp-999999999").write_bytes(b"left by a killed run")
     (out / ".manifest.json.tmp-999999999").write_bytes(b"left by a killed run")
     (out / "data_train_000900.bin").write_bytes((out / old[1]).read_bytes())  # renamed in by a run killed before its manifest
     ok(encode_cli(tok_path, [write_txt(tmp_path / "b.txt", ["one", "two"])], out, "--val-tokens", 1))
-    val, train = [e["file"] for e in read_manifest(out)["shards"]]
+    val, train = [e["file"] for e in ShardDir(out).manifest["shards"]]
     assert (val, train) == (f"data_val_{len(old):06d}.bin", f"data_train_{len(old) + 1:06d}.bin")  # the first free numbers
     assert sorted(os.listdir(out)) == [train, val, "manifest.json", "tokenizer.json"]
     assert tokens_of(out, "train").tolist() == tok.encode("two") + [tok.special_tokens[EOT]]
@@ -564,7 +566,7 @@ def test_a_live_writers_temporaries_stay_and_their_numbers_are_not_taken(tmp_pat
     live.write_bytes(b"being written")
     ok(encode_cli(tok_path, [write_txt(tmp_path / "c.txt", docs_of(8))], out))
     assert live.read_bytes() == b"being written"
-    assert [e["file"] for e in read_manifest(out)["shards"]] == ["data_val_000001.bin", "data_train_000002.bin"]
+    assert [e["file"] for e in ShardDir(out).manifest["shards"]] == ["data_val_000001.bin", "data_train_000002.bin"]
 
 
 @pytest.mark.parametrize("error", [RuntimeError, KeyboardInterrupt])
@@ -600,7 +602,7 @@ def built(tmp_path, tok_path):
 
 def test_inspect_directory(built, tok):
     res = ok(run("inspect", built))
-    manifest = read_manifest(built)
+    manifest = ShardDir(built).manifest
     for e in manifest["shards"]:
         assert f"{e['file']}: uint16 (magic 20240520, version 1), {e['tokens']:,} tokens, {e['documents']:,} documents" in res.stdout
     assert res.stdout.count(f"tokenizer {tok.fingerprint}") == len(manifest["shards"]) + 1
@@ -625,7 +627,7 @@ def test_inspect_plain_llmc_file(tmp_path, tok, tok_path):
 
 def test_verify_good_directory(built):
     res = ok(run("verify", built))
-    assert res.stdout.count("ok ") == len(read_manifest(built)["shards"]) and "verified" in res.stdout
+    assert res.stdout.count("ok ") == len(ShardDir(built).manifest["shards"]) and "verified" in res.stdout
 
 
 def damage(built, how, other_tok_path=None):
@@ -653,7 +655,7 @@ def damage(built, how, other_tok_path=None):
     if how == "plain llm.c header":
         path.write_bytes(ShardHeader(header.dtype, header.num_tokens).to_bytes() + raw[HEADER_BYTES:])
         return path, "a plain llm.c header (no vocabulary, checksum or fingerprint), listed in manifest.json as one of ours"
-    manifest = read_manifest(built)
+    manifest = ShardDir(built).manifest
     entry = next(e for e in manifest["shards"] if e["file"] == path.name)
     says = {
         "manifest's document count": f"document count {header.num_docs} in the header, {header.num_docs + 1} in manifest.json",
@@ -699,7 +701,7 @@ def test_verify_names_the_bad_shard(built, how, other_tok_path):
 def test_verify_names_every_shard_whose_header_disagrees_with_the_manifest(built, field, value, says):
     """A fact of all shards edited in the manifest (training would stop its samples at another
     end-of-text token): one line for each shard."""
-    manifest = read_manifest(built)
+    manifest = ShardDir(built).manifest
     before, manifest[field] = manifest[field], value
     (built / "manifest.json").write_text(json.dumps(manifest))
     res = run("verify", built)
@@ -734,7 +736,7 @@ import os, sys, time
 from pathlib import Path
 
 from gptkit.pretokenize.cli import main
-from gptkit.shared.shards import ShardSet
+from gptkit.shared.shard_dir import ShardSet
 
 pause_at, marker = int(os.environ["PAUSE_AT"]), Path(os.environ["PAUSE_MARKER"])
 steps = None  # of the commit so far; None outside it
@@ -773,7 +775,7 @@ main()
 
 def dataset(out_dir):
     """The tokens of every shard of each split, in order: what a reader of the directory gets."""
-    return {split: [open_shard(p).tokens.tolist() for p in shard_paths(out_dir, split)] for split in ("val", "train")}
+    return {split: [open_shard(p).tokens.tolist() for p in ShardDir(out_dir).shard_paths(split)] for split in ("val", "train")}
 
 
 def test_a_kill_at_any_step_of_the_commit_leaves_the_old_dataset_or_the_new(tmp_path, tok_path):
@@ -817,5 +819,5 @@ def test_a_kill_at_any_step_of_the_commit_leaves_the_old_dataset_or_the_new(tmp_
         assert all(name.endswith(f".tmp-{proc.pid}") for name in leftovers), "an earlier run's temporaries stayed"
         pause_at += 1
     assert pause_at >= 8 and left["old"] >= 4 and left["new"] >= 2, left
-    listed = [e["file"] for e in read_manifest(out)["shards"]]
+    listed = [e["file"] for e in ShardDir(out).manifest["shards"]]
     assert sorted(os.listdir(out)) == sorted([*listed, "manifest.json", "tokenizer.json"])

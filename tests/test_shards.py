@@ -1,6 +1,4 @@
-"""The token shard format (shared/shards.py): llm.c-compatible headers, our extension, checks, writing, listing."""
-import functools
-import json
+"""The token shard format (shared/shards.py): llm.c-compatible headers, our extension, checks, writing."""
 import os
 import zlib
 
@@ -17,8 +15,6 @@ from gptkit.shared.shards import (
     dtype_for,
     open_shard,
     read_header,
-    read_manifest,
-    shard_paths,
     verify_shard,
 )
 
@@ -136,93 +132,6 @@ def test_plain_llmc_shard_is_read(tmp_path, dtype):
 def test_plain_llmc_shard_ids_checked_against_a_given_vocab_size(tmp_path):
     path = write_llmc(tmp_path / "fineweb_val_000000.bin", [1, 2, 3, 500, 4], U16)
     shard_error(r"token 3 is id 500, not below the vocabulary size 450", verify_shard, path, vocab_size=450)
-
-
-def test_shard_paths_of_plain_llmc_directory_by_name(tmp_path):
-    for name in ["fineweb_train_000002.bin", "fineweb_val_000000.bin", "fineweb_train_000001.bin"]:
-        write_llmc(tmp_path / name, [1, 2, 3], U16)
-    (tmp_path / "notes.bin").write_bytes(b"")  # not a shard name: ignored
-    assert read_manifest(tmp_path) is None
-    assert [p.name for p in shard_paths(tmp_path, "train")] == ["fineweb_train_000001.bin", "fineweb_train_000002.bin"]
-    assert [p.name for p in shard_paths(tmp_path, "val")] == ["fineweb_val_000000.bin"]
-
-
-@pytest.mark.parametrize("names, train, val", [
-    (["tiny_shakespeare_val.bin", "tiny_shakespeare_train.bin"], ["tiny_shakespeare_train.bin"], ["tiny_shakespeare_val.bin"]),
-    (["TinyStories_train.bin", "TinyStories_val.bin", "TinyStories_training_notes.bin"], ["TinyStories_train.bin"], ["TinyStories_val.bin"]),
-    (["s_train_10.bin", "s_train_2.bin", "s_val_1.bin", "s_train_1.bin"], ["s_train_1.bin", "s_train_2.bin", "s_train_10.bin"], ["s_val_1.bin"]),
-])
-def test_shard_paths_finds_llmcs_own_names(tmp_path, names, train, val):
-    for name in names:
-        write_llmc(tmp_path / name, [1, 2, 3], U16)
-    assert [p.name for p in shard_paths(tmp_path, "train")] == train
-    assert [p.name for p in shard_paths(tmp_path, "val")] == val
-
-
-def test_shard_paths_refuses_our_shards_without_manifest(tmp_path):
-    write_ours(tmp_path / "d_val_000000.bin", [1, 2])
-    write_ours(tmp_path / "d_train_000001.bin", [3, 4])
-    shard_error("no manifest.json: an unfinished pretokenize run", shard_paths, tmp_path, "train")
-
-
-def a_manifest(shards):
-    """A manifest with every field its readers use, listing `shards` ((file, split) pairs)."""
-    return {
-        "name": "b", "tokenizer": {"fingerprint": "0123456789abcdef", "vocab_size": 450}, "eot_token": "<|endoftext|>",
-        "eot_id": 449, "dtype": "uint16", "split": {"text": "the rule"},
-        "totals": {"train": {"documents": 2, "tokens": 4}, "val": {"documents": 1, "tokens": 2}},
-        "shards": [{"file": f, "split": s, "tokens": 2, "documents": 1, "crc32": "0000abcd"} for f, s in shards],
-    }
-
-
-def test_shard_paths_follows_the_manifest(tmp_path):
-    manifest = a_manifest([("b_val_000000.bin", "val"), ("b_train_000002.bin", "train"), ("b_train_000001.bin", "train")])
-    (tmp_path / "manifest.json").write_text(json.dumps(manifest))
-    assert [p.name for p in shard_paths(tmp_path, "train")] == ["b_train_000002.bin", "b_train_000001.bin"]
-
-
-def test_unreadable_manifest(tmp_path):
-    (tmp_path / "manifest.json").write_text("{not json")
-    shard_error("not a readable manifest", read_manifest, tmp_path)
-    (tmp_path / "manifest.json").write_text("[" * 100_000 + "]" * 100_000)
-    shard_error("not a readable manifest", read_manifest, tmp_path)
-
-
-REMOVED = object()
-
-
-@pytest.mark.parametrize("field, value, says", [
-    ((), {}, "name is missing"),
-    ((), [], "the file is [], expected an object"),
-    (("shards",), REMOVED, "shards is missing"),
-    (("tokenizer", "vocab_size"), REMOVED, "tokenizer.vocab_size is missing"),
-    (("tokenizer", "vocab_size"), "450", 'tokenizer.vocab_size is "450", expected a positive integer'),
-    (("shards",), {}, "shards is {}, expected a list"),
-    (("shards", 1, "tokens"), -2, "shards[1].tokens is -2, expected a count"),
-    (("shards", 0, "documents"), True, "shards[0].documents is true, expected a count"),
-    (("shards", 0, "file"), "../../etc/passwd", 'shards[0].file is "../../etc/passwd", expected a shard file name'),
-    (("shards", 0, "split"), "test", 'shards[0].split is "test", expected "train" or "val"'),
-    (("shards", 0, "crc32"), 12, "shards[0].crc32 is 12, expected 8 hexadecimal digits"),
-    (("totals", "val"), REMOVED, "totals.val is missing"),
-    (("dtype",), "int8", 'dtype is "int8", expected "uint16" or "uint32"'),
-    (("eot_id",), None, None),  # no end-of-text token: fine
-])
-def test_a_manifest_of_the_wrong_shape_is_one_line_naming_the_field(tmp_path, field, value, says):
-    manifest = a_manifest([("b_val_000000.bin", "val"), ("b_train_000001.bin", "train")])
-    if not field:
-        manifest = value
-    else:
-        *parents, last = field
-        holder = functools.reduce(lambda node, key: node[key], parents, manifest)
-        holder[last] = value
-        if value is REMOVED:
-            del holder[last]
-    (tmp_path / "manifest.json").write_text(json.dumps(manifest))
-    if says is None:
-        assert read_manifest(tmp_path) == manifest
-        return
-    message = shard_error("not a manifest as pretokenize writes it", shard_paths, tmp_path, "train")
-    assert message.startswith(f"{tmp_path / 'manifest.json'}: {says}"), message
 
 
 # -- bad shards ------------------------------------------------------------------------------

@@ -31,6 +31,7 @@ from gptkit.model.config import preset_names as model_preset_names
 from gptkit.model.info import training_memory
 from gptkit.model.model import TransformerLM
 from gptkit.shared.errors import SettingError
+from gptkit.shared.shard_dir import ShardDir
 from gptkit.shared.shards import ShardHeader
 from tests.conftest import assert_input_error, english_like
 from gptkit.train.cli import cli
@@ -404,7 +405,7 @@ def positions(tmp_path_factory):
 
 
 def open_positions(directory, T=16):
-    return ShardData(directory, "train", 65536, "0" * 16, T)
+    return ShardData(ShardDir(directory), "train", 65536, "0" * 16, T)
 
 
 def inputs_targets(loader, step, micro=0):
@@ -713,9 +714,10 @@ def test_validation_reports_bits_per_byte_of_the_text(data, model_json, tmp_path
     run = tmp_path / "run"
     train(config(data, run, model_json, max_steps=3, eval_interval=3, eval_tokens=1024))
     (record,) = records(run, "val_bpb")
-    tok = data_tokenizer(data)
+    data_dir = ShardDir(data)
+    tok = data_tokenizer(data_dir)
     model, _ = load_model(run / "latest")
-    sequences = torch.from_numpy(eval_sequences(ShardData(data, "val", tok.vocab_size, tok.fingerprint, 32), 32, 1024)).long()
+    sequences = torch.from_numpy(eval_sequences(ShardData(data_dir, "val", tok.vocab_size, tok.fingerprint, 32), 32, 1024)).long()
     losses = model.eval().token_losses(sequences[:, :-1], sequences[:, 1:])
     eot = tok.special_tokens["<|endoftext|>"]
     nbytes = torch.tensor([0 if i == eot else len(tok.decode_bytes([i])) for i in range(tok.vocab_size)])[sequences[:, 1:]]

@@ -18,31 +18,32 @@ import logging
 import numpy as np
 
 from gptkit.shared.errors import InputError, SettingError
-from gptkit.shared.shards import ShardError, header_problems, listing_problems, open_shard, read_manifest, shard_paths, verify_shard
-from gptkit.shared.text import EOT
+from gptkit.shared.shard_dir import TOKENIZER_FILE, ShardDir
+from gptkit.shared.shards import ShardError, open_shard, verify_shard
+from gptkit.tokenizer import Tokenizer
 
 log = logging.getLogger(__name__)
 
 
 class ShardData:
-    """The shards of one split, opened as memmaps and checked against the model's tokenizer and
-    the manifest. With `verify`, every token is read once first: the CRC-32 in the header must
-    match (one flipped byte would otherwise train silently) and every id must be below the
-    vocabulary size (else the embedding lookup fails, on CUDA as a device-side assert); without
-    it, `check_ids` refuses each batch that holds such an id."""
+    """The shards of one split of a data directory, opened as memmaps and checked against the
+    model's tokenizer and the manifest. With `verify`, every token is read once first: the CRC-32
+    in the header must match (one flipped byte would otherwise train silently) and every id must
+    be below the vocabulary size (else the embedding lookup fails, on CUDA as a device-side
+    assert); without it, `check_ids` refuses each batch that holds such an id."""
 
-    def __init__(self, directory, split, vocab_size, fingerprint, context_length, verify=True):
-        paths = shard_paths(directory, split)
+    def __init__(self, data: ShardDir, split, vocab_size, fingerprint, context_length, verify=True):
+        paths = data.shard_paths(split)
         if not paths:
-            raise SettingError("data", f"{directory}: no {split} shards (*_{split}_NNNNNN.bin); run pretokenize first")
+            raise SettingError("data", f"{data.path}: no {split} shards (*_{split}_NNNNNN.bin); run pretokenize first")
         self.shards = [open_shard(p, vocab_size) for p in paths]
-        _check_manifest(directory, self.shards)  # headers only: before the long read of every token
+        _check_manifest(data, self.shards)  # headers only: before the long read of every token
         if verify:
             self.shards = [verify_shard(p, vocab_size) for p in paths]
         self.vocab_size = vocab_size
         plain = [s.path.name for s in self.shards if not s.header.extended]
         if plain:
-            log.warning(f"{directory}: {len(plain)} plain llm.c shard(s) (e.g. {plain[0]}) carry no tokenizer "
+            log.warning(f"{data.path}: {len(plain)} plain llm.c shard(s) (e.g. {plain[0]}) carry no tokenizer "
                         "fingerprint: cannot check that they match the model's tokenizer")
         for shard in self.shards:
             if shard.header.extended and shard.header.fingerprint != fingerprint:
@@ -52,7 +53,7 @@ class ShardData:
         self.sizes = np.array([len(s.tokens) for s in self.shards], np.int64)
         self.starts = np.concatenate([[0], np.cumsum(self.sizes)])  # of each shard in the stream; [-1]: its length
         if self.sizes.max() < context_length + 1:
-            raise SettingError("data", f"{directory}: the longest {split} shard has {self.sizes.max():,} tokens, "
+            raise SettingError("data", f"{data.path}: the longest {split} shard has {self.sizes.max():,} tokens, "
                              f"too few for one sequence of {context_length} + 1")
 
     def locate(self, position):
@@ -126,42 +127,21 @@ def eval_sequences(data: ShardData, context_length, max_tokens):
     return sequences
 
 
-def _check_manifest(directory, shards):
+def _check_manifest(data, shards):
     """Refuse shards whose headers disagree with the manifest that lists them (a count, the
     end-of-text id, ...): one of the two was edited or damaged, and training on either is a guess."""
-    manifest = read_manifest(directory)
-    if manifest is None:
+    if data.manifest is None:
         return
-    entries = {s["file"]: s for s in manifest["shards"]}
-    problems = listing_problems(directory, manifest)
+    problems = data.listing_problems()
     for shard in shards:
-        problems += header_problems(shard.path, shard.header, manifest, entries[shard.path.name])
+        problems += data.header_problems(shard.path, shard.header)
     if problems:
-        raise ShardError(f"{problems[0]} (`gptkit pretokenize verify {directory}` lists every disagreement)")
+        raise ShardError(f"{problems[0]} (`gptkit pretokenize verify {data.path}` lists every disagreement)")
 
 
-def unigram_entropy(directory):
-    """The unigram entropy of a shard directory's training tokens (the loss of a model that knows
-    only token frequencies), as pretokenize records it in the manifest; None without one."""
-    return (read_manifest(directory) or {}).get("totals", {}).get("train", {}).get("unigram_entropy")
-
-
-def data_eot_id(directory, tokenizer):
-    """The end-of-text id that ends every document of a shard directory, as its manifest records
-    it (None: pretokenize --no-eot); plain llm.c shards, which have no manifest, end documents
-    with the tokenizer's <|endoftext|> (GPT-2's 50256)."""
-    manifest = read_manifest(directory)
-    return manifest["eot_id"] if manifest is not None else tokenizer.special_tokens.get(EOT)
-
-
-def data_tokenizer(directory):
-    """The tokenizer.json of a shard directory (pretokenize copies it there)."""
-    from pathlib import Path
-
-    from gptkit.tokenizer import Tokenizer
-
-    path = Path(directory) / "tokenizer.json"
-    if not path.is_file():
-        hint = "" if read_manifest(directory) else " (for plain llm.c shards, put the tokenizer.json they were made with beside them)"
-        raise SettingError("data", f"{directory}: no tokenizer.json{hint}")
-    return Tokenizer.from_file(path)
+def data_tokenizer(data: ShardDir):
+    """The tokenizer.json of a data directory (pretokenize copies it there)."""
+    if not data.tokenizer.is_file():
+        hint = "" if data.manifest else f" (for plain llm.c shards, put the {TOKENIZER_FILE} they were made with beside them)"
+        raise SettingError("data", f"{data.path}: no {TOKENIZER_FILE}{hint}")
+    return Tokenizer.from_file(data.tokenizer)

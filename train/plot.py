@@ -6,8 +6,8 @@ from pathlib import Path
 
 from gptkit.shared.errors import InputError
 from gptkit.shared.files import atomic_path, check_output
+from gptkit.shared.shard_dir import ShardDir
 
-from .data import unigram_entropy
 from .run_dir import METRICS_FILE, load_run_config, read_metrics
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
@@ -73,6 +73,6 @@ def _is_plot(path):
 def _unigram_entropy(run_dir):
     """The unigram entropy of the run's training tokens, if its settings and data can be read."""
     try:
-        return unigram_entropy(load_run_config(run_dir)["data"])
+        return ShardDir(load_run_config(run_dir)["data"]).unigram_entropy
     except (InputError, KeyError, TypeError):
         return None

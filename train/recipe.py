@@ -29,8 +29,10 @@ from dataclasses import dataclass
 
 from gptkit.model.config import ModelConfig
 from gptkit.model.info import model_cost
+from gptkit.shared.shard_dir import ShardDir
 
 from .config import DEFAULT_BUDGET, from_layers, parse_duration
+from .data import data_tokenizer
 
 # Training tokens per parameter that a shape must get in the budget. On 1 MB of text (Tiny
 # Shakespeare, 1024 tokens) each shape trained for the steps it gets in 2 minutes of 2 threads
@@ -196,10 +198,9 @@ def recipe_config(config, device, threads, agree=float, world=1):
     """(`config`, its model not given, completed by the recipe for its data, its budget
     (max_time, or DEFAULT_BUDGET where no length is given) and `device`: the recipe's settings are
     the layer below `config` (from_layers); the Recipe). Logs the choice in one line."""
-    from .data import data_tokenizer
-
     budget = config.max_time or DEFAULT_BUDGET
-    train_tokens, vocab_size = _train_tokens(config.data), data_tokenizer(config.data).vocab_size
+    data = ShardDir(config.data)
+    train_tokens, vocab_size = data.tokens("train"), data_tokenizer(data).vocab_size
     timer = step_timer(vocab_size, device, threads, parse_duration(budget), agree, world)
     chosen = choose(train_tokens, vocab_size, parse_duration(budget), timer)
     steps = None  # the budget's, as timed
@@ -216,13 +217,3 @@ def recipe_config(config, device, threads, agree=float, world=1):
 def _log(line):
     if os.environ.get("RANK", "0") == "0":  # under torchrun, one line, not one a process
         print(line, flush=True)
-
-
-def _train_tokens(data):
-    """Training tokens of a shard directory: its manifest's count, else the shards' own."""
-    from gptkit.shared.shards import open_shard, read_manifest, shard_paths
-
-    totals = (read_manifest(data) or {}).get("totals", {}).get("train", {})
-    if "tokens" in totals:
-        return totals["tokens"]
-    return sum(len(open_shard(path).tokens) for path in shard_paths(data, "train"))

@@ -31,11 +31,12 @@ from gptkit.model.model import TransformerLM
 from gptkit.model.threads import Threads, torch_threads
 from gptkit.shared.errors import GptkitError, SettingError
 from gptkit.shared.files import output_lock
+from gptkit.shared.shard_dir import ShardDir
 
 from .budget import Planner
 from .checkpoints import Checkpoints
 from .config import LENGTH, TrainConfig, completed, fixed_difference, resolve_model
-from .data import Loader, ShardData, data_eot_id, data_tokenizer, unigram_entropy
+from .data import Loader, ShardData, data_tokenizer
 from .evaluate import Evaluator, unigram_comparison
 from .optim import build_optimizers
 from .recipe import recipe_config
@@ -114,12 +115,13 @@ class Trainer:
         self.threads = threads or Threads(torch.get_num_threads())
         config = _data_as_recorded(completed(config), resume)
         self.master = rank == 0
-        self.tokenizer = data_tokenizer(config.data)
-        self.eot_id = data_eot_id(config.data, self.tokenizer)
+        self.data_dir = ShardDir(config.data)
+        self.tokenizer = data_tokenizer(self.data_dir)
+        self.eot_id = self.data_dir.eot_id(self.tokenizer)
         given = config  # its model as given: a preset's name or a file's path, named in messages
         self.config, model_config = resolve_model(config, self.tokenizer.vocab_size)
         self.context = config.context_length or model_config.context_length
-        self.train_data, val_data = (ShardData(config.data, split, self.tokenizer.vocab_size, self.tokenizer.fingerprint,
+        self.train_data, val_data = (ShardData(self.data_dir, split, self.tokenizer.vocab_size, self.tokenizer.fingerprint,
                                                self.context, config.verify_data) for split in ("train", "val"))
         if config.batch_size % world:
             raise SettingError("batch_size", f"{config.batch_size}: not divisible among {world} processes "
@@ -204,7 +206,7 @@ class Trainer:
             if eval_due:
                 val_loss, val_bpb = self._validation_loss()
                 if last:
-                    self._log(unigram_comparison(val_loss, val_bpb, unigram_entropy(config.data)))
+                    self._log(unigram_comparison(val_loss, val_bpb, self.data_dir.unigram_entropy))
             if sample_due and self.master:
                 self._sample()
             if save_due or stopping:

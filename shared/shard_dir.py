@@ -1,0 +1,389 @@
+"""Data directories: a corpus's token shards, their manifest and their tokenizer, which pretokenize
+writes and train reads. This module is the one place that knows the layout:
+
+    DIR/NAME_val_000000.bin, DIR/NAME_train_000001.bin, ...
+                        the token shards (shared/shards.py), numbered in the order they were
+                        opened, validation first; NAME is the directory's own name
+    DIR/manifest.json   {"format": "gptkit-shards", "version": 1, "name": NAME,
+                         "tokenizer": {file, source, fingerprint, vocab_size},
+                         "eot_token", "eot_id" (what ends every document; null: --no-eot),
+                         "dtype", "shard_tokens", "split": {"rule", "text", ...},
+                         "sources": [{path, bytes}], "val_sources" (with --val-input),
+                         "invalid_utf8_replaced",
+                         "totals": {"train"/"val": {documents, tokens, unigram_entropy}},
+                         "shards": [{file, split, tokens, documents, crc32}], "seconds"}
+    DIR/tokenizer.json  the tokenizer the shards were encoded with: the directory is self-contained
+    DIR/.lock           while a pretokenize run writes the directory: its lock (shared/files.py,
+                        output_lock)
+    DIR/.NAME_train_000001.bin.tmp-PID, ...
+                        that run's files, not yet committed (a killed run's stay until the next
+                        run into the directory removes them)
+
+The manifest alone says which shards are the dataset: a run into the directory writes its shards
+under numbers no file there has and replaces the manifest last (`ShardSet.commit`), so readers
+go through it (`ShardDir`). A directory of plain llm.c shards (`fineweb_train_000001.bin`,
+`tiny_shakespeare_val.bin`, ...) has no manifest: its shards are listed by name, and its
+tokenizer.json is the one the user puts beside them.
+"""
+from __future__ import annotations
+
+import functools
+import json
+import re
+from bisect import bisect_right
+from itertools import count
+from pathlib import Path
+
+import numpy as np
+
+from gptkit.shared.errors import InputError, SettingError
+from gptkit.shared.files import atomic_write, remove_stale_temporaries, sync_directory
+from gptkit.shared.jsonfile import read_json
+from gptkit.shared.shards import HEADER_BYTES, MAX_TOKENS, ShardError, ShardHeader, ShardWriter, dtype_for, read_header
+from gptkit.shared.text import EOT
+
+FORMAT, VERSION = "gptkit-shards", 1
+MANIFEST, TOKENIZER_FILE = "manifest.json", "tokenizer.json"
+SHARD_NAME = re.compile(r"_(train|val)_(\d{6})\.bin$")  # ours
+# llm.c's: tiny_shakespeare_val.bin, TinyStories_train.bin, fineweb_train_000001.bin, ...
+LLMC_SHARD_NAME = re.compile(r"_(train|val)(?:_\d+)?\.bin$")
+
+
+class ShardDir:
+    """A data directory as its readers see it. The manifest is read and checked once, when first
+    used (None: a directory of plain llm.c shards); the tokenizer is a path, which the tokenizer
+    package loads (gptkit.tokenizer.Tokenizer.from_file)."""
+
+    def __init__(self, path):
+        self.path = Path(path)
+        self.manifest_path = self.path / MANIFEST
+        self.tokenizer = self.path / TOKENIZER_FILE
+
+    @functools.cached_property
+    def manifest(self) -> dict | None:
+        """Every field its readers use is checked first, so that a damaged or edited manifest is
+        one line naming it; so are its format and version, so that a newer one is refused as such."""
+        path = self.manifest_path
+        try:
+            manifest = read_json(path)
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError) as e:
+            raise ShardError(f"{path}: not a readable manifest ({e})") from None
+        problem = _mismatch(manifest, MANIFEST_ID, "")
+        if problem is None and manifest["version"] > VERSION:
+            raise ShardError(f"{path}: version {manifest['version']} of the manifest, newer than this gptkit reads "
+                             f"({VERSION}): upgrade gptkit, or encode the corpus again with this one")
+        problem = problem or _mismatch(manifest, MANIFEST_FIELDS, "")
+        if problem:
+            raise ShardError(f"{path}: {problem}: not a manifest as pretokenize writes it (damaged or edited?)")
+        return manifest
+
+    @property
+    def fingerprint(self) -> str | None:
+        """The fingerprint of the tokenizer the manifest names (None: no manifest)."""
+        return self.manifest["tokenizer"]["fingerprint"] if self.manifest else None
+
+    @property
+    def vocab_size(self) -> int | None:
+        return self.manifest["tokenizer"]["vocab_size"] if self.manifest else None
+
+    def eot_id(self, tokenizer) -> int | None:
+        """The end-of-text id that ends every document, as the manifest records it (None:
+        pretokenize --no-eot); plain llm.c shards, which have no manifest, end documents with
+        the tokenizer's <|endoftext|> (GPT-2's 50256)."""
+        return self.manifest["eot_id"] if self.manifest is not None else tokenizer.special_tokens.get(EOT)
+
+    @property
+    def unigram_entropy(self) -> float | None:
+        """The unigram entropy of the training tokens (the loss of a model that knows only token
+        frequencies), as pretokenize records it; None without it."""
+        return self.manifest["totals"]["train"].get("unigram_entropy") if self.manifest else None
+
+    def shard_paths(self, split: str) -> list[Path]:
+        """The shards of one split ("train" or "val"), in order: the manifest's, or without one
+        (plain llm.c shards) the files named so, in natural order (shard 2 before shard 10). Our
+        shards without a manifest are an unfinished run."""
+        if self.manifest is not None:
+            return [self.path / s["file"] for s in self.manifest["shards"] if s["split"] == split]
+        paths = [p for p in self.path.glob("*.bin") if (m := LLMC_SHARD_NAME.search(p.name)) and m[1] == split]
+        paths.sort(key=lambda p: [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", p.name)])
+        if any(read_header(p).extended for p in paths):
+            raise ShardError(f"{self.path}: shards but no {MANIFEST}: an unfinished pretokenize run? Run it again")
+        return paths
+
+    def tokens(self, split: str) -> int:
+        """The tokens of a split: the manifest's count, else the shards' own."""
+        if self.manifest is not None:
+            return self.manifest["totals"][split]["tokens"]
+        return sum(read_header(path).num_tokens for path in self.shard_paths(split))
+
+    def unlisted(self) -> list[Path]:
+        """Shards of ours that the manifest does not list: no part of the dataset (an interrupted
+        run left them; the next run into the directory removes them)."""
+        if self.manifest is None:
+            return []
+        return sorted(p for p in self.path.glob("*.bin") if SHARD_NAME.search(p.name) and p.name not in self._entries)
+
+    @functools.cached_property
+    def _entries(self):
+        return {entry["file"]: entry for entry in self.manifest["shards"]}
+
+    def listing_problems(self) -> list[str]:
+        """What the manifest's list of shards says against itself: a shard listed twice (read twice
+        per pass) or under the split its name does not say (training tokens in the validation set)."""
+        problems, seen = [], set()
+        for entry in self.manifest["shards"]:
+            name, split = entry["file"], entry["split"]
+            if name in seen:
+                problems.append(f"{self.path / name}: listed twice in {MANIFEST}")
+            seen.add(name)
+            named = SHARD_NAME.search(name)[1]
+            if split != named:
+                problems.append(f"{self.path / name}: a {named} shard by its name, listed under {split!r} in {MANIFEST}")
+        return problems
+
+    def header_problems(self, path, header: ShardHeader) -> list[str]:
+        """Where the header of a listed shard and the manifest disagree, one line per field with
+        both values: a reader relies on each (the token count, the end-of-text id, the tokenizer, ...)."""
+        if not header.extended:
+            return [f"{path}: a plain llm.c header (no vocabulary, checksum or fingerprint), listed in {MANIFEST} as one of ours"]
+        entry, manifest = self._entries[Path(path).name], self.manifest
+        fields = [
+            ("token count", header.num_tokens, entry["tokens"]),
+            ("document count", header.num_docs, entry["documents"]),
+            ("CRC-32", f"{header.checksum:08x}", entry["crc32"]),
+            ("end-of-text id", header.eot_id, manifest["eot_id"]),
+            ("tokenizer fingerprint", header.fingerprint, self.fingerprint),
+            ("vocabulary size", header.vocab_size, self.vocab_size),
+            ("token type", header.dtype.name, manifest["dtype"]),
+        ]
+        return [f"{path}: {field} {_fact(ours)} in the header, {_fact(theirs)} in {MANIFEST}"
+                for field, ours, theirs in fields if ours != theirs]
+
+    def totals_problems(self, headers) -> list[str]:
+        """The manifest's totals against the sums of the headers (file name: header) of each
+        split's shards, by their names (a shard listed under the other split is a problem of its
+        own). A split with a shard missing from `headers` is left out: it could not be read, and
+        that is reported already."""
+        problems = []
+        for split, totals in self.manifest["totals"].items():
+            names = {s["file"] for s in self.manifest["shards"] if SHARD_NAME.search(s["file"])[1] == split}
+            if not all(name in headers and headers[name].extended for name in names):
+                continue
+            found = {"tokens": sum(headers[n].num_tokens for n in names), "documents": sum(headers[n].num_docs for n in names)}
+            problems += [f"{self.manifest_path}: totals.{split}.{field} is {totals[field]:,}, the headers of its {split} "
+                         f"shards add up to {total:,}" for field, total in found.items() if totals[field] != total]
+        return problems
+
+
+def _is_count(value):
+    return type(value) is int and value >= 0  # bool is an int too, and no count
+
+
+# What the readers of a manifest use (pretokenize verify and inspect, train): a dict is an object
+# with these keys, a list a list of such items, a pair (test, description) a value. MANIFEST_ID
+# first: a manifest of a newer version may have other fields.
+MANIFEST_ID = {"format": (lambda v: v == FORMAT, json.dumps(FORMAT)),
+               "version": (lambda v: _is_count(v) and v > 0, "a positive integer")}
+_COUNT = (_is_count, "a count (an integer, 0 or more)")
+_TEXT = (lambda v: isinstance(v, str), "a string")
+_TOTALS = {"documents": _COUNT, "tokens": _COUNT}
+MANIFEST_FIELDS = {
+    "name": _TEXT,
+    "tokenizer": {"fingerprint": (lambda v: isinstance(v, str) and re.fullmatch(r"[0-9a-f]{16}", v) is not None,
+                                  "16 hexadecimal digits"),
+                  "vocab_size": (lambda v: _is_count(v) and v > 0, "a positive integer")},
+    "eot_token": (lambda v: v is None or isinstance(v, str), "a string or null"),
+    "eot_id": (lambda v: v is None or _is_count(v), "a token id or null"),
+    "dtype": (lambda v: v in ("uint16", "uint32"), '"uint16" or "uint32"'),
+    "split": {"text": _TEXT},
+    "totals": {"train": _TOTALS, "val": _TOTALS},
+    "shards": [{
+        # A bare name of ours: a reader opens it in the manifest's directory, never elsewhere.
+        "file": (lambda v: isinstance(v, str) and "/" not in v and SHARD_NAME.search(v) is not None,
+                 "a shard file name, NAME_train_NNNNNN.bin or NAME_val_NNNNNN.bin"),
+        "split": (lambda v: v in ("train", "val"), '"train" or "val"'),
+        "tokens": _COUNT,
+        "documents": _COUNT,
+        "crc32": (lambda v: isinstance(v, str) and re.fullmatch(r"[0-9a-f]{8}", v) is not None, "8 hexadecimal digits"),
+    }],
+}
+
+
+def _mismatch(value, spec, where):
+    """What in `value` (found at `where`) does not fit `spec` (see MANIFEST_FIELDS), or None."""
+    if isinstance(spec, dict):
+        if not isinstance(value, dict):
+            return f"{where or 'the file'} is {_shown(value)}, expected an object"
+        for key, field in spec.items():
+            at = f"{where}.{key}" if where else key
+            if key not in value:
+                return f"{at} is missing"
+            if problem := _mismatch(value[key], field, at):
+                return problem
+        return None
+    if isinstance(spec, list):
+        if not isinstance(value, list):
+            return f"{where} is {_shown(value)}, expected a list"
+        return next(filter(None, (_mismatch(item, spec[0], f"{where}[{i}]") for i, item in enumerate(value))), None)
+    test, description = spec
+    return None if test(value) else f"{where} is {_shown(value)}, expected {description}"
+
+
+def _shown(value):
+    text = json.dumps(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _fact(value):
+    return "none" if value is None else f"{value:,}" if type(value) is int else value
+
+
+# -- writing a data directory -------------------------------------------------------------------
+
+
+def check_shard_directory(out_dir, fingerprint, overwrite=False):
+    """Refuse a directory that holds shards of another tokenizer (or of none we can tell)."""
+    if out_dir.exists() and not out_dir.is_dir():
+        raise SettingError("out", f"{out_dir}: exists and is not a directory")
+    if overwrite or not out_dir.exists():
+        return
+    try:
+        manifest = ShardDir(out_dir).manifest
+    except ShardError as e:
+        raise SettingError("out", f"{str(e)}; --overwrite replaces the directory's dataset") from None
+    found = {manifest["tokenizer"]["fingerprint"]} if manifest else set()
+    for path in out_dir.glob("*.bin"):
+        if SHARD_NAME.search(path.name):
+            with open(path, "rb") as f:
+                raw = f.read(HEADER_BYTES)
+            try:
+                found.add(ShardHeader.from_bytes(raw, path).fingerprint)
+            except InputError:
+                found.add(None)
+    others = found - {fingerprint}
+    if others:
+        theirs = ", ".join(sorted(fp or "unknown" for fp in others))
+        raise SettingError("out", f"{out_dir}: holds shards of another tokenizer ({theirs}; this one is {fingerprint}); "
+                         "choose another directory or pass --overwrite")
+
+
+class ShardSet:
+    """The shards of one output directory, numbered in the order they are opened, written under
+    temporary names and made the directory's dataset by `commit` (pretokenize writes its
+    datasets with it, bench/encode.py its reference)."""
+
+    def __init__(self, out_dir, tokenizer, eot_id, shard_tokens):
+        if not (_is_count(shard_tokens) and 1 <= shard_tokens <= MAX_TOKENS):
+            raise SettingError("shard_tokens", f"{shard_tokens}: expected a whole number from 1 to {MAX_TOKENS:,}")
+        self.out_dir, self.tokenizer, self.shard_tokens = out_dir, tokenizer, shard_tokens
+        self.name = out_dir.resolve().name
+        self.dtype = dtype_for(tokenizer.vocab_size)
+        self.facts = dict(vocab_size=tokenizer.vocab_size, eot_id=eot_id, fingerprint=tokenizer.fingerprint)
+        self.open_writers, self.finished = {}, []  # finished: (split, writer, header)
+        self.numbers = None  # the unused shard numbers, from `begin`
+        self.committed = False
+        self.created_dir = not out_dir.exists()
+        self.unigrams = {split: np.zeros(tokenizer.vocab_size, np.int64) for split in ("val", "train")}  # token counts
+
+    def begin(self):
+        self.out_dir.mkdir(parents=True, exist_ok=True)
+        for tmp in self.out_dir.glob(".*.tmp-*"):  # killed runs' (a live writer's stay: see remove_stale_temporaries)
+            final = self.out_dir / tmp.name[1:].rsplit(".tmp-", 1)[0]
+            if SHARD_NAME.search(final.name) or final.name in (MANIFEST, TOKENIZER_FILE):
+                remove_stale_temporaries(final)
+        # Numbers that no shard of the directory has, temporary or not: the new shards go in beside
+        # the old dataset and replace none of its files.
+        taken = {int(m[2]) for path in self.out_dir.iterdir() if (m := SHARD_NAME.search(path.name.split(".tmp-")[0]))}
+        self.numbers = (n for n in count() if n not in taken)
+        for split in ("val", "train"):  # validation first, as in llm.c
+            self._open(split)
+
+    def write(self, split, tokens, doc_ends):
+        """Append tokens to the split, starting new shards as they fill; `doc_ends` are the
+        offsets (sorted) in `tokens` just after each document that ends there."""
+        self.unigrams[split] += np.bincount(tokens, minlength=len(self.unigrams[split]))
+        done = 0
+        while done < len(tokens):
+            writer = self.open_writers.get(split) or self._open(split)
+            stop = min(len(tokens), done + self.shard_tokens - writer.num_tokens)
+            writer.write(tokens[done:stop], bisect_right(doc_ends, stop) - bisect_right(doc_ends, done))
+            done = stop
+            if writer.num_tokens == self.shard_tokens:
+                self._finish(split)
+
+    def _open(self, split):
+        path = self.out_dir / f"{self.name}_{split}_{next(self.numbers):06d}.bin"
+        writer = self.open_writers[split] = ShardWriter(path, self.dtype, **self.facts)
+        return writer
+
+    def _finish(self, split):
+        writer = self.open_writers.pop(split)
+        self.finished.append((split, writer, writer.close()))
+
+    def finish_all(self):
+        for split in list(self.open_writers):
+            self._finish(split)
+        self.finished.sort(key=lambda f: f[1].path.name[-10:])  # by shard number
+
+    def manifest(self, counts, made, *, eot_token, tokenizer_source) -> dict:
+        """The manifest of the finished shards (see the module's docstring). `counts`: the
+        [documents, tokens] of each split; `made`: how the shards were made (the split rule, the
+        sources, ...), recorded as it is."""
+        eot_id = self.facts["eot_id"]
+        return {
+            "format": FORMAT,
+            "version": VERSION,
+            "name": self.name,
+            "tokenizer": {"file": TOKENIZER_FILE, "source": str(tokenizer_source) if tokenizer_source else None,
+                          "fingerprint": self.tokenizer.fingerprint, "vocab_size": self.tokenizer.vocab_size},
+            "eot_token": eot_token if eot_id is not None else None,
+            "eot_id": eot_id,
+            "dtype": self.dtype.name,
+            "shard_tokens": self.shard_tokens,
+            **made,
+            "totals": {name: {"documents": docs, "tokens": tokens, "unigram_entropy": _entropy(self.unigrams[name])}
+                       for name, (docs, tokens) in counts.items()},
+            "shards": [
+                {"file": writer.path.name, "split": name, "tokens": header.num_tokens,
+                 "documents": header.num_docs, "crc32": f"{header.checksum:08x}"}
+                for name, writer, header in self.finished
+            ],
+        }
+
+    def commit(self, manifest):
+        """Make the new shards the directory's dataset; at every instant it is the old one or the new one.
+
+        The shards go in first, under their new names: no manifest lists them yet, so no reader
+        sees them. Then tokenizer.json, unchanged unless --overwrite brought another tokenizer (a
+        kill right after that leaves the old shards beside it, which `verify` and `train` refuse:
+        the fingerprints differ). Then the manifest, renamed over the old one: the commit point.
+        Last, the shards it does not list (the old dataset's, killed runs') are removed."""
+        for _, writer, _ in self.finished:
+            writer.commit()
+        self.tokenizer.save(self.out_dir / TOKENIZER_FILE)
+        sync_directory(self.out_dir)  # the renames reach the disk before the manifest that relies on them
+        with atomic_write(self.out_dir / MANIFEST) as f:
+            f.write(json.dumps(manifest, indent=2) + "\n")
+        self.committed = True
+        listed = {writer.path.name for _, writer, _ in self.finished}
+        for path in self.out_dir.glob("*.bin"):
+            if SHARD_NAME.search(path.name) and path.name not in listed:
+                path.unlink()
+
+    def discard(self):
+        """Remove what this run wrote, unless its manifest is in: then the dataset is its own."""
+        if self.committed:
+            return
+        for writer in [*self.open_writers.values(), *(w for _, w, _ in self.finished)]:
+            writer.discard()
+        if self.created_dir and self.out_dir.is_dir() and not any(self.out_dir.iterdir()):
+            self.out_dir.rmdir()
+
+
+def _entropy(counts):
+    """The entropy of the tokens' unigram distribution, in nats per token: the loss of a model
+    that knows only token frequencies, the baseline a trained model's loss must beat."""
+    p = counts[counts > 0] / counts.sum()
+    return round(float(-(p * np.log(p)).sum()), 6)

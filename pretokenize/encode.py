@@ -136,13 +136,14 @@ def encode_corpus(corpus, tokenizer, out_dir, *, split=Split(val_fraction=0.01),
     if eot_token is not None:
         eot_id = tokenizer.special_tokens.get(eot_token)
         if eot_id is None:
-            raise InputError(f"{tokenizer_source or 'the tokenizer'}: no special token {eot_token!r} "
-                             f"(it has: {', '.join(tokenizer.special_tokens) or 'none'}); use --eot-token or --no-eot")
+            raise SettingError("eot_token", f"{eot_token!r}: not a special token of {tokenizer_source or 'the tokenizer'} "
+                                            f"(it has: {', '.join(tokenizer.special_tokens) or 'none'}); name one it has, "
+                                            "or none (--no-eot)")
     check_shard_directory(out_dir, tokenizer.fingerprint, overwrite)
     if val_corpus is not None:
-        for flag, each in (("--val-input ", val_corpus), ("--input ", corpus)):
+        for setting, each in (("val_input", val_corpus), ("input", corpus)):
             if each.count(1)[0] == 0:
-                raise InputError(f"{flag}{', '.join(map(str, each.paths))}: no documents (every file is empty)")
+                raise SettingError(setting, f"{', '.join(map(str, each.paths))}: no documents (every file is empty)")
     else:
         documents, characters = corpus.count(split.fewest_documents())
         if documents == 0:
@@ -264,11 +265,12 @@ def _encode_tail(shards, corpus, tokenizer, eot_id, workers, quiet, counts, spli
     progress.close()
     found = _tail_cut(held, split, tokenizer, first_held_is_first_text=counts["train"][1] == 0)
     if found is None:
-        flag = "--val-tokens" if split.unit == "tokens" else "--val-fraction"
-        raise InputError(
-            f"{corpus.paths[0]}{' ...' if len(corpus.paths) > 1 else ''}: {split.documents:,} document(s), too few to "
-            f"hold out whole ones, and no line end before the last {split.target:,} {split.unit} ({flag}) to cut a "
-            "validation tail at; give more text, more documents or --val-input"
+        setting = "val_tokens" if split.unit == "tokens" else "val_fraction"
+        raise SettingError(
+            setting,
+            f"{getattr(split.rule, setting)}: {corpus.paths[0]}{' ...' if len(corpus.paths) > 1 else ''} has "
+            f"{split.documents:,} document(s), too few to hold out whole ones, and no line end before the last "
+            f"{split.target:,} {split.unit} to cut a validation tail at; give more text, more documents or --val-input"
         )
     index, chars, tokens_before = found
     for _ in range(index):

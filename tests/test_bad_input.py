@@ -764,3 +764,18 @@ def test_a_full_disk_while_appending_to_metrics_is_one_line_naming_the_intact_ch
     monkeypatch.undo()
     assert invoke(train_cli, "--out", run, "--resume").exit_code == 0
     assert [r["step"] for r in records(run)] == [1, 2, 3, 4]
+
+
+@pytest.mark.parametrize("flags, needle", [
+    (["--eot-token", "<x>"], "--eot-token '<x>': not a special token of"),
+    (["--val-input", "EMPTY"], "--val-input"),
+])
+def test_pretokenize_names_the_flag_whose_value_cannot_work(tmp_path, small_tokenizer, flags, needle):
+    from gptkit.pretokenize.cli import cli as pretokenize_cli
+
+    (tmp_path / "empty.txt").write_text("")
+    flags = [str(tmp_path / "empty.txt") if f == "EMPTY" else f for f in flags]
+    res = invoke(pretokenize_cli, "--tokenizer", small_tokenizer[1], "--input", a_corpus(tmp_path), *flags,
+                 "--out", tmp_path / "data")
+    assert_input_error(res, needle)
+    assert not (tmp_path / "data").exists()

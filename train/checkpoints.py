@@ -27,7 +27,8 @@ from gptkit.shared.errors import GptkitError, SettingError
 from gptkit.shared.files import atomic_symlink, remove_directory, remove_stale_temporaries, sync_directory
 from gptkit.shared.jsonfile import read_json
 
-CHECKPOINTS, LATEST = "checkpoints", "latest"
+from .run_dir import CHECKPOINTS, LATEST
+
 OPTIMIZER_FILE, STATE_FILE = "optimizer.safetensors", "trainer_state.json"
 
 

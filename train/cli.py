@@ -14,6 +14,8 @@ from gptkit.shared.cli import CONTEXT, DefaultGroup, flag, overwrite_option, thr
 from gptkit.shared.errors import InputError
 
 from .config import LENGTH, PATHS, TrainConfig, from_layers, load_train_config, preset_names
+from .plot import plot_run
+from .run_dir import RunDir, load_run_config
 
 
 def _setting_options(command):
@@ -63,8 +65,7 @@ def run(config_name, resume, from_checkpoint, threads, nproc_per_node, nnodes, n
     """Train a Llama-style model on the shards of a pretokenize directory; checkpoints and
     metrics go to --out. Several processes (GPUs): gptkit train --nproc-per-node N ..., the same
     as torchrun --nproc-per-node N -m gptkit train ..."""
-    from .run_dir import RunDir, load_run_config
-    from .trainer import train
+    from .trainer import train  # imports torch (2-3 s): not for --help, a bad flag or `plot`
 
     overrides = {k: v for k, v in settings.items() if v is not None}
     lengths = [k for k in LENGTH if k in overrides]
@@ -96,7 +97,7 @@ def run(config_name, resume, from_checkpoint, threads, nproc_per_node, nnodes, n
     if nproc_per_node is None:
         one_process()
     else:
-        from .launch import launch
+        from .launch import launch  # torch.distributed's launcher
 
         launch(one_process, nproc_per_node, **launcher)
 
@@ -107,8 +108,6 @@ def run(config_name, resume, from_checkpoint, threads, nproc_per_node, nnodes, n
 @overwrite_option("a gptkit loss plot")
 def plot(run_dir, out, overwrite):
     """Plot training and validation loss against tokens, with the learning rate, from RUN/metrics.jsonl."""
-    from .plot import plot_run
-
     click.echo(f"wrote {plot_run(run_dir, out, overwrite)}")
 
 

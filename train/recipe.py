@@ -27,12 +27,16 @@ import statistics
 import time
 from dataclasses import dataclass
 
+import torch
+
 from gptkit.model.config import ModelConfig
 from gptkit.model.info import model_cost
+from gptkit.model.model import TransformerLM
 from gptkit.shared.shard_dir import ShardDir
 
 from .config import DEFAULT_BUDGET, from_layers, parse_duration
 from .data import data_tokenizer
+from .optim import AdamW
 
 # Training tokens per parameter that a shape must get in the budget. On 1 MB of text (Tiny
 # Shakespeare, 1024 tokens) each shape trained for the steps it gets in 2 minutes of 2 threads
@@ -144,12 +148,6 @@ def step_timer(vocab_size, device, threads, budget_seconds, agree=float, world=1
     shapes are timed with the threads the run will have. Each of `world` processes times its
     share of the batch; `agree(value)`: the largest value among them, so that all of them take
     the same shape."""
-    import torch
-
-    from gptkit.model.model import TransformerLM
-
-    from .optim import AdamW
-
     autocast = torch.autocast("cuda", torch.bfloat16) if device.type == "cuda" else torch.autocast("cpu", enabled=False)
     deadline = time.monotonic() + TIMING_SHARE * budget_seconds
     settled = False

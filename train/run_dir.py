@@ -17,10 +17,10 @@ from gptkit.shared.errors import InputError, SettingError
 from gptkit.shared.files import atomic_write
 from gptkit.shared.jsonfile import parse_json, read_json
 
-from .checkpoints import CHECKPOINTS, LATEST
 from .config import FIELDS
 
 CONFIG_FILE, METRICS_FILE = "config.json", "metrics.jsonl"
+CHECKPOINTS, LATEST = "checkpoints", "latest"  # what checkpoints.py writes there
 
 
 class RunDir:

@@ -23,6 +23,7 @@ from pathlib import Path
 
 import torch
 import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel
 
 from gptkit.model.device import Memory, resolve_device
 from gptkit.model.generate import generate, prompt_ids
@@ -152,8 +153,6 @@ class Trainer:
         compile_model = device.type == "cuda" if config.compile is None else config.compile
         self.forward = torch.compile(self.model) if compile_model else self.model
         if ddp:
-            from torch.nn.parallel import DistributedDataParallel
-
             self.forward = DistributedDataParallel(self.forward, device_ids=[device.index] if device.type == "cuda" else None,
                                                    gradient_as_bucket_view=True)
         self.backend = f"torch.distributed {dist.get_backend()}" if ddp else "one process"

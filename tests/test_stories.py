@@ -11,7 +11,8 @@ from click.testing import CliRunner
 from gptkit.shared.errors import InputError
 from gptkit.stories import story, write_corpus
 from gptkit.stories.cli import cli, parse_size
-from gptkit.stories.generate import ING, PAST, SEPARATOR, a, distinct_words, plural
+from gptkit.stories.generate import SEPARATOR, distinct_words
+from gptkit.stories.teller import ING, PAST, a, plural
 from gptkit.stories.words import ACTIVITIES
 from tests.conftest import assert_input_error
 

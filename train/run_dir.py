@@ -2,7 +2,7 @@
 
     config.json        the effective training config, the model resolved to its full config
     metrics.jsonl      one JSON record per log line, evaluation, sample and re-planned schedule
-    checkpoints/, latest   see checkpoints.py
+    checkpoints/, latest   see checkpointing.py
 
 A new run starts only in a new directory or in one a run of ours left without a checkpoint;
 a resumed run first cuts metrics.jsonl back to its checkpoint's step.
@@ -20,7 +20,7 @@ from gptkit.shared.jsonfile import parse_json, read_json
 from .config import FIELDS
 
 CONFIG_FILE, METRICS_FILE = "config.json", "metrics.jsonl"
-CHECKPOINTS, LATEST = "checkpoints", "latest"  # what checkpoints.py writes there
+CHECKPOINTS, LATEST = "checkpoints", "latest"  # what checkpointing.py writes there
 
 
 class RunDir:

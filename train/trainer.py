@@ -6,7 +6,7 @@ queued on the device, and the host waits for the device only where it must know 
 (a log line, an evaluation, a sample, a checkpoint, a signal, a --max-time plan). Beside it:
 budget.py (the Planner: the run's length and schedule, and when a --max-time run ends),
 report.py (the log lines and metrics records), run_dir.py (the run's config.json and
-metrics.jsonl), checkpoints.py (saving and resuming), evaluate.py (the validation loss), recipe.py.
+metrics.jsonl), checkpointing.py (saving and resuming), evaluate.py (the validation loss), recipe.py.
 """
 from __future__ import annotations
 
@@ -35,7 +35,7 @@ from gptkit.shared.files import output_lock
 from gptkit.shared.shard_dir import ShardDir
 
 from .budget import Planner
-from .checkpoints import Checkpoints
+from .checkpointing import Checkpoints
 from .config import LENGTH, TrainConfig, completed, fixed_difference, resolve_model
 from .data import Loader, ShardData, data_tokenizer
 from .evaluate import Evaluator, unigram_comparison

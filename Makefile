@@ -11,11 +11,9 @@ CORPUS     ?= data/stories.txt
 CORPUS_SIZE ?= 10MB
 DATASET    ?= tinystories
 DEMO       ?= out/demo
-# A small corpus wants a small vocabulary: on 1 MB of text, 2 minutes of CPU training scored 0.08
-# bits/byte better with 1024 tokens than with 4096 (README, bench/recipe.py). 4 MB: a line between
-# that 1 MB and the 10 MB default corpus, which keeps 4096.
-CORPUS_BYTES = $(firstword $(shell du -bc $(CORPUS) 2>/dev/null | tail -n 1))
-VOCAB_SIZE ?= $(if $(filter-out 0,$(CORPUS_BYTES)),$(shell [ $(CORPUS_BYTES) -lt 4000000 ] && echo 1024 || echo 4096),4096)
+# auto: 1024 or 4096 tokens, chosen for the corpus by its size and how often it repeats itself
+# (tokenizer/vocab.py, measured with the recipe: README, "The recipe").
+VOCAB_SIZE ?= auto
 # Both named after the corpus (data/stories.txt: stories), so a second corpus replaces neither of the
 # first's. The tokenizer sits beside DATA, not in it: pretokenize writes its own copy into DATA, and a
 # retrained tokenizer in there would sit beside shards of the old one.

@@ -69,7 +69,7 @@ from bench.common import EOT, cpu, run_child  # noqa: E402 (after the path is se
 
 DEFAULT_TEXT = ROOT.parent / "shared" / "data" / "tinyshakespeare.txt"
 HELD_OUT = 0.1
-VOCAB_SIZE = 1024  # on 1 MB, 512 and 1024 scored alike (2.284, 2.287 bits/byte at 600 steps); 4096: see README
+VOCAB_SIZE = "auto"  # as `make tokenizer` chooses it (tokenizer/vocab.py): 1024 or 4096 for the text
 SEED = 1337
 
 # nanoGPT's README CPU command over config/train_shakespeare_char.py
@@ -290,7 +290,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("texts", nargs="*", type=Path, default=[DEFAULT_TEXT])
     parser.add_argument("--minutes", type=float, default=2.0, help="The training budget of each contender.")
-    parser.add_argument("--vocab-size", type=int, default=VOCAB_SIZE, help="Our tokenizer's vocabulary.")
+    parser.add_argument("--vocab-size", default=VOCAB_SIZE, help="Our tokenizer's vocabulary: a number, or auto.")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--repeat", type=int, default=1)
     parser.add_argument("--work", type=Path, help="Where tokenizers, shards and runs go (default: a temporary directory).")
@@ -341,7 +341,8 @@ def compare(path, work, args):
         rounds["ours"].append(measure("ours", work, args.minutes, val_tokens, f"run{r}"))
     run_config = json.loads((work / "run0" / "config.json").read_text())
     context = run_config["context_length"] or run_config["model"]["context_length"]
-    return report(path, args.vocab_size, times, rounds, covered_bytes(work, context), run_compressors(path))
+    vocab_size = run_config["model"]["vocab_size"]
+    return report(path, vocab_size, times, rounds, covered_bytes(work, context), run_compressors(path))
 
 
 def report(path, vocab_size, times, rounds, our_bytes, compressors):

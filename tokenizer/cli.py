@@ -17,12 +17,30 @@ from gptkit.shared.text import EOT, Utf8Decoder, without_surrogates
 from .bpe import Tokenizer
 from .split import GPT2_PATTERN
 from .train import train_bpe
+from .vocab import auto_vocab_size
 
 log = logging.getLogger(__name__)
 DEFAULT_PATH = "tokenizer.json"
 tokenizer_option = click.option(
     "--tokenizer", "-t", "path", default=DEFAULT_PATH, show_default=True, metavar="PATH", help="A tokenizer.json (HF tokenizers format)."
 )
+
+
+class VocabSize(click.ParamType):
+    """A whole number (train_bpe checks its range), or 'auto'."""
+
+    name = "N|auto"
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, int) or value == "auto":
+            return value
+        try:
+            return int(value)
+        except ValueError:
+            self.fail(f"{value!r}: expected a whole number of tokens, or 'auto'", param, ctx)
+
+
+VOCAB_SIZE = VocabSize()
 
 
 @click.group(cls=Group, context_settings=CONTEXT)
@@ -34,7 +52,7 @@ def cli():
 @cli.command()
 @click.option("--input", "inputs", multiple=True, metavar="PATH", help="A text, .jsonl or .parquet file (text and .jsonl also .gz/.xz/.bz2/.zst), a directory (its .txt/.jsonl/.parquet files) or a glob. Repeatable; extra paths may follow it.")
 @click.argument("more_inputs", nargs=-1, metavar="[PATH]...")
-@click.option("--vocab-size", type=int, required=True, help="Tokens in all: 256 bytes + merges + special tokens.")
+@click.option("--vocab-size", type=VOCAB_SIZE, required=True, help="Tokens in all: 256 bytes + merges + special tokens; 'auto': 1,024 or 4,096, chosen for the corpus (its size, and how often it repeats itself).")
 @click.option("--special-token", "special_tokens", multiple=True, default=[EOT], show_default=True, help="Repeatable.")
 @click.option("--out", default=DEFAULT_PATH, show_default=True, metavar="PATH", help="Where to write tokenizer.json.")
 @overwrite_option("a tokenizer.json")
@@ -51,6 +69,9 @@ def train(inputs, more_inputs, vocab_size, special_tokens, out, overwrite, threa
     check_output(out, _is_tokenizer_file, "a tokenizer.json", overwrite)
     start = time.perf_counter()
     corpus = Corpus(inputs, separator=separator or None, text_field=text_field)
+    if vocab_size == "auto":
+        vocab_size, why = auto_vocab_size(corpus)
+        click.echo(f"vocab size {why}", err=True)
     tokenizer = train_bpe(corpus, vocab_size, special_tokens, workers=threads, max_bytes=max_bytes, quiet=quiet)
     _save(tokenizer, out)
     click.echo(

@@ -70,9 +70,10 @@ bench: install ## Benchmarks against the reference clients; corpora from ../shar
 	$(PY) bench/train.py
 
 corpus: install ## Generate CORPUS_SIZE of simple English stories (the embedded corpus) into CORPUS.
-	$(GPTKIT) stories --out $(CORPUS) --size $(CORPUS_SIZE)
+	$(GPTKIT) stories --out $(CORPUS) --size $(CORPUS_SIZE) $(if $(filter data/stories.txt,$(CORPUS)),--overwrite)
 
-# The default corpus is made when a stage needs it and it is missing; any other CORPUS is yours.
+# The default corpus is made when a stage needs it and it is missing, and `make corpus` replaces it;
+# any other CORPUS is yours: `make corpus` refuses to replace a file there (gptkit stories --overwrite).
 data/stories.txt: | $(VENV)/.installed
 	$(GPTKIT) stories --out $@ --size $(CORPUS_SIZE)
 

@@ -12,6 +12,7 @@ Each training runs in a fresh child process (bench/tokenizer.py's `_one`), one w
 import argparse
 import base64
 import json
+import os
 import random
 import statistics
 import string
@@ -58,6 +59,7 @@ def main():
     parser.add_argument("--vocab-size", type=int, default=1024)
     parser.add_argument("--repeat", type=int, default=3, help="runs per measurement; medians are reported")
     a = parser.parse_args()
+    os.environ["RAYON_NUM_THREADS"] = "1"  # HF's trainer on one thread, as ours on one worker
     print(f"machine: {cpu()}; load average {load_average():.2f} at the start")
     print(f"vocab size {a.vocab_size}, 1 worker, medians of {a.repeat}\n")
     print("| line | MB | ours, s | HF, s | ratio (ours/HF) | ours, s/MB | merges identical |")

@@ -29,7 +29,6 @@ def cli():
 @click.option("--batch-size", type=click.IntRange(min=1), default=8, show_default=True, help="Sequences per step, for the memory estimate.")
 def info(config_name, batch_size):
     """Parameters, training FLOPs per token and training memory of a model config."""
-
     config = load_config(config_name)
     cost = model_cost(config)
     click.echo(f"config: {config_name}")

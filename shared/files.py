@@ -147,10 +147,7 @@ def settle_directory(path):
     deleted where `path` is (the swap was done). A live writer's is left alone; so is all of it
     where this process may not write (a reader of someone else's directory)."""
     path = Path(path)
-    for old in path.parent.glob(f".{glob.escape(path.name)}.old-*"):
-        pid = old.name.rsplit("-", 1)[1]
-        if not pid.isdigit() or _running(int(pid)):
-            continue
+    for old in _left_by_dead(path, "old"):
         with contextlib.suppress(OSError):
             if path.exists() or path.is_symlink():
                 doomed = temporary(path)
@@ -196,45 +193,50 @@ def sync_directory(directory):
 def remove_stale_temporaries(path):
     """Delete the temporaries of `path` that writers killed before their rename left behind
     (`.NAME.tmp-PID` of a process that no longer runs, file or directory); a live writer's stays."""
-    path = Path(path)
-    for tmp in path.parent.glob(f".{glob.escape(path.name)}.tmp-*"):
-        pid = tmp.name.rsplit("-", 1)[1]
+    for tmp in _left_by_dead(Path(path), "tmp"):
+        _remove(tmp)
+
+
+def _left_by_dead(path, kind):
+    """The `.NAME.KIND-PID` beside `path` of processes that no longer run."""
+    for left in path.parent.glob(f".{glob.escape(path.name)}.{kind}-*"):
+        pid = left.name.rsplit("-", 1)[1]
         if pid.isdigit() and not _running(int(pid)):
-            _remove(tmp)
+            yield left
 
 
-def check_output(path, ours, what, overwrite=False, *, directory=False, setting="out"):
+def check_output(path, ours, what, overwrite=False, *, directory=False):
     """Refuse to replace an existing `path` that the command did not write, unless `overwrite`.
 
     `ours(path)` says whether it is of the kind the command writes (a tokenizer.json, a
     checkpoint), which it replaces; `ours` None: the command cannot tell its own output (a text
     corpus), so only `overwrite` replaces it. `what`: that kind, for the message. `directory`:
     the output is a directory, and an empty one is replaced (nothing is lost); a file output is
-    never written over a directory, even with `overwrite`. The error is a SettingError of
-    `setting`, which a command line shows as its flag (`--out`)."""
+    never written over a directory, even with `overwrite`. The error is a SettingError of the
+    setting `out`, which a command line shows as its flag (`--out`)."""
     path = Path(path)
     if not (path.exists() or path.is_symlink()):
         return
     if path.is_dir() and not directory:
-        raise SettingError(setting, f"{path}: is a directory; expected the path of {what} to write")
+        raise SettingError("out", f"{path}: is a directory; expected the path of {what} to write")
     if overwrite or (ours is not None and ours(path)):
         return
     if path.is_dir():
         try:
             names = sorted(p.name for p in path.iterdir())
         except OSError as e:
-            raise SettingError(setting, f"{path}: exists and cannot be read ({e.strerror}); choose another path") from None
+            raise SettingError("out", f"{path}: exists and cannot be read ({e.strerror}); choose another path") from None
         if not names:
             return
         found = f"a directory of other files ({names[0]}{', ...' if len(names) > 1 else ''})"
     else:
         found = "a file"
     kind = f", not {what}" if ours is not None else ""
-    raise SettingError(setting, f"{path}: exists and is {found}{kind}; choose another path, or pass --overwrite to replace it")
+    raise SettingError("out", f"{path}: exists and is {found}{kind}; choose another path, or pass --overwrite to replace it")
 
 
 @contextlib.contextmanager
-def output_lock(directory, owner, setting="out"):
+def output_lock(directory, owner):
     """Own `directory` (made if missing) while the block runs: a second process is refused,
     its message naming this one (`owner`: the command, as `gptkit train`).
 
@@ -247,7 +249,7 @@ def output_lock(directory, owner, setting="out"):
     rank that writes takes it."""
     directory, lock = Path(directory), Path(directory) / LOCK_FILE
     if directory.exists() and not directory.is_dir():
-        raise SettingError(setting, f"{directory}: exists and is not a directory")
+        raise SettingError("out", f"{directory}: exists and is not a directory")
     while True:
         try:
             made = not directory.is_dir()
@@ -256,13 +258,13 @@ def output_lock(directory, owner, setting="out"):
         except FileNotFoundError:  # removed by a process that made it and is done: make it again
             continue
         except OSError as e:
-            raise SettingError(setting, f"{directory}: cannot write there ({e.strerror})") from None
+            raise SettingError("out", f"{directory}: cannot write there ({e.strerror})") from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             holder = _lock_holder(fd)
             os.close(fd)
-            raise SettingError(setting, f"{directory}: in use by {holder}; wait for it or choose another directory") from None
+            raise SettingError("out", f"{directory}: in use by {holder}; wait for it or choose another directory") from None
         try:
             mine = os.path.samestat(os.fstat(fd), os.stat(lock))
         except FileNotFoundError:

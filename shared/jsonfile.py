@@ -14,6 +14,12 @@ def parse_json(text):
         raise ValueError("JSON nested too deeply to read") from None
 
 
+def is_count(value):
+    """Whether a JSON value is a count: a whole number, 0 or more, that an int64 holds (a JSON
+    true is no count, though Python's bool is an int)."""
+    return type(value) is int and 0 <= value < 2**63
+
+
 def read_json(path):
     """The value of a UTF-8 JSON file: OSError where it cannot be read, ValueError where it is not
     JSON."""

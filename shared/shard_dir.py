@@ -38,7 +38,7 @@ import numpy as np
 
 from gptkit.shared.errors import InputError, SettingError
 from gptkit.shared.files import atomic_write, remove_stale_temporaries, sync_directory
-from gptkit.shared.jsonfile import read_json
+from gptkit.shared.jsonfile import is_count, read_json
 from gptkit.shared.shards import HEADER_BYTES, MAX_TOKENS, ShardError, ShardHeader, ShardWriter, dtype_for, read_header
 from gptkit.shared.text import EOT
 
@@ -177,25 +177,21 @@ class ShardDir:
         return problems
 
 
-def _is_count(value):
-    return type(value) is int and value >= 0  # bool is an int too, and no count
-
-
 # What the readers of a manifest use (pretokenize verify and inspect, train): a dict is an object
 # with these keys, a list a list of such items, a pair (test, description) a value. MANIFEST_ID
 # first: a manifest of a newer version may have other fields.
 MANIFEST_ID = {"format": (lambda v: v == FORMAT, json.dumps(FORMAT)),
-               "version": (lambda v: _is_count(v) and v > 0, "a positive integer")}
-_COUNT = (_is_count, "a count (an integer, 0 or more)")
+               "version": (lambda v: is_count(v) and v > 0, "a positive integer")}
+_COUNT = (is_count, "a count (an integer, 0 or more)")
 _TEXT = (lambda v: isinstance(v, str), "a string")
 _TOTALS = {"documents": _COUNT, "tokens": _COUNT}
 MANIFEST_FIELDS = {
     "name": _TEXT,
     "tokenizer": {"fingerprint": (lambda v: isinstance(v, str) and re.fullmatch(r"[0-9a-f]{16}", v) is not None,
                                   "16 hexadecimal digits"),
-                  "vocab_size": (lambda v: _is_count(v) and v > 0, "a positive integer")},
+                  "vocab_size": (lambda v: is_count(v) and v > 0, "a positive integer")},
     "eot_token": (lambda v: v is None or isinstance(v, str), "a string or null"),
-    "eot_id": (lambda v: v is None or _is_count(v), "a token id or null"),
+    "eot_id": (lambda v: v is None or is_count(v), "a token id or null"),
     "dtype": (lambda v: v in ("uint16", "uint32"), '"uint16" or "uint32"'),
     "split": {"text": _TEXT},
     "totals": {"train": _TOTALS, "val": _TOTALS},
@@ -275,7 +271,7 @@ class ShardSet:
     datasets with it, bench/encode.py its reference)."""
 
     def __init__(self, out_dir, tokenizer, eot_id, shard_tokens):
-        if not (_is_count(shard_tokens) and 1 <= shard_tokens <= MAX_TOKENS):
+        if not (is_count(shard_tokens) and 1 <= shard_tokens <= MAX_TOKENS):
             raise SettingError("shard_tokens", f"{shard_tokens}: expected a whole number from 1 to {MAX_TOKENS:,}")
         self.out_dir, self.tokenizer, self.shard_tokens = out_dir, tokenizer, shard_tokens
         self.name = out_dir.resolve().name

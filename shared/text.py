@@ -20,10 +20,9 @@ _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def decode_utf8(data: bytes) -> tuple[str, int]:
-    """(text, number of invalid bytes replaced by U+FFFD)."""
-    text = data.decode("utf-8", errors="replace")
-    replaced = text.count("\ufffd") - data.decode("utf-8", errors="ignore").count("\ufffd")
-    return text, replaced
+    """(text, number of invalid sequences replaced by U+FFFD)."""
+    decoder = Utf8Decoder()
+    return decoder.decode(data, final=True), decoder.replaced
 
 
 def without_surrogates(text: str) -> tuple[str, int]:

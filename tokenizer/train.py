@@ -201,12 +201,6 @@ def _word_list():
     return array("i")
 
 
-def _list_once(words, index):
-    """Words are handled one at a time, so a word already listed for a pair is listed last."""
-    if not words or words[-1] != index:
-        words.append(index)
-
-
 def _merge_pair(pair, new, words, freqs, pair_counts, containing):
     """Replace `pair` by the token `new` in every word that holds it, adjusting the counts of
     the neighbouring pairs. Returns the pairs that appeared: those with `new` in them."""
@@ -232,12 +226,15 @@ def _merge_pair(pair, new, words, freqs, pair_counts, containing):
         # The pairs around each new token appear; (new, new) is counted as the second one's left pair.
         j, last = word.find(new), len(word) - 1
         while j >= 0:
+            # A word is handled whole before the next, so one listed already for a pair is listed last.
             if j > 0:
                 appeared[left := word[j - 1 : j + 1]] += freq
-                _list_once(appeared_in[left], index)
+                if not (listed := appeared_in[left]) or listed[-1] != index:
+                    listed.append(index)
             if j < last and word[j + 1] != new:
                 appeared[right := word[j : j + 2]] += freq
-                _list_once(appeared_in[right], index)
+                if not (listed := appeared_in[right]) or listed[-1] != index:
+                    listed.append(index)
             j = word.find(new, j + 1)
     pair_counts.update(appeared)
     containing.update(appeared_in)

@@ -42,11 +42,13 @@ def repeated_span_share(data: bytes) -> float:
     WITHIN bytes earlier (spans compared by a 64-bit hash)."""
     if len(data) <= SPAN:
         return 0.0
-    windows = np.lib.stride_tricks.sliding_window_view(np.frombuffer(data, np.uint8), SPAN).astype(np.uint64)
+    values = np.frombuffer(data, np.uint8).astype(np.uint64)
     weights = np.uint64(1099511628211) ** np.arange(SPAN, dtype=np.uint64)  # FNV's prime: a polynomial hash, wrapping
-    hashes = windows @ weights
+    n = len(values) - SPAN + 1
+    hashes = sum(values[k : k + n] * weights[k] for k in range(SPAN))  # a column at a time: 8 bytes a position
     order = np.argsort(hashes, kind="stable")  # equal spans together, each group in order of position
-    same = hashes[order][1:] == hashes[order][:-1]
+    grouped = hashes[order]
+    same = grouped[1:] == grouped[:-1]
     distance = np.diff(order)
     return float(np.count_nonzero(same & (distance <= WITHIN))) / len(hashes)
 

@@ -109,10 +109,6 @@ class TimeBudget:
         self.planned = 0  # plans made: the first, then one per PLAN_AT fraction passed
         self.check_every = 1
 
-    def start(self):
-        """The loop starts now."""
-        self.started = time.perf_counter()
-
     def due(self, step):
         """Whether the budget needs a sync after `step` (steps done)."""
         done = step - self.first_step

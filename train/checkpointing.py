@@ -25,7 +25,7 @@ from gptkit.model.config import ModelConfig
 from gptkit.model.model import TransformerLM
 from gptkit.shared.errors import GptkitError, SettingError
 from gptkit.shared.files import atomic_symlink, remove_directory, remove_stale_temporaries, sync_directory
-from gptkit.shared.jsonfile import read_json
+from gptkit.shared.jsonfile import is_count, read_json
 
 from .run_dir import CHECKPOINTS, LATEST
 
@@ -74,11 +74,12 @@ class Checkpoints:
         if not checkpoint.exists():
             raise SettingError("out", f"{self.run_dir}: no checkpoint to resume from ({checkpoint} is missing)")
         try:
-            _check_tokenizer(checkpoint, tokenizer, data)
-            _check_model(checkpoint, model_config)
-            state = _read_state(checkpoint, optimizers)
+            config = read_checkpoint_config(checkpoint)  # once, for every check below
+            _check_tokenizer(checkpoint, config, tokenizer, data)
+            _check_model(checkpoint, config, model_config)
+            state = _read_state(checkpoint, config, optimizers)
             model, _ = load_model(checkpoint, device)
-            tensors = _read_optimizer_tensors(checkpoint, optimizers, device)
+            tensors = _read_optimizer_tensors(checkpoint, config, optimizers, device)
         except CheckpointError as e:
             raise CheckpointError(f"{e}; {self._intact_note(checkpoint, optimizers)}") from None
         return Saved(state, model, tensors)
@@ -103,7 +104,7 @@ class Checkpoints:
                 config = read_checkpoint_config(candidate)
                 for name in config.get("crc32", {}):
                     check_file(candidate, name, config)
-                _read_state(candidate, optimizers)
+                _read_state(candidate, config, optimizers)
             except CheckpointError:
                 continue
             return f"{candidate.name} is intact: resume from it with --resume --from-checkpoint {candidate}"
@@ -128,16 +129,16 @@ class Saved:
         torch.set_rng_state(torch.from_numpy(np.frombuffer(bytes.fromhex(self.state["rng"]["torch"]), np.uint8).copy()))
 
 
-def _check_tokenizer(checkpoint, tokenizer, data):
-    then = read_checkpoint_config(checkpoint).get("tokenizer") or {}
+def _check_tokenizer(checkpoint, config, tokenizer, data):
+    then = config.get("tokenizer") or {}
     if then.get("fingerprint") not in (None, tokenizer.fingerprint):
         raise SettingError("data", f"{data}: encoded with tokenizer {tokenizer.fingerprint} ({tokenizer.vocab_size:,} tokens), "
                                    f"the run was trained on tokenizer {then['fingerprint']} ({then.get('vocab_size', 0):,} tokens) "
                                    f"in {checkpoint}; resume with the data it was trained on, or start a new run")
 
 
-def _check_model(checkpoint, model_config):
-    then = ModelConfig.from_dict(read_checkpoint_config(checkpoint)["model"], f"{checkpoint}/config.json").to_dict()
+def _check_model(checkpoint, config, model_config):
+    then = ModelConfig.from_dict(config["model"], f"{checkpoint}/config.json").to_dict()
     now = model_config.to_dict()
     differs = [k for k in now if then[k] != now[k]]
     if differs:
@@ -145,9 +146,10 @@ def _check_model(checkpoint, model_config):
                                      f"{now[differs[0]]!r} (a checkpoint of another run, or the run's config.json was edited)")
 
 
-def _read_state(checkpoint, optimizers):
-    """A checkpoint's trainer_state.json, checked (its CRC-32 and every field a resume reads)."""
-    path = check_file(checkpoint, STATE_FILE, read_checkpoint_config(checkpoint))
+def _read_state(checkpoint, config, optimizers):
+    """A checkpoint's trainer_state.json, checked (its CRC-32 in the checkpoint's `config` and
+    every field a resume reads)."""
+    path = check_file(checkpoint, STATE_FILE, config)
     try:
         state = read_json(path)
     except (OSError, ValueError) as e:
@@ -165,9 +167,9 @@ def _state_problem(state, optimizers):
     for key, kind in (("step", int), ("tokens", int), ("config_digest", str), ("optimizer_steps", dict), ("rng", dict)):
         if key not in state:
             return f"no {key!r}"
-        if not (_is_count(state[key]) if kind is int else isinstance(state[key], kind)):
+        if not (is_count(state[key]) if kind is int else isinstance(state[key], kind)):
             return f"{key!r} is {state[key]!r}, not a {'count' if kind is int else kind.__name__}"
-    missing = [k for k in optimizers if not _is_count(state["optimizer_steps"].get(k))]
+    missing = [k for k in optimizers if not is_count(state["optimizer_steps"].get(k))]
     if missing:
         return f"no step count of optimizer {missing[0]!r}"
     try:
@@ -177,13 +179,9 @@ def _state_problem(state, optimizers):
     return None
 
 
-def _is_count(value):
-    return type(value) is int and 0 <= value < 2**63
-
-
-def _read_optimizer_tensors(checkpoint, optimizers, device):
+def _read_optimizer_tensors(checkpoint, config, optimizers, device):
     path = checkpoint / OPTIMIZER_FILE
-    tensors = read_tensors(checkpoint, OPTIMIZER_FILE, device=device)
+    tensors = read_tensors(checkpoint, OPTIMIZER_FILE, config, device)
     for key, optimizer in optimizers.items():
         for name, tensor in optimizer.state_tensors().items():
             saved = tensors.get(f"{key}/{name}")

@@ -40,7 +40,7 @@ class ShardData:
         _check_manifest(data, self.shards)  # headers only: before the long read of every token
         if verify:
             self.shards = [verify_shard(p, vocab_size) for p in paths]
-        self.vocab_size = vocab_size
+        self.vocab_size, self.verified = vocab_size, verify
         plain = [s.path.name for s in self.shards if not s.header.extended]
         if plain:
             log.warning(f"{data.path}: {len(plain)} plain llm.c shard(s) (e.g. {plain[0]}) carry no tokenizer "
@@ -76,8 +76,9 @@ class ShardData:
     def check_ids(self, sequences, firsts):
         """Refuse sequences with an id not below the vocabulary size, which unverified shards can
         hold (the embedding lookup would fail: an IndexError, on CUDA a device-side assert); row r
-        starts at position firsts[r] of the stream. One max per batch: negligible beside a step."""
-        if sequences.max() < self.vocab_size:
+        starts at position firsts[r] of the stream. One max per batch: negligible beside a step, and
+        skipped where every id was read already."""
+        if self.verified or sequences.max() < self.vocab_size:
             return
         row, column = np.argwhere(sequences >= self.vocab_size)[0]
         i, offset = self.locate(int(firsts[row]) + int(column))

@@ -17,6 +17,7 @@ class StepReport:
     def __init__(self, planner, first_step, device, world, threads, flops_per_token):
         self.planner, self.first_step = planner, first_step
         self.device, self.world, self.threads, self.flops_per_token = device, world, threads, flops_per_token
+        self.peak_flops = _peak_flops(device)  # per GPU; None on a CPU or an unlisted GPU: no MFU
 
     def __call__(self, step, tokens, loss, grad_norm, lr, tokens_per_s, elapsed):
         record = {"step": step, "tokens": tokens, "loss": loss, "ppl": math.exp(min(loss, 50)), "lr": lr,
@@ -37,11 +38,14 @@ class StepReport:
         return record, line
 
     def _mfu(self, tokens_per_s):
-        if self.device.type != "cuda":
-            return None
-        name = torch.cuda.get_device_name(self.device)
-        peak = next((flops for key, flops in PEAK_BF16_FLOPS.items() if key in name), None)
-        return None if peak is None else self.flops_per_token * tokens_per_s / (peak * self.world)
+        return None if self.peak_flops is None else self.flops_per_token * tokens_per_s / (self.peak_flops * self.world)
+
+
+def _peak_flops(device):
+    if device.type != "cuda":
+        return None
+    name = torch.cuda.get_device_name(device)
+    return next((flops for key, flops in PEAK_BF16_FLOPS.items() if key in name), None)
 
 
 def validation_report(step, tokens, val_loss, val_bpb, count):

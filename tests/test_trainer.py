@@ -551,6 +551,61 @@ def test_a_checkpoint_of_another_model_is_refused(data, model_json, tmp_path):
     assert latest_step(run) == 2
 
 
+def test_init_from_starts_a_new_run_from_a_checkpoints_weights(data, model_json, tmp_path):
+    source, copy, tuned, scratch = (tmp_path / name for name in ("source", "copy", "tuned", "scratch"))
+    train(config(data, source, model_json, max_steps=40))
+    start = weights(source / "latest")
+    # with lr 0 a step changes nothing: the run holds the checkpoint's weights bit for bit, as float32
+    res = invoke(*flags(data=data, out=copy, init_from=source / "latest", device="cpu", batch_size=4, context_length=32,
+                        max_steps=1, lr=0, eval_tokens=256))
+    assert res.exit_code == 0, res.output
+    saved = weights(copy / "latest")
+    assert saved.keys() == start.keys() and all(torch.equal(saved[k], start[k]) for k in start)
+    recorded = json.loads((copy / "config.json").read_text())
+    assert recorded["init_from"] == str((source / "latest").resolve()) and recorded["model"] == ModelConfig(**MODEL).to_dict()
+    state = json.loads((copy / "latest/trainer_state.json").read_text())
+    assert state["step"] == 1 and state["optimizer_steps"] == {"adamw": 1}  # a fresh optimizer, not the source's 40 steps
+    # training on from the checkpoint starts where it ended, far below a random model's first loss
+    train(config(data, tuned, None, init_from=source / "latest", max_steps=2))
+    train(config(data, scratch, model_json, max_steps=2))
+    assert records(tuned)[0]["loss"] < records(scratch)[0]["loss"] - 0.5
+
+
+def test_a_run_from_init_from_resumes_exactly(data, model_json, tmp_path):
+    source = tmp_path / "source"
+    train(config(data, source, model_json, max_steps=3))
+    run = dict(init_from=source / "latest", max_steps=6, checkpoint_interval=3)
+    train(config(data, tmp_path / "straight", None, **run))
+    shutil.copytree(tmp_path / "straight", tmp_path / "resumed", symlinks=True)
+    shutil.rmtree(sorted((tmp_path / "resumed/checkpoints").iterdir())[-1])
+    (tmp_path / "resumed/latest").unlink()
+    (tmp_path / "resumed/latest").symlink_to(Path("checkpoints") / sorted((tmp_path / "resumed/checkpoints").iterdir())[0].name)
+    res = invoke("--out", tmp_path / "resumed", "--resume")  # the run's model, recorded in full by the run
+    assert res.exit_code == 0, res.output
+    a, b = weights(tmp_path / "straight/latest"), weights(tmp_path / "resumed/latest")
+    assert all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_init_from_refuses_another_tokenizer_a_model_and_a_missing_checkpoint(data, model_json, small_text, tmp_path):
+    from gptkit.model.checkpoint import save_model
+    from gptkit.shared.corpus import Corpus
+    from gptkit.tokenizer import train_bpe
+
+    (tmp_path / "corpus.txt").write_text(small_text[:20_000])
+    other = train_bpe(Corpus([tmp_path / "corpus.txt"]), 300, quiet=True)
+    torch.manual_seed(0)
+    save_model(TransformerLM(ModelConfig(**{**MODEL, "vocab_size": 300})), other, tmp_path / "other", eot_id=None)
+    base = flags(data=data, device="cpu", batch_size=4, context_length=32, max_steps=1, eval_tokens=256)
+    res = invoke(*base, "--out", tmp_path / "a", "--init-from", tmp_path / "other")
+    assert_input_error(res, f"{data}: encoded with tokenizer", "(450 tokens)", f"{other.fingerprint} (300 tokens)",
+                       "encode the data with")
+    res = invoke(*base, "--out", tmp_path / "b", "--init-from", tmp_path / "other", "--model", model_json)
+    assert_input_error(res, "--init-from", "not both")
+    res = invoke(*base, "--out", tmp_path / "c", "--init-from", tmp_path / "none")
+    assert_input_error(res, "--init-from", "no such checkpoint directory")
+    assert not any((tmp_path / name / "checkpoints").exists() for name in "abc")
+
+
 def test_checkpoints_keep_only_the_state_a_resume_restores_and_old_ones_resume_exactly(data, model_json, tmp_path):
     straight = tmp_path / "straight"
     train(config(data, straight, model_json, max_steps=6, checkpoint_interval=3))

@@ -129,12 +129,31 @@ class Saved:
         torch.set_rng_state(torch.from_numpy(np.frombuffer(bytes.fromhex(self.state["rng"]["torch"]), np.uint8).copy()))
 
 
-def _check_tokenizer(checkpoint, config, tokenizer, data):
+def initial_model(checkpoint, tokenizer, data) -> dict:
+    """The model config of the checkpoint a new run starts from (--init-from), whose tokenizer
+    must be the one `data` was encoded with."""
+    try:
+        config = read_checkpoint_config(checkpoint)
+    except CheckpointError as e:
+        raise SettingError("init_from", str(e)) from None
+    _check_tokenizer(checkpoint, config, tokenizer, data, "the checkpoint's model was made for",
+                     f"encode the data with {Path(checkpoint) / 'tokenizer.json'}")
+    return config["model"]
+
+
+def load_initial_weights(model, checkpoint):
+    """Put the weights of `checkpoint` (--init-from), checked, into `model`, a model of its config."""
+    initial, _ = load_model(checkpoint)
+    model.load_state_dict(initial.state_dict())
+
+
+def _check_tokenizer(checkpoint, config, tokenizer, data, whose="the run was trained on",
+                     remedy="resume with the data it was trained on, or start a new run"):
     then = config.get("tokenizer") or {}
     if then.get("fingerprint") not in (None, tokenizer.fingerprint):
         raise SettingError("data", f"{data}: encoded with tokenizer {tokenizer.fingerprint} ({tokenizer.vocab_size:,} tokens), "
-                                   f"the run was trained on tokenizer {then['fingerprint']} ({then.get('vocab_size', 0):,} tokens) "
-                                   f"in {checkpoint}; resume with the data it was trained on, or start a new run")
+                                   f"{whose} tokenizer {then['fingerprint']} ({then.get('vocab_size', 0):,} tokens) "
+                                   f"in {checkpoint}; {remedy}")
 
 
 def _check_model(checkpoint, config, model_config):

@@ -48,6 +48,9 @@ class TrainConfig:
     # a preset name or a model config file; resolve_model makes it the model config itself
     model: str | dict | None = setting(None, "A model preset name or a model config file (the run records the model "
                                              "itself).", shown=RECIPE, metavar="PRESET|FILE")
+    init_from: str | None = setting(None, "Start from this checkpoint's weights and model: a new run, with a fresh "
+                                          "optimizer and schedule, on data encoded with the checkpoint's tokenizer.",
+                                    metavar="DIR")
     seed: int = setting(1337, "Seed of the model's initialization, the random loader and the samples.")
     device: str = setting("auto", "auto | cpu | cuda.")
     compile: bool | None = setting(None, "Compile the model with torch.compile (costs 30-40 s on CPU and gains nothing "
@@ -104,12 +107,14 @@ class TrainConfig:
     def __post_init__(self):
         """Every value is checked here, however the config is made (flags, a preset, a run's
         config.json, a library call): one that cannot work is a SettingError naming its field."""
-        for name in PATHS:  # a pathlib.Path is welcome; the config keeps the string, as its JSON does
+        for name in (*PATHS, "init_from"):  # a pathlib.Path is welcome; the config keeps the string, as its JSON does
             if isinstance(getattr(self, name), os.PathLike):
                 setattr(self, name, os.fspath(getattr(self, name)))
         for name, expected in {**PATHS, "sample_prompt": "text"}.items():
             if not isinstance(getattr(self, name), str) or (name in PATHS and not getattr(self, name)):
                 raise SettingError(name, f"{getattr(self, name)!r}: expected {expected}")
+        if self.init_from is not None and not (isinstance(self.init_from, str) and self.init_from):
+            raise SettingError("init_from", f"{self.init_from!r}: expected a checkpoint directory")
         if self.model is not None and not isinstance(self.model, (str, dict)):
             raise SettingError("model", f"{self.model!r}: expected a preset name, a model config file or a model config")
         for name, allowed in CHOICES.items():

@@ -35,7 +35,7 @@ from gptkit.shared.files import output_lock
 from gptkit.shared.shard_dir import ShardDir
 
 from .budget import Planner
-from .checkpointing import Checkpoints
+from .checkpointing import Checkpoints, initial_model, load_initial_weights
 from .config import LENGTH, TrainConfig, completed, fixed_difference, resolve_model
 from .data import Loader, ShardData, data_tokenizer
 from .evaluate import Evaluator, unigram_comparison
@@ -69,7 +69,7 @@ def train(config: TrainConfig, resume=False, threads=None):
             threads = torch_threads(threads, device)
             agree = _largest_among_ranks(device) if ddp else float
             given, chosen = config, None
-            if config.model is None and not resume:
+            if config.model is None and config.init_from is None and not resume:
                 config, chosen = recipe_config(config, device, threads, agree, world)
             try:
                 steps = Trainer(config, resume, rank, world, device, ddp, threads, chosen).run()
@@ -119,6 +119,8 @@ class Trainer:
         self.data_dir = ShardDir(config.data)
         self.tokenizer = data_tokenizer(self.data_dir)
         self.eot_id = self.data_dir.eot_id(self.tokenizer)
+        if config.init_from and not resume:
+            config = _initialized(config, self.tokenizer)
         given = config  # its model as given: a preset's name or a file's path, named in messages
         self.config, model_config = resolve_model(config, self.tokenizer.vocab_size)
         self.context = config.context_length or model_config.context_length
@@ -138,6 +140,8 @@ class Trainer:
         torch.manual_seed(config.seed)
         with self.memory.guard():
             self.model = TransformerLM(model_config).to(device)
+            if config.init_from and not resume:
+                load_initial_weights(self.model, config.init_from)
             self.optimizers = build_optimizers(self.model, config, rank, world)
         self.run_dir, self.checkpoints = RunDir(config.out, self.master), Checkpoints(config.out, config.keep_last)
         self.step, self.tokens = 0, 0
@@ -400,6 +404,16 @@ def _data_as_recorded(config, resume):
     if isinstance(recorded, str) and Path(recorded).resolve() == Path(config.data).resolve():
         return dataclasses.replace(config, data=recorded)
     return config
+
+
+def _initialized(config, tokenizer):
+    """A new run from --init-from: its model is the checkpoint's, recorded in full, and the
+    checkpoint named by an absolute path, as the data is."""
+    if config.model is not None:
+        raise SettingError("init_from", f"{config.init_from}: give --init-from or --model, not both (the model is the "
+                                        "checkpoint's)")
+    checkpoint = str(Path(config.init_from).resolve())
+    return dataclasses.replace(config, init_from=checkpoint, model=initial_model(checkpoint, tokenizer, config.data))
 
 
 def _memory(model, model_config, batch_size, context, optimizer, device) -> Memory:

@@ -247,8 +247,9 @@ def timed(cmd):
 
 def covered_bytes(work, context):
     """The held-out bytes our validation predicts (the val split in windows of `context`)."""
+    from gptkit.eval.loss import eval_sequences
     from gptkit.shared.shard_dir import ShardDir
-    from gptkit.train.data import ShardData, data_tokenizer, eval_sequences
+    from gptkit.train.data import ShardData, data_tokenizer
 
     data = ShardDir(work / "data")
     tokenizer = data_tokenizer(data)

@@ -141,7 +141,7 @@ def contenders(shape, data, run_dir, device, compile_model):
 
         from gptkit.model.hf import hf_config
 
-        settings = hf_config(config, config.vocab_size - 1)
+        settings = hf_config(config, config.vocab_size - 1, config.vocab_size - 1)  # bos and eot ids
         hf = AutoConfig.for_model(settings.pop("model_type"), **settings)
         with device:
             model = AutoModelForCausalLM.from_config(hf, attn_implementation="sdpa", dtype=torch.float32)

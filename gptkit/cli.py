@@ -3,6 +3,7 @@
 Each stage also runs alone as `python -m gptkit.STAGE` (the same command)."""
 import click
 
+from gptkit.eval.cli import cli as eval_
 from gptkit.model.cli import cli as model
 from gptkit.pretokenize.cli import cli as pretokenize
 from gptkit.sample.cli import cli as sample
@@ -20,7 +21,7 @@ def cli():
 
 
 for name, command in (("stories", stories), ("tokenizer", tokenizer), ("pretokenize", pretokenize), ("model", model),
-                      ("train", train), ("sample", sample)):
+                      ("train", train), ("sample", sample), ("eval", eval_)):
     cli.add_command(command, name)
 
 

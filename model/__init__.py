@@ -1,4 +1,5 @@
-"""The model stage: a Llama-style TransformerLM, its presets, its checkpoints and decoding.
+"""The model stage: a Llama- or GPT-2-style TransformerLM, its presets, its checkpoints, decoding, and
+the Hugging Face layout both ways.
 
     from gptkit.model import TransformerLM, load_model
     from gptkit.model.generate import generate

@@ -3,7 +3,7 @@ and sample stages pass each other. This module is the one place that knows the l
 
     DIR/model.safetensors   the weights (tied weights stored once, under the embedding's name)
     DIR/config.json         {"format", "version", "model": {...ModelConfig...},
-                             "tokenizer": {fingerprint, vocab_size, eot_id},
+                             "tokenizer": {fingerprint, vocab_size, eot_id[, bos_id]},
                              "crc32": {file: CRC-32 of every other file of the directory}}
     DIR/tokenizer.json      a copy of the tokenizer, so the directory is self-contained
 
@@ -13,9 +13,13 @@ written last, carries a CRC-32 of every other file, checked when a file is read.
 written under a temporary name and renamed into place (shared/files.py, atomic_directory); it
 replaces only a checkpoint (an existing path that is anything else is refused unless `overwrite`).
 
-`tokenizer.eot_id` is the end-of-text token that ends (and so starts) every training document:
-decoding puts it before a prompt and stops at it. Checkpoints written before it was recorded
-take the tokenizer's <|endoftext|>.
+How a text is framed: `tokenizer.eot_id` is the end-of-text token, which decoding stops at;
+`tokenizer.bos_id`, the token put before a text (generate.prompt_ids), where it is not the
+end-of-text token. In gptkit's own data the end-of-text token ends, and so starts, every
+document: a checkpoint of ours records no bos_id, and puts its eot_id before a text. An imported
+model may start a text with another token (Llama 3: <|begin_of_text|>, stopping at
+<|end_of_text|>) or with none (Qwen2, Qwen3: "bos_id": null). Checkpoints written before
+eot_id was recorded take the tokenizer's <|endoftext|>.
 """
 from __future__ import annotations
 
@@ -24,6 +28,8 @@ import os
 import re
 import zlib
 from pathlib import Path
+
+import torch
 
 from gptkit.shared.errors import InputError
 from gptkit.shared.files import atomic_directory, check_output, settle_directory
@@ -36,6 +42,8 @@ from .model import TransformerLM
 
 FORMAT, VERSION = "gptkit-checkpoint", 1
 MODEL_FILE, CONFIG_FILE, TOKENIZER_FILE = "model.safetensors", "config.json", "tokenizer.json"
+EOT_FIRST = "eot_id"  # save_model's default bos_id: a text starts after the end-of-text token, as in gptkit's data
+_SAFETENSORS_DTYPES = {"F32": torch.float32, "BF16": torch.bfloat16, "F16": torch.float16}
 
 
 class CheckpointError(InputError):
@@ -50,12 +58,14 @@ def model_tensors(model: TransformerLM) -> dict:
     return state
 
 
-def save_model(model: TransformerLM, tokenizer, directory, *, eot_id=None, extra_files=None, overwrite=False):
+def save_model(model: TransformerLM, tokenizer, directory, *, eot_id=None, bos_id=EOT_FIRST, extra_files=None, overwrite=False):
     """Write a checkpoint directory atomically (see the module's docstring).
 
     `tokenizer`: a gptkit.tokenizer.Tokenizer; `eot_id`: the end-of-text id of its training data
-    (None: none); `extra_files`: name -> a function that writes that file given its path (the
-    trainer's state). An existing `directory` that is not a checkpoint is refused unless `overwrite`.
+    (None: none); `bos_id`: the id put before a text (None: none), by default `eot_id`;
+    `extra_files`: name -> a function that writes that file given its path (the trainer's
+    state). Tensors are written in their own dtype. An existing `directory` that is not a
+    checkpoint is refused unless `overwrite`.
     """
     directory = Path(directory)
     check_target(directory, overwrite)
@@ -65,8 +75,9 @@ def save_model(model: TransformerLM, tokenizer, directory, *, eot_id=None, extra
         tokenizer.save(tmp / TOKENIZER_FILE)
         for name, write in (extra_files or {}).items():
             write(tmp / name)
+        framing = {"eot_id": eot_id, **({} if bos_id is EOT_FIRST or bos_id == eot_id else {"bos_id": bos_id})}
         config = {"format": FORMAT, "version": VERSION, "model": model.config.to_dict(),
-                  "tokenizer": {"fingerprint": tokenizer.fingerprint, "vocab_size": tokenizer.vocab_size, "eot_id": eot_id},
+                  "tokenizer": {"fingerprint": tokenizer.fingerprint, "vocab_size": tokenizer.vocab_size, **framing},
                   "crc32": {path.name: file_crc32(path) for path in sorted(tmp.iterdir())}}
         (tmp / CONFIG_FILE).write_text(json.dumps(config, indent=2) + "\n")
 
@@ -89,7 +100,9 @@ def save_tensors(tensors, path, metadata=None):
 
 def load_model(directory, device="cpu"):
     """(model, tokenizer) of a checkpoint, after checking that the config, the weights and the
-    tokenizer agree; the first disagreement is an error naming it."""
+    tokenizer agree; the first disagreement is an error naming it. The model is float32 whatever
+    dtype the file holds (an imported bf16 model is widened, exactly): CPUs have no fast bf16
+    kernels, and decoding and training keep float32 weights."""
     config = read_checkpoint_config(directory)
     model_config = ModelConfig.from_dict(config["model"], source=f"{directory}/config.json")
     tokenizer = Tokenizer.from_file(check_file(directory, TOKENIZER_FILE, config))
@@ -115,14 +128,36 @@ def load_model(directory, device="cpu"):
 
 
 def eot_id(directory, tokenizer) -> int | None:
-    """The end-of-text id a checkpoint records (None: its data had none)."""
+    """The end-of-text id a checkpoint records, which decoding stops at (None: its data had none)."""
     recorded = read_checkpoint_config(directory).get("tokenizer", {})
     if "eot_id" in recorded:
-        value = recorded["eot_id"]
-        if value is not None and not (type(value) is int and 0 <= value < tokenizer.vocab_size):
-            raise CheckpointError(f"{Path(directory) / CONFIG_FILE}: tokenizer.eot_id is {value!r}, expected a token id or null")
-        return value
+        return _token_id(directory, recorded, "eot_id", tokenizer)
     return tokenizer.special_tokens.get(EOT)  # written before the id was recorded
+
+
+def bos_id(directory, tokenizer) -> int | None:
+    """The id a checkpoint puts before a text (generate.prompt_ids; None: none): the bos_id it
+    records (an imported model's), else its end-of-text id."""
+    recorded = read_checkpoint_config(directory).get("tokenizer", {})
+    if "bos_id" in recorded:
+        return _token_id(directory, recorded, "bos_id", tokenizer)
+    return eot_id(directory, tokenizer)
+
+
+def _token_id(directory, recorded, key, tokenizer):
+    value = recorded[key]
+    if value is not None and not (type(value) is int and 0 <= value < tokenizer.vocab_size):
+        raise CheckpointError(f"{Path(directory) / CONFIG_FILE}: tokenizer.{key} is {value!r}, expected a token id or null")
+    return value
+
+
+def stored_dtypes(directory) -> dict:
+    """The dtype of each tensor as a checkpoint's file holds it (load_model widens every one to
+    float32), read from the file's header alone (no checksum: load_model checks the file)."""
+    from safetensors import safe_open
+
+    with safe_open(Path(directory) / MODEL_FILE, framework="pt") as f:
+        return {name: _SAFETENSORS_DTYPES[f.get_slice(name).get_dtype()] for name in f.keys()}
 
 
 def check_target(directory, overwrite=False):

@@ -1,5 +1,5 @@
-"""`gptkit model`: inspect a model config, make a random checkpoint, export to Hugging Face. Run
-`gptkit model --help`."""
+"""`gptkit model`: inspect a model config, make a random checkpoint, export to and import from
+Hugging Face. Run `gptkit model --help`."""
 from pathlib import Path
 
 import click
@@ -21,7 +21,7 @@ config_option = click.option(
 @click.group(cls=Group, context_settings=CONTEXT)
 @version_option
 def cli():
-    """A Llama-style TransformerLM: presets, costs, checkpoints, export."""
+    """A Llama- or GPT-2-style TransformerLM: presets, costs, checkpoints, Hugging Face export and import."""
 
 
 @cli.command()
@@ -34,7 +34,7 @@ def info(config_name, batch_size):
     click.echo(f"config: {config_name}")
     for key, value in config.to_dict().items():
         click.echo(f"  {key}: {value}")
-    click.echo(f"parameters: {cost.params:,} ({cost.params / 1e6:.1f}M); without the token embedding: "
+    click.echo(f"parameters: {cost.params:,} ({cost.params / 1e6:.1f}M); without the embeddings: "
                f"{cost.non_embedding_params:,} ({cost.non_embedding_params / 1e6:.1f}M)")
     click.echo(f"training FLOPs per token: {cost.flops_per_token:,} ({cost.flops_per_token / 1e6:.1f} MFLOP) = "
                f"6 x {cost.matmul_params:,} matmul weights + {cost.attention_flops_per_token:,} attention")
@@ -86,7 +86,8 @@ def init(config_name, tokenizer_path, out, seed, overwrite):
 @click.option("--out", "out_dir", required=True, metavar="DIR", help="The Hugging Face model directory to write (new, or an earlier export).")
 @overwrite_option("an earlier export")
 def export_hf(checkpoint, out_dir, overwrite):
-    """Write a Hugging Face model directory (LlamaForCausalLM, or Qwen3ForCausalLM with QK-norm)."""
+    """Write a Hugging Face model directory (LlamaForCausalLM; Qwen3ForCausalLM with QK-norm,
+    Qwen2ForCausalLM with q/k/v biases, GPT2LMHeadModel for the gpt2 architecture)."""
     from .hf import export_hf  # imports torch: not at the top (see init)
 
     try:
@@ -94,6 +95,32 @@ def export_hf(checkpoint, out_dir, overwrite):
     except OSError as e:
         raise InputError(f"--out {out_dir}: cannot write ({e.strerror}); nothing was written there") from None
     click.echo(f"wrote {out_dir}: load with transformers.AutoModelForCausalLM.from_pretrained({str(out_dir)!r})")
+
+
+@cli.command("import-hf")
+@click.option("--from", "hf_dir", required=True, metavar="DIR",
+              help="A Hugging Face model directory: config.json, model.safetensors (or model.safetensors.index.json and its "
+                   "shards), tokenizer.json (GPT-2: or vocab.json and merges.txt).")
+@click.option("--out", required=True, metavar="DIR", help="The checkpoint directory to write.")
+@overwrite_option("a checkpoint")
+def import_hf(hf_dir, out, overwrite):
+    """Write a checkpoint of a Hugging Face LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM,
+    Qwen3ForCausalLM or GPT2LMHeadModel, computing exactly what it computes, or refuse it in one line."""
+    from .hf import import_hf  # imports torch: not at the top (see init)
+
+    try:
+        imported = import_hf(hf_dir, out, overwrite)
+    except OSError as e:
+        raise InputError(f"--out {out}: cannot write ({e.strerror}); nothing was written there") from None
+    for note in imported.notes:
+        click.echo(f"note: {note}", err=True)
+    names = {i: token for token, i in imported.tokenizer.special_tokens.items()}
+
+    def token(token_id):
+        return "nothing" if token_id is None else f"{names.get(token_id, 'token')} ({token_id})"
+
+    click.echo(f"wrote {out}: {imported.architecture}, {describe(imported.config)} ({'/'.join(imported.dtypes)}); "
+               f"a text starts with {token(imported.bos_id)}, sampling stops at {token(imported.eot_id)}")
 
 
 def main():

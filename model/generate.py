@@ -18,11 +18,12 @@ import torch
 from .model import KVCache
 
 
-def prompt_ids(tokenizer, text, eot_id):
-    """The ids a prompt is decoded from: the end-of-text token first, where the data had one
-    (it ends, and so starts, every training document, as a BOS would), then the text's ids
+def prompt_ids(tokenizer, text, bos_id):
+    """The ids of a text framed as the model saw its documents: `bos_id` first, where there is one
+    (checkpoint.bos_id: for gptkit's own checkpoints the end-of-text token, which ends, and so
+    starts, every training document; an imported model's own BOS, or none), then the text's ids
     (special-token strings in it are text)."""
-    return ([eot_id] if eot_id is not None else []) + tokenizer.encode(text, allowed_special=())
+    return ([bos_id] if bos_id is not None else []) + tokenizer.encode(text, allowed_special=())
 
 
 def filter_probs(probs, top_p=1.0, top_k=None):
@@ -75,7 +76,8 @@ def _draw(probs, generator):
 @torch.inference_mode()
 def generate(model, prompt, *, max_new_tokens, num_samples=1, temperature=0.8, top_p=0.9, top_k=None, seed=0):
     """Yield the next token of each of `num_samples` continuations of `prompt` (a list of ids,
-    at most the context length), a (num_samples,) CPU tensor per step. Stop iterating to stop."""
+    at most the context length), a (num_samples,) CPU tensor per step. Stop iterating to stop.
+    The KV cache holds the positions the prompt and the new tokens need, at most the context."""
     config, device = model.config, next(model.parameters()).device
     generator = torch.Generator().manual_seed(seed)
 
@@ -83,7 +85,7 @@ def generate(model, prompt, *, max_new_tokens, num_samples=1, temperature=0.8, t
         return model(ids.to(device), cache=cache, last_only=True)[0][:, -1].float().cpu()
 
     window = torch.tensor(prompt).unsqueeze(0).expand(num_samples, -1)
-    cache = KVCache(config, 1, device)
+    cache = KVCache(config, 1, device, capacity=len(prompt) + max_new_tokens)
     logits = last_logits(window[:1], cache).expand(num_samples, -1)
     cache.expand(num_samples)
     for _ in range(max_new_tokens):

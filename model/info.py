@@ -9,8 +9,8 @@ from .config import ModelConfig
 @dataclass
 class ModelCost:
     params: int  # tied weights counted once
-    non_embedding_params: int  # without the token embedding (a tied LM head is the embedding: not counted)
-    matmul_params: int  # weights used in a matrix product per token: everything but the embedding lookup
+    non_embedding_params: int  # without the token and position embeddings (a tied LM head is the embedding: not counted)
+    matmul_params: int  # weights used in a matrix product per token: everything but the embedding lookups
     flops_per_token: int  # training (forward + backward)
     block_matrix_params: int  # the blocks' weight matrices: what Muon trains where it is used (train/optim.py)
 
@@ -24,30 +24,37 @@ def model_cost(config: ModelConfig) -> ModelCost:
     built models), so that `gptkit model info` answers without importing torch.
 
     Training FLOPs per token follow PaLM's accounting (as nanoGPT's MFU does): 6 per matmul
-    weight (2 forward, 4 backward) plus 12 * layers * d_model * context for the attention
-    scores and the weighted values.
+    weight (2 forward, 4 backward) plus 12 * layers * (n_heads * head_dim, d_model unless the
+    head size is set apart) * context for the attention scores and the weighted values.
     """
     d, q_width, kv_width = config.d_model, config.n_heads * config.head_dim, config.n_kv_heads * config.head_dim
+    gpt2 = config.architecture == "gpt2"
     attention = 2 * d * q_width + 2 * d * kv_width  # wq and wo; wk and wv
     qk_norms = 2 * config.head_dim if config.qk_norm else 0
-    feed_forward = 3 * d * config.d_ff  # SwiGLU: w1, w3, w2
-    layer = 2 * d + attention + qk_norms + feed_forward  # with its two RMSNorm gains
+    feed_forward = (2 if gpt2 else 3) * d * config.d_ff  # GPT-2's MLP: w1, w2; SwiGLU: w1, w3, w2
+    norm = 2 * d if gpt2 else d  # LayerNorm: a gain and a bias; RMSNorm: a gain
+    if gpt2:  # a bias on every linear layer of the block
+        biases = q_width + 2 * kv_width + d + config.d_ff + d
+    else:
+        biases = q_width + 2 * kv_width if config.qkv_bias else 0
+    layer = 2 * norm + attention + qk_norms + feed_forward + biases
     embedding = config.vocab_size * d
+    positions = config.context_length * d if gpt2 else 0  # GPT-2's learned position embedding
     lm_head = 0 if config.tie_embeddings else embedding  # a tied head is the embedding
-    non_embedding = config.n_layers * layer + d + lm_head  # d: the final RMSNorm
-    # The token embedding is a lookup, no matmul, unless it is also the LM head.
+    non_embedding = config.n_layers * layer + norm + lm_head  # norm: the final one
+    # The token and position embeddings are lookups, no matmul, unless the token embedding is also the LM head.
     matmul = non_embedding + (embedding if config.tie_embeddings else 0)
-    attention_scores = 12 * config.n_layers * config.d_model * config.context_length
+    attention_scores = 12 * config.n_layers * q_width * config.context_length
     block_matrices = config.n_layers * (attention + feed_forward)
-    return ModelCost(embedding + non_embedding, non_embedding, matmul, 6 * matmul + attention_scores, block_matrices)
+    return ModelCost(embedding + positions + non_embedding, non_embedding, matmul, 6 * matmul + attention_scores, block_matrices)
 
 
 def training_memory(config: ModelConfig, batch_size: int, activation_bytes: int, context_length=None, muon=False) -> dict:
     """Bytes of weights, gradients, optimizer state and activations for one training step of
     `batch_size` sequences of `context_length` tokens (None: the model's context): an estimate
     (the tensors autograd keeps per token: per layer the block's inputs, norms, q/k/v,
-    attention output and the four feed-forward intermediates; the logits in float32 twice for
-    the loss).
+    attention output and the feed-forward's intermediates, four for SwiGLU, two for GPT-2's MLP;
+    the logits in float32 twice for the loss).
 
     Weights, gradients and AdamW's two moments are float32 (4 bytes each per parameter); with
     `muon`, the blocks' matrices have Muon's one momentum instead of AdamW's two. Activations
@@ -55,9 +62,10 @@ def training_memory(config: ModelConfig, batch_size: int, activation_bytes: int,
     to be a fused kernel that keeps no T x T matrix (flash attention on GPU).
     """
     cost = model_cost(config)
-    d, kv = config.d_model, config.n_kv_heads * config.head_dim
+    d, q_width, kv = config.d_model, config.n_heads * config.head_dim, config.n_kv_heads * config.head_dim
     tokens = batch_size * (context_length or config.context_length)
-    per_token_per_layer = 6 * d + 2 * kv + 4 * config.d_ff
+    feed_forward = (2 if config.architecture == "gpt2" else 4) * config.d_ff  # GELU: W1 x, its GELU; SwiGLU: four
+    per_token_per_layer = 4 * d + 2 * q_width + 2 * kv + feed_forward
     activations = tokens * (config.n_layers * per_token_per_layer * activation_bytes
                             + config.vocab_size * (activation_bytes + 8) + 2 * d * 4)
     muon_params = cost.block_matrix_params if muon else 0
@@ -65,11 +73,13 @@ def training_memory(config: ModelConfig, batch_size: int, activation_bytes: int,
     return {"weights": 4 * cost.params, "gradients": 4 * cost.params, **optimizer, "activations": activations}
 
 
-def sampling_memory(config: ModelConfig, num_samples: int) -> dict:
+def sampling_memory(config: ModelConfig, num_samples: int, positions=None) -> dict:
     """Bytes that sampling `num_samples` continuations at once takes beside the weights: the
-    float32 KV cache of the whole context for each (model.KVCache), and each step's float32
-    logits, probabilities and their sorted copy and cumulative sum for top-p."""
-    cache = 2 * 4 * config.n_layers * num_samples * config.n_kv_heads * config.context_length * config.head_dim
+    float32 KV cache of `positions` positions (None: the whole context) for each (model.KVCache,
+    which generate sizes to the prompt and new tokens), and each step's float32 logits,
+    probabilities and their sorted copy and cumulative sum for top-p."""
+    positions = config.context_length if positions is None else min(positions, config.context_length)
+    cache = 2 * 4 * config.n_layers * num_samples * config.n_kv_heads * positions * config.head_dim
     return {"KV cache": cache, "logits": 4 * 4 * num_samples * config.vocab_size}
 
 

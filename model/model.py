@@ -1,15 +1,28 @@
-"""A Llama-style decoder-only transformer.
+"""A decoder-only transformer in two architectures (ModelConfig.architecture), in the spirit of
+nanoGPT's model.py.
+
+"llama" (the default), Llama's:
 
     tokens -> embedding -> N x [x + Attention(RMSNorm(x)); x + SwiGLU(RMSNorm(x))] -> RMSNorm -> LM head
 
 Attention is causal multi-head self-attention with rotary position embeddings (RoPE, in the
-"rotate half" layout of Hugging Face's Llama, so weights export without permutation),
-optional grouped-query attention (fewer key/value heads) and optional QK-norm. No biases.
+"rotate half" layout of Hugging Face's Llama, so weights export without permutation; optionally
+with Llama 3's frequency scaling), optional grouped-query attention (fewer key/value heads),
+QK-norm (Qwen3), a head size of its own (Qwen3) and biases on the query, key and value
+projections (Qwen2). No other biases.
 
-Initialization: every weight matrix and the embedding ~ N(0, init_std) (0.02 by default),
+"gpt2", GPT-2's (GPT2LMHeadModel, nanoGPT):
+
+    tokens -> embedding + learned position embedding
+           -> N x [x + Attention(LayerNorm(x)); x + MLP(LayerNorm(x))] -> LayerNorm -> LM head
+
+with LayerNorms that have a bias, an MLP W2(GELU(W1 x)) (GELU's tanh approximation, HF's
+"gelu_new"), and a bias on every linear layer but the LM head.
+
+Initialization: every weight matrix and embedding ~ N(0, init_std) (0.02 by default),
 except the two projections that write into the residual stream (attention output and
 feed-forward down projection), which get init_std / sqrt(2 * n_layers) as in GPT-2, so the
-residual stream's variance does not grow with depth. Norm gains start at 1.
+residual stream's variance does not grow with depth. Norm gains start at 1, biases at 0.
 """
 from __future__ import annotations
 
@@ -36,12 +49,29 @@ class RMSNorm(nn.Module):
         return normed.type_as(x) * self.weight
 
 
-def rope_tables(head_dim, length, theta):
-    """cos and sin of position * frequency, each (length, head_dim), for `apply_rope`."""
-    inv_freq = 1.0 / theta ** (torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim)
-    angles = torch.outer(torch.arange(length, dtype=torch.float64), inv_freq)
+def rope_tables(head_dim, length, theta, scaling=None):
+    """cos and sin of position * frequency, each (length, head_dim), for `apply_rope`. Computed in
+    float64, rounded to float32 once."""
+    angles = torch.outer(torch.arange(length, dtype=torch.float64), rope_frequencies(head_dim, theta, scaling))
     angles = torch.cat([angles, angles], dim=-1)
     return angles.cos().float(), angles.sin().float()
+
+
+def rope_frequencies(head_dim, theta, scaling=None):
+    """The inverse frequency of each pair of a head, theta^(-2i/d); with Llama 3's `scaling`
+    (ModelConfig.rope_scaling) rescaled as transformers' `_compute_llama3_parameters` does: the
+    frequencies whose wavelength is longer than original_max_position_embeddings / low_freq_factor
+    are divided by `factor`, those shorter than original_max_position_embeddings / high_freq_factor
+    kept, and those between interpolated smoothly from one to the other."""
+    inv_freq = 1.0 / theta ** (torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim)
+    if scaling is None:
+        return inv_freq
+    factor, low, high = scaling["factor"], scaling["low_freq_factor"], scaling["high_freq_factor"]
+    original = scaling["original_max_position_embeddings"]
+    wavelength = 2 * math.pi / inv_freq
+    smooth = (original / wavelength - low) / (high - low)
+    between = (1 - smooth) * inv_freq / factor + smooth * inv_freq
+    return torch.where(wavelength < original / high, inv_freq, torch.where(wavelength > original / low, inv_freq / factor, between))
 
 
 def apply_rope(x, cos, sin):
@@ -52,13 +82,22 @@ def apply_rope(x, cos, sin):
 
 
 class KVCache:
-    """The keys and values of every layer for the tokens seen so far (incremental decoding)."""
+    """The keys and values of every layer for the tokens seen so far (incremental decoding), room
+    for `capacity` positions (None: the whole context). A generation needs its prompt's and new
+    tokens' positions alone: a model imported with a long context (Llama 3's 131,072) would
+    otherwise hold gigabytes of cache it never fills."""
 
-    def __init__(self, config: ModelConfig, batch_size, device=None, dtype=torch.float32):
-        shape = (config.n_layers, batch_size, config.n_kv_heads, config.context_length, config.head_dim)
+    def __init__(self, config: ModelConfig, batch_size, device=None, dtype=torch.float32, capacity=None):
+        capacity = config.context_length if capacity is None else min(capacity, config.context_length)
+        shape = (config.n_layers, batch_size, config.n_kv_heads, capacity, config.head_dim)
         self.keys = torch.zeros(shape, device=device, dtype=dtype)
         self.values = torch.zeros(shape, device=device, dtype=dtype)
         self.length = 0  # positions filled
+
+    @property
+    def capacity(self):
+        """The positions it has room for."""
+        return self.keys.shape[3]
 
     def expand(self, batch_size):
         """The cache of a batch of one, repeated: many samples share one prompt's prefill."""
@@ -71,21 +110,25 @@ class Attention(nn.Module):
     def __init__(self, config: ModelConfig, layer: int):
         super().__init__()
         self.layer, self.n_heads, self.n_kv_heads, self.head_dim = layer, config.n_heads, config.n_kv_heads, config.head_dim
-        self.wq = nn.Linear(config.d_model, config.n_heads * config.head_dim, bias=False)
-        self.wk = nn.Linear(config.d_model, config.n_kv_heads * config.head_dim, bias=False)
-        self.wv = nn.Linear(config.d_model, config.n_kv_heads * config.head_dim, bias=False)
-        self.wo = nn.Linear(config.n_heads * config.head_dim, config.d_model, bias=False)
+        gpt2 = config.architecture == "gpt2"
+        qkv_bias = config.qkv_bias or gpt2
+        self.wq = nn.Linear(config.d_model, config.n_heads * config.head_dim, bias=qkv_bias)
+        self.wk = nn.Linear(config.d_model, config.n_kv_heads * config.head_dim, bias=qkv_bias)
+        self.wv = nn.Linear(config.d_model, config.n_kv_heads * config.head_dim, bias=qkv_bias)
+        self.wo = nn.Linear(config.n_heads * config.head_dim, config.d_model, bias=gpt2)
         self.q_norm = RMSNorm(config.head_dim, config.norm_eps) if config.qk_norm else None
         self.k_norm = RMSNorm(config.head_dim, config.norm_eps) if config.qk_norm else None
 
     def forward(self, x, cos, sin, cache=None):
+        """`cos`, `sin`: RoPE's tables at the positions of x (None: no RoPE, GPT-2's learned positions)."""
         B, T, _ = x.shape
         q = self.wq(x).view(B, T, self.n_heads, self.head_dim).transpose(1, 2)
         k = self.wk(x).view(B, T, self.n_kv_heads, self.head_dim).transpose(1, 2)
         v = self.wv(x).view(B, T, self.n_kv_heads, self.head_dim).transpose(1, 2)
         if self.q_norm is not None:
             q, k = self.q_norm(q), self.k_norm(k)
-        q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
+        if cos is not None:
+            q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
         mask, causal = None, True
         if cache is not None:
             start = cache.length
@@ -114,13 +157,30 @@ class FeedForward(nn.Module):
         return self.w2(F.silu(self.w1(x)) * self.w3(x))
 
 
+class MLP(nn.Module):
+    """GPT-2's feed-forward: W2(GELU(W1 x)), biases included, GELU's tanh approximation."""
+
+    def __init__(self, config: ModelConfig):
+        super().__init__()
+        self.w1 = nn.Linear(config.d_model, config.d_ff)
+        self.w2 = nn.Linear(config.d_ff, config.d_model)
+
+    def forward(self, x):
+        return self.w2(F.gelu(self.w1(x), approximate="tanh"))
+
+
+def norm(config: ModelConfig, dim):
+    """The architecture's normalization: GPT-2's LayerNorm (with a bias), or Llama's RMSNorm."""
+    return nn.LayerNorm(dim, eps=config.norm_eps) if config.architecture == "gpt2" else RMSNorm(dim, config.norm_eps)
+
+
 class Block(nn.Module):
     def __init__(self, config: ModelConfig, layer: int):
         super().__init__()
-        self.attention_norm = RMSNorm(config.d_model, config.norm_eps)
+        self.attention_norm = norm(config, config.d_model)
         self.attention = Attention(config, layer)
-        self.ffn_norm = RMSNorm(config.d_model, config.norm_eps)
-        self.ffn = FeedForward(config)
+        self.ffn_norm = norm(config, config.d_model)
+        self.ffn = MLP(config) if config.architecture == "gpt2" else FeedForward(config)
 
     def forward(self, x, cos, sin, cache=None):
         x = x + self.attention(self.attention_norm(x), cos, sin, cache)
@@ -132,30 +192,38 @@ class TransformerLM(nn.Module):
         super().__init__()
         self.config = config
         self.embedding = nn.Embedding(config.vocab_size, config.d_model)
+        gpt2 = config.architecture == "gpt2"
+        self.position_embedding = nn.Embedding(config.context_length, config.d_model) if gpt2 else None
         self.layers = nn.ModuleList(Block(config, i) for i in range(config.n_layers))
-        self.norm = RMSNorm(config.d_model, config.norm_eps)
+        self.norm = norm(config, config.d_model)
         self.lm_head = nn.Linear(config.d_model, config.vocab_size, bias=False)
         if config.tie_embeddings:
             self.lm_head.weight = self.embedding.weight
-        cos, sin = rope_tables(config.head_dim, config.context_length, config.rope_theta)
-        self.register_buffer("rope_cos", cos, persistent=False)
-        self.register_buffer("rope_sin", sin, persistent=False)
+        if not gpt2:
+            cos, sin = rope_tables(config.head_dim, config.context_length, config.rope_theta, config.rope_scaling)
+            self.register_buffer("rope_cos", cos, persistent=False)
+            self.register_buffer("rope_sin", sin, persistent=False)
         self.reset_parameters()
 
     def reset_parameters(self):
         std = self.config.init_std
         residual_std = std / math.sqrt(2 * self.config.n_layers)
         for name, p in self.named_parameters():
-            if p.dim() == 1:
+            if name.endswith("bias"):
+                nn.init.zeros_(p)
+            elif p.dim() == 1:
                 nn.init.ones_(p)  # norm gains
             else:
                 nn.init.normal_(p, 0.0, residual_std if name.endswith(("wo.weight", "w2.weight")) else std)
 
     def num_params(self, embedding=True):
-        """Parameters (tied weights counted once); without the token embedding if embedding=False
-        (the LM head still counts unless it is the embedding)."""
+        """Parameters (tied weights counted once); with embedding=False, without the token and
+        position embeddings, which are lookups (the LM head still counts unless it is the embedding)."""
         total = sum(p.numel() for p in self.parameters())
-        return total if embedding else total - self.embedding.weight.numel()
+        if embedding:
+            return total
+        lookups = [self.embedding] + ([self.position_embedding] if self.position_embedding is not None else [])
+        return total - sum(m.weight.numel() for m in lookups)
 
     def forward(self, idx, targets=None, cache: KVCache | None = None, last_only=False):
         """Logits (B, T, vocab) for token ids `idx` (B, T), and with `targets` (B, T; -1 ignored)
@@ -174,8 +242,14 @@ class TransformerLM(nn.Module):
         start = cache.length if cache is not None else 0
         if start + T > self.config.context_length:
             raise ValueError(f"{start + T} positions, more than the context length {self.config.context_length}")
-        cos, sin = self.rope_cos[start : start + T], self.rope_sin[start : start + T]
+        if cache is not None and start + T > cache.capacity:
+            raise ValueError(f"{start + T} positions, more than the {cache.capacity} the cache holds")
         x = self.embedding(idx)
+        if self.position_embedding is not None:
+            x = x + self.position_embedding(torch.arange(start, start + T, device=idx.device))
+            cos = sin = None
+        else:
+            cos, sin = self.rope_cos[start : start + T], self.rope_sin[start : start + T]
         for layer in self.layers:
             x = layer(x, cos, sin, cache)
         if cache is not None:

@@ -1,24 +1,15 @@
-"""Public corpora, downloaded with resume and checked against the SHA-256 the server publishes.
-
-Hugging Face serves dataset files from Git LFS and names each file's SHA-256 in the
-`X-Linked-Etag` header; a download goes to `NAME.part` (resumed with an HTTP Range request
-after an interruption), is hashed, and is renamed into place only when the hash matches; its
-hash goes to `NAME.sha256`. A `NAME` without it is kept if it has the published hash (a kill
-came between the two), else it is not ours: it is replaced only with `overwrite`. One process
+"""Public corpora, downloaded with resume and checked against the SHA-256 the server publishes
+(Hugging Face names each file's in the `X-Linked-Etag` header; shared/download.py). One process
 downloads into a directory at a time (shared/files.py, output_lock).
 """
 from __future__ import annotations
 
-import hashlib
 import os
-import sys
-import urllib.error
-import urllib.request
 from pathlib import Path
 
+from gptkit.shared.download import download
 from gptkit.shared.errors import InputError, SettingError
-from gptkit.shared.files import check_output, output_lock
-from gptkit.shared.progress import Progress
+from gptkit.shared.files import output_lock
 
 HF = "https://huggingface.co/datasets"
 DATASETS = {
@@ -27,7 +18,6 @@ DATASETS = {
                     [f"{HF}/roneneldan/TinyStories/resolve/main/TinyStoriesV2-GPT4-valid.txt"]),
     "fineweb-edu": ([f"{HF}/HuggingFaceFW/fineweb-edu/resolve/main/sample/10BT/000_00000.parquet"], []),
 }
-CHUNK = 1 << 20
 
 
 def val_dir(out_dir) -> Path:
@@ -66,66 +56,3 @@ def download_dataset(name, out_dir, quiet=False, overwrite=False) -> list[Path]:
 
 def _file_name(url):
     return url.rsplit("/", 1)[1]
-
-
-def download(url, path, quiet=False, overwrite=False) -> Path:
-    """Fetch `url` to `path` unless it is there already with the published SHA-256."""
-    path = Path(path)
-    expected, size = _published(url)
-    checked = path.with_name(path.name + ".sha256")
-    if path.exists() and checked.exists() and checked.read_text().strip() == expected:
-        print(f"{path}: already downloaded and checked", file=sys.stderr)
-        return path
-    if path.is_file() and not checked.exists() and expected and _sha256(path) == expected:
-        checked.write_text(expected + "\n")
-        print(f"{path}: already downloaded, checked now", file=sys.stderr)
-        return path
-    check_output(path, lambda _: checked.exists(), "one this command downloaded (no .sha256 beside it)", overwrite)
-    part = path.with_name(path.name + ".part")
-    have = part.stat().st_size if part.exists() else 0
-    request = urllib.request.Request(url, headers={"Range": f"bytes={have}-"} if have else {})
-    progress = Progress(f"downloading {path.name}", "MB", total=size, scale=1e6, quiet=quiet)
-    try:
-        with _open(request) as response, open(part, "ab" if response.status == 206 else "wb") as f:
-            done = have if response.status == 206 else 0
-            while block := response.read(CHUNK):
-                f.write(block)
-                done += len(block)
-                progress.update(done)
-    except OSError as e:
-        raise InputError(f"{url}: the download stopped ({e}); run again to resume from {part}") from None
-    progress.close()
-    actual = _sha256(part)
-    if expected and actual != expected:
-        part.unlink()
-        raise InputError(f"{url}: SHA-256 {actual}, the server publishes {expected}; the partial file was removed, run again")
-    os.replace(part, path)
-    checked.write_text(actual + "\n")
-    return path
-
-
-def _published(url):
-    """(SHA-256, size) that the server gives for `url` (None where it gives none)."""
-    with _open(urllib.request.Request(url, method="HEAD")) as response:
-        etag = response.headers.get("X-Linked-Etag") or ""
-        size = response.headers.get("X-Linked-Size") or response.headers.get("Content-Length")
-    sha = etag.strip('"').removeprefix("W/").strip('"')
-    return (sha if len(sha) == 64 else None), (int(size) if size else None)
-
-
-def _open(request):
-    try:
-        return urllib.request.urlopen(request, timeout=60)
-    except urllib.error.HTTPError as e:
-        raise InputError(f"{request.full_url}: HTTP {e.code} {e.reason}") from None
-    except (urllib.error.URLError, OSError) as e:
-        reason = getattr(e, "reason", e)
-        raise InputError(f"{request.full_url}: cannot reach the server ({reason}); are you offline?") from None
-
-
-def _sha256(path):
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        while block := f.read(CHUNK):
-            digest.update(block)
-    return digest.hexdigest()

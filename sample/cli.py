@@ -52,7 +52,7 @@ def cli(checkpoint, prompt, prompt_file, max_new_tokens, temperature, top_p, top
 
     # torch's import cost (2-3 s) is paid only once the arguments are checked: --help and a bad flag answer at once
     from gptkit.model import load_model, resolve_device
-    from gptkit.model.checkpoint import eot_id as checkpoint_eot_id
+    from gptkit.model.checkpoint import bos_id as checkpoint_bos_id, eot_id as checkpoint_eot_id
     from gptkit.model.device import Memory
     from gptkit.model.generate import generate, prompt_ids
     from gptkit.model.threads import torch_threads
@@ -61,18 +61,19 @@ def cli(checkpoint, prompt, prompt_file, max_new_tokens, temperature, top_p, top
     threads = torch_threads(threads, device)
     model, tokenizer = load_model(checkpoint, device)
     model.eval()
-    # Checked before any work: a batch of samples too large for the memory left beside the weights.
-    memory = Memory(sampling_memory(model.config, num_samples), device, "num_samples",
-                    f"{num_samples:,} samples of {describe(model.config)}", "ask for fewer --num-samples")
-    memory.check()
-    eot_id = checkpoint_eot_id(checkpoint, tokenizer)
-    ids = prompt_ids(tokenizer, prompt, eot_id)
+    eot_id = checkpoint_eot_id(checkpoint, tokenizer)  # the token that stops a sample
+    ids = prompt_ids(tokenizer, prompt, checkpoint_bos_id(checkpoint, tokenizer))
     if not ids:
-        raise InputError(f"--prompt is empty and {checkpoint} records no end-of-text token to start from")
+        raise InputError(f"--prompt is empty and {checkpoint} records no token to start a text with "
+                         "(no end-of-text token, no bos_id)")
     context = model.config.context_length
     if len(ids) > context:
         log.warning(f"the prompt has {len(ids):,} tokens, more than the context of {context:,}: keeping the last {context:,}")
         ids = ids[-context:]
+    # Checked before any work: a batch of samples too large for the memory left beside the weights.
+    memory = Memory(sampling_memory(model.config, num_samples, len(ids) + max_new_tokens), device, "num_samples",
+                    f"{num_samples:,} samples of {describe(model.config)}", "ask for fewer --num-samples")
+    memory.check()
     if seed is None:
         seed = random.randrange(2**31)
         click.echo(f"seed: {seed}", err=True)

@@ -242,6 +242,7 @@ def test_tokenizer_and_export_outputs_never_replace_other_files(finished_run, sm
     ("gptkit.train", ["--lr-x", "3"], "--lr-x"),
     ("gptkit.train", ["plot"], "RUN"),
     ("gptkit.sample", ["--temperature", "warm", "--checkpoint", "c"], "--temperature"),
+    ("gptkit.eval", ["hellaswag", "--limit", "0", "--checkpoint", "c"], "--limit"),
     ("gptkit.stories", ["--size"], "--size"),
 ])
 def test_usage_errors_are_one_line(module, args, needle):

@@ -13,7 +13,7 @@ import gptkit
 from gptkit.cli import cli
 from gptkit.shared import cli as shared_cli
 
-STAGES = ("stories", "tokenizer", "pretokenize", "model", "train", "sample")
+STAGES = ("stories", "tokenizer", "pretokenize", "model", "train", "sample", "eval")
 GPTKIT = Path(sys.executable).with_name("gptkit")
 
 
@@ -75,10 +75,11 @@ def test_the_same_flag_for_the_same_thing_in_every_stage():
                 for flag in param.opts:
                     flags.setdefault(flag, []).append(" ".join(path))
     assert not {"--out-dir", "--output", "--workers", "--jobs", "--ckpt", "--checkpoint-dir"} & flags.keys()
-    assert {"gptkit tokenizer train", "gptkit pretokenize encode", "gptkit train run", "gptkit sample"} <= set(flags["--threads"])
-    assert {"gptkit sample", "gptkit model export-hf"} <= set(flags["--checkpoint"])
+    scoring = {"gptkit eval text", "gptkit eval hellaswag", "gptkit eval choice"}
+    assert {"gptkit tokenizer train", "gptkit pretokenize encode", "gptkit train run", "gptkit sample", *scoring} <= set(flags["--threads"])
+    assert {"gptkit sample", "gptkit model export-hf", *scoring} <= set(flags["--checkpoint"])
     assert {"gptkit stories", "gptkit tokenizer train", "gptkit pretokenize encode", "gptkit pretokenize download",
-            "gptkit model init", "gptkit model export-hf", "gptkit train run"} <= set(flags["--out"])
+            "gptkit model init", "gptkit model export-hf", "gptkit train run", "gptkit eval download", *scoring} <= set(flags["--out"])
     for path, command in commands():  # a checkpoint or an output is never a positional argument
         assert not [p for p in command.params if isinstance(p, click.Argument) and p.name in ("checkpoint", "out", "out_dir")], path
 
@@ -126,6 +127,6 @@ def test_installs_no_top_level_names_but_gptkit(tmp_path):
     """The distribution's modules are all under gptkit: `tokenizer`, `train`, `model`, ... stay free
     for the user and for other packages (PyPI's `tokenizer` installs `import tokenizer`)."""
     probe = ("import importlib.util as u; print(' '.join(n for n in ('tokenizer', 'pretokenize', 'model', 'train', "
-             "'sample', 'shared', 'stories') if u.find_spec(n)))")
+             "'sample', 'eval', 'shared', 'stories') if u.find_spec(n)))")
     res = run([sys.executable, "-c", probe], tmp_path)
     assert res.returncode == 0 and res.stdout.strip() == "", res

@@ -4,6 +4,7 @@ import io
 import shutil
 import subprocess
 import urllib.error
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -53,7 +54,7 @@ class FakeServer:
 
 def test_download_resumes_and_checks(tmp_path, monkeypatch):
     server = FakeServer(die_after=300_000)
-    monkeypatch.setattr(dl.urllib.request, "urlopen", server)
+    monkeypatch.setattr(urllib.request, "urlopen", server)
     target = tmp_path / "corpus.txt"
     with pytest.raises(dl.InputError, match="run again to resume"):
         dl.download("https://example.org/corpus.txt", target, quiet=True)
@@ -66,7 +67,7 @@ def test_download_resumes_and_checks(tmp_path, monkeypatch):
 
 
 def test_download_refuses_a_wrong_hash(tmp_path, monkeypatch):
-    monkeypatch.setattr(dl.urllib.request, "urlopen", FakeServer(published="0" * 64))
+    monkeypatch.setattr(urllib.request, "urlopen", FakeServer(published="0" * 64))
     with pytest.raises(dl.InputError, match="SHA-256"):
         dl.download("https://example.org/corpus.txt", tmp_path / "corpus.txt", quiet=True)
     assert list(tmp_path.iterdir()) == []  # nothing that looks complete, no partial file either
@@ -76,7 +77,7 @@ def test_offline_is_one_clear_line(tmp_path, monkeypatch):
     def offline(request, timeout=None):
         raise urllib.error.URLError("Name or service not known")
 
-    monkeypatch.setattr(dl.urllib.request, "urlopen", offline)
+    monkeypatch.setattr(urllib.request, "urlopen", offline)
     res = CliRunner().invoke(cli, ["download", "tinystories", "--out", str(tmp_path)])
     assert_input_error(res, "huggingface.co", "offline")
 
@@ -98,7 +99,7 @@ def test_out_that_is_a_file_is_one_line_and_left_alone(tmp_path, two_file_datase
 def two_file_dataset(monkeypatch):
     """A dataset of one training and one validation file, both PAYLOAD, served by a FakeServer."""
     server = FakeServer()
-    monkeypatch.setattr(dl.urllib.request, "urlopen", server)
+    monkeypatch.setattr(urllib.request, "urlopen", server)
     monkeypatch.setitem(dl.DATASETS, "stories", (["https://example.org/s-train.txt"], ["https://example.org/s-valid.txt"]))
     return server
 

@@ -19,10 +19,10 @@ PROMPTS = ["Once upon a time, the little cat", "東京 café: don't stop 42\n\n 
 
 
 def random_model(tokenizer, seed=0, **kw):
-    """A random model whose norm gains are not 1 and whose weights are large enough for its
-    logits to be far apart, so that greedy decoding has no near-ties to break differently."""
-    config = ModelConfig(vocab_size=tokenizer.vocab_size, context_length=64, d_model=64, n_layers=2, n_heads=4, n_kv_heads=2, d_ff=128,
-                         init_std=0.2, **kw)
+    """A random model whose norm gains and biases are not 1 and 0 and whose weights are large enough
+    for its logits to be far apart, so that greedy decoding has no near-ties to break differently."""
+    config = ModelConfig(vocab_size=tokenizer.vocab_size, context_length=64, d_model=64, n_layers=2, n_heads=4, d_ff=128,
+                         init_std=0.2, **{"n_kv_heads": None if kw.get("architecture") == "gpt2" else 2, **kw})
     torch.manual_seed(seed)
     model = TransformerLM(config).eval()
     with torch.no_grad():
@@ -44,12 +44,21 @@ def exported(tmp_path, tokenizer, **kw):
     return model, tmp_path / "hf"
 
 
-@pytest.mark.parametrize("kw", [{}, {"qk_norm": True}], ids=["llama", "qwen3"])
-def test_greedy_generate_matches_our_sampler(tmp_path, small_tokenizer, kw):
+LLAMA3 = {"rope_type": "llama3", "factor": 4.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0, "original_max_position_embeddings": 16}
+
+
+@pytest.mark.parametrize("kw, arch", [({}, "LlamaForCausalLM"), ({"qk_norm": True, "head_dim": 32}, "Qwen3ForCausalLM"),
+                                      ({"qkv_bias": True}, "Qwen2ForCausalLM"), ({"rope_scaling": LLAMA3}, "LlamaForCausalLM"),
+                                      ({"architecture": "gpt2"}, "GPT2LMHeadModel")],
+                         ids=["llama", "qwen3", "qwen2", "llama3-rope-scaling", "gpt2"])
+def test_greedy_generate_matches_our_sampler(tmp_path, small_tokenizer, kw, arch):
     tok, _ = small_tokenizer
     model, hf_dir = exported(tmp_path, tok, **kw)
-    hf_tok = transformers.AutoTokenizer.from_pretrained(hf_dir)
+    # transformers 5's AutoTokenizer gives every qwen2 model Qwen's own pre-tokenizer, whatever its tokenizer.json says
+    tokenizer_class = transformers.PreTrainedTokenizerFast if arch == "Qwen2ForCausalLM" else transformers.AutoTokenizer
+    hf_tok = tokenizer_class.from_pretrained(hf_dir)
     hf_model = transformers.AutoModelForCausalLM.from_pretrained(hf_dir).eval()
+    assert type(hf_model).__name__ == arch
     eot_id = tok.special_tokens[EOT]
     compared = 0
     for prompt in PROMPTS:
@@ -92,6 +101,25 @@ def test_export_keeps_pattern_and_normalizer(tmp_path, small_tokenizer):
     text = "Cafe\u0301 12345 東京\n\n\n  x"  # NFC composes é; Llama 3's pattern cuts the digits by three
     assert hf_tok(text)["input_ids"] == [tok.special_tokens[EOT]] + llama_like.encode(text)
     assert llama_like.encode(text) != tok.encode(text)
+
+
+@pytest.mark.parametrize("bos", ["<|begin_of_text|>", None], ids=["llama3", "qwen"])
+def test_export_frames_as_the_checkpoint_records(tmp_path, small_tokenizer, bos):
+    """A checkpoint whose text starts with another token than the one that ends it (an import's):
+    the export's tokenizer puts the first before a text, its configs name both."""
+    tok, _ = small_tokenizer
+    names = ("<|begin_of_text|>", "<|end_of_text|>")
+    ids = {name: tok.vocab_size + i for i, name in enumerate(names)}
+    framed = Tokenizer(tok.vocab + [n.encode() for n in names], tok.merges, {**tok.special_tokens, **ids})
+    bos_id, eot_id = ids.get(bos), ids["<|end_of_text|>"]
+    save_model(random_model(framed), framed, tmp_path / "ckpt", eot_id=eot_id, bos_id=bos_id)
+    export_hf(tmp_path / "ckpt", tmp_path / "hf")
+    hf_tok = transformers.AutoTokenizer.from_pretrained(tmp_path / "hf")
+    assert hf_tok(PROMPTS[0])["input_ids"] == prompt_ids(framed, PROMPTS[0], bos_id)
+    assert (hf_tok.bos_token, hf_tok.eos_token) == (bos, "<|end_of_text|>")
+    for name in ("config.json", "generation_config.json"):
+        config = json.loads((tmp_path / "hf" / name).read_text())
+        assert (config["bos_token_id"], config["eos_token_id"], config["pad_token_id"]) == (bos_id, eot_id, eot_id)
 
 
 def test_export_without_an_eot_adds_nothing(tmp_path):

@@ -13,8 +13,9 @@ from click.testing import CliRunner
 from gptkit.model.checkpoint import load_model, model_tensors, save_model
 from gptkit.model.cli import cli
 from gptkit.model.config import ModelConfig, load_config, preset_names
-from gptkit.model.info import model_cost
-from gptkit.model.model import Attention, FeedForward, KVCache, RMSNorm, TransformerLM, apply_rope, rope_tables
+from gptkit.model.generate import generate
+from gptkit.model.info import model_cost, sampling_memory
+from gptkit.model.model import MLP, Attention, FeedForward, KVCache, RMSNorm, TransformerLM, apply_rope, rope_frequencies, rope_tables
 from gptkit.shared.errors import InputError
 from tests.conftest import assert_input_error
 from gptkit.tokenizer.bpe import Tokenizer
@@ -42,6 +43,10 @@ def tokens(config, *shape, seed=1):
     return torch.randint(config.vocab_size, shape, generator=torch.Generator().manual_seed(seed))
 
 
+LLAMA3 = {"rope_type": "llama3", "factor": 4.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+          "original_max_position_embeddings": 8}
+
+
 def byte_tokenizer(special=EOT):
     return Tokenizer(vocab=[bytes([i]) for i in range(256)] + [special.encode()], merges=[], special_tokens={special: 256})
 
@@ -66,22 +71,28 @@ def ref_rope(x, positions, theta):
     return out
 
 
+def ref_linear(x, linear):
+    return x @ linear.weight.T + (linear.bias if linear.bias is not None else 0)
+
+
 def ref_attention(att, x, theta, eps):
-    """Causal softmax attention by hand, key/value heads repeated for grouped-query attention."""
+    """Causal softmax attention by hand, key/value heads repeated for grouped-query attention;
+    theta None: no RoPE (GPT-2)."""
     B, T, _ = x.shape
     H, KV, d = att.n_heads, att.n_kv_heads, att.head_dim
-    q = (x @ att.wq.weight.T).view(B, T, H, d).transpose(1, 2)
-    k = (x @ att.wk.weight.T).view(B, T, KV, d).transpose(1, 2)
-    v = (x @ att.wv.weight.T).view(B, T, KV, d).transpose(1, 2)
+    q = ref_linear(x, att.wq).view(B, T, H, d).transpose(1, 2)
+    k = ref_linear(x, att.wk).view(B, T, KV, d).transpose(1, 2)
+    v = ref_linear(x, att.wv).view(B, T, KV, d).transpose(1, 2)
     if att.q_norm is not None:
         q, k = ref_rmsnorm(q, att.q_norm.weight, eps), ref_rmsnorm(k, att.k_norm.weight, eps)
     pos = torch.arange(T)
-    q, k = ref_rope(q, pos, theta), ref_rope(k, pos, theta)
+    if theta is not None:
+        q, k = ref_rope(q, pos, theta), ref_rope(k, pos, theta)
     k, v = k.repeat_interleave(H // KV, dim=1), v.repeat_interleave(H // KV, dim=1)
     scores = (q @ k.transpose(-1, -2)) / math.sqrt(d)
     scores = scores.masked_fill(~torch.ones(T, T, dtype=torch.bool).tril(), float("-inf"))
     y = scores.softmax(-1) @ v
-    return y.transpose(1, 2).reshape(B, T, H * d) @ att.wo.weight.T
+    return ref_linear(y.transpose(1, 2).reshape(B, T, H * d), att.wo)
 
 
 # -- components ------------------------------------------------------------------------------
@@ -133,20 +144,87 @@ def test_rope_dot_product_depends_only_on_relative_position():
     assert abs(score(5, 2) - score(5, 3)) > 1e-3  # but it does depend on the offset
 
 
-@pytest.mark.parametrize("kw", [dict(n_kv_heads=4), dict(n_kv_heads=2), dict(n_kv_heads=1), dict(n_kv_heads=2, qk_norm=True)],
-                         ids=["mha", "gqa2", "mqa", "gqa-qknorm"])
+@pytest.mark.parametrize("kw", [dict(n_kv_heads=4), dict(n_kv_heads=2), dict(n_kv_heads=1), dict(n_kv_heads=2, qk_norm=True),
+                                dict(n_kv_heads=2, qkv_bias=True), dict(n_kv_heads=2, head_dim=16, qk_norm=True),
+                                dict(architecture="gpt2")],
+                         ids=["mha", "gqa2", "mqa", "gqa-qknorm", "qkv-bias", "head-dim-apart", "gpt2"])
 def test_attention_matches_reference_with_repeated_kv_heads(kw):
     config = cfg(rope_theta=300.0, norm_eps=1e-6, **kw)
     torch.manual_seed(0)
     att = Attention(config, layer=0)
-    if config.qk_norm:
-        with torch.no_grad():
-            att.q_norm.weight.uniform_(0.5, 1.5)
-            att.k_norm.weight.uniform_(0.5, 1.5)
+    with torch.no_grad():
+        for name, p in att.named_parameters():
+            if p.dim() == 1:  # QK-norm gains other than 1, biases other than 0
+                p.uniform_(0.5, 1.5)
     assert att.wk.weight.shape == (config.n_kv_heads * config.head_dim, config.d_model)
+    assert att.wo.weight.shape == (config.d_model, config.n_heads * config.head_dim)
+    biases = {n for n, _ in att.named_parameters() if n.endswith("bias")}
+    assert biases == ({"wq.bias", "wk.bias", "wv.bias", "wo.bias"} if config.architecture == "gpt2" else
+                      {"wq.bias", "wk.bias", "wv.bias"} if config.qkv_bias else set())
     x = torch.randn(2, 12, config.d_model)
-    cos, sin = rope_tables(config.head_dim, 12, config.rope_theta)
-    torch.testing.assert_close(att(x, cos, sin), ref_attention(att, x, config.rope_theta, config.norm_eps), atol=1e-5, rtol=1e-4)
+    theta = None if config.architecture == "gpt2" else config.rope_theta
+    cos, sin = rope_tables(config.head_dim, 12, config.rope_theta) if theta else (None, None)
+    torch.testing.assert_close(att(x, cos, sin), ref_attention(att, x, theta, config.norm_eps), atol=1e-5, rtol=1e-4)
+
+
+def test_gpt2_mlp_is_gelu_new():
+    """GPT-2's MLP: W2(GELU(W1 x + b1)) + b2, with transformers' gelu_new written out."""
+    torch.manual_seed(0)
+    mlp = MLP(cfg(architecture="gpt2"))
+    x = torch.randn(2, 7, 32)
+    h = x @ mlp.w1.weight.T + mlp.w1.bias
+    gelu_new = 0.5 * h * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (h + 0.044715 * h.pow(3))))
+    torch.testing.assert_close(mlp(x), gelu_new @ mlp.w2.weight.T + mlp.w2.bias)
+
+
+def test_gpt2_model_is_gpt2():
+    """LayerNorms with biases, learned positions added to the embedding, no RoPE tables."""
+    config = cfg(architecture="gpt2", init_std=0.05, n_layers=3)
+    model = build(config)
+    assert isinstance(model.norm, torch.nn.LayerNorm) and model.norm.eps == config.norm_eps
+    assert all(isinstance(layer.ffn, MLP) and isinstance(layer.attention_norm, torch.nn.LayerNorm) for layer in model.layers)
+    assert not hasattr(model, "rope_cos") and model.position_embedding.weight.shape == (32, 32)
+    for name, p in model.named_parameters():  # GPT-2's init, as nanoGPT's: biases 0, gains 1
+        if name.endswith("bias"):
+            assert torch.equal(p, torch.zeros_like(p)), name
+        elif p.dim() == 1:
+            assert torch.equal(p, torch.ones_like(p)), name
+    residual = 0.05 / math.sqrt(2 * 3)
+    assert model.layers[0].ffn.w2.weight.std().item() == pytest.approx(residual, rel=0.15)
+    assert model.position_embedding.weight.std().item() == pytest.approx(0.05, rel=0.1)
+    idx = tokens(config, 1, 8)
+    with torch.no_grad():  # a position's own embedding is added: the same tokens later give other logits
+        x = model.embedding(idx) + model.position_embedding(torch.arange(8))
+        for layer in model.layers:
+            x = layer(x, None, None)
+        torch.testing.assert_close(model(idx)[0], model.lm_head(model.norm(x)))
+        cache = KVCache(config, 1)
+        model(tokens(config, 1, 5, seed=3), cache=cache)
+        later = model(idx[:, :1], cache=cache)[0]
+    assert not torch.allclose(later[0, 0], model(idx[:, :1])[0][0, 0])
+
+
+def test_llama3_rope_scaling_by_hand():
+    """Llama 3's rule, frequency by frequency: long wavelengths divided by the factor, short ones
+    kept, those between interpolated."""
+    scaling = {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+               "original_max_position_embeddings": 64}
+    plain, scaled = rope_frequencies(32, 10000.0), rope_frequencies(32, 10000.0, scaling)
+    kinds = set()
+    for f, g in zip(plain.tolist(), scaled.tolist()):
+        wavelength = 2 * math.pi / f
+        if wavelength < 64 / 4:
+            expected, kind = f, "kept"
+        elif wavelength > 64 / 1:
+            expected, kind = f / 8, "divided"
+        else:
+            smooth = (64 / wavelength - 1) / (4 - 1)
+            expected, kind = (1 - smooth) * f / 8 + smooth * f, "between"
+        assert g == pytest.approx(expected, rel=1e-12)
+        kinds.add(kind)
+    assert kinds == {"kept", "divided", "between"}
+    cos, _ = rope_tables(32, 10, 10000.0, scaling)
+    assert not torch.allclose(cos, rope_tables(32, 10, 10000.0)[0])
 
 
 def test_causal_mask_future_tokens_do_not_change_earlier_logits():
@@ -241,8 +319,9 @@ def test_last_only_gives_the_last_positions_logits():
 # -- KV cache --------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("kw", [dict(), dict(n_kv_heads=2), dict(n_kv_heads=1, qk_norm=True, tie_embeddings=True)],
-                         ids=["mha", "gqa", "qknorm"])
+@pytest.mark.parametrize("kw", [dict(), dict(n_kv_heads=2), dict(n_kv_heads=1, qk_norm=True, tie_embeddings=True),
+                                dict(architecture="gpt2"), dict(n_kv_heads=2, qkv_bias=True, head_dim=16, rope_scaling=LLAMA3)],
+                         ids=["mha", "gqa", "qknorm", "gpt2", "qwen2-head-dim-llama3"])
 def test_kv_cache_decoding_matches_full_forward(kw):
     config = cfg(**kw)
     model = build(config, random_norms=True)
@@ -298,6 +377,31 @@ def test_exceeding_context_raises():
         model(tokens(config, 1, 2), cache=cache)
         with pytest.raises(ValueError):
             model(tokens(config, 1, 1), cache=cache)
+        small = KVCache(config, batch_size=1, capacity=6)  # a cache sized for a short generation
+        assert small.capacity == 6 and KVCache(config, 1, capacity=99).capacity == 16
+        model(tokens(config, 1, 6), cache=small)
+        with pytest.raises(ValueError, match="7 positions, more than the 6 the cache holds"):
+            model(tokens(config, 1, 1), cache=small)
+
+
+def test_generate_sizes_the_cache_to_the_prompt_and_new_tokens(monkeypatch):
+    """A model imported with a context of 131,072 must not get a cache of 131,072 positions."""
+    config = cfg(context_length=64)
+    model = build(config)
+    capacities = []
+
+    class Recorded(KVCache):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            capacities.append(self.capacity)
+
+    monkeypatch.setattr("gptkit.model.generate.KVCache", Recorded)
+    list(generate(model, [1, 2, 3], max_new_tokens=5, temperature=0))
+    assert capacities == [3 + 5]
+    capacities.clear()
+    list(generate(model, list(range(40)), max_new_tokens=60, temperature=0))  # past the context: the window slides
+    assert capacities[0] == 64 and len(capacities) > 1
+    assert sampling_memory(config, 2, 8)["KV cache"] == sampling_memory(config, 2)["KV cache"] * 8 // 64
 
 
 # -- config ----------------------------------------------------------------------------------
@@ -305,8 +409,14 @@ def test_exceeding_context_raises():
 
 def test_config_json_round_trip(tmp_path):
     config = ModelConfig(vocab_size=300, context_length=64, d_model=48, n_layers=3, n_heads=6, n_kv_heads=2,
-                         d_ff=100, rope_theta=5e5, norm_eps=1e-6, tie_embeddings=True, qk_norm=True, init_std=0.01)
+                         d_ff=100, rope_theta=5e5, norm_eps=1e-6, tie_embeddings=True, qk_norm=True, init_std=0.01,
+                         head_dim=12, rope_scaling=LLAMA3)
     assert ModelConfig.from_dict(json.loads(json.dumps(config.to_dict()))) == config
+    for other in (ModelConfig(vocab_size=10, d_model=64, n_heads=4, architecture="gpt2"), ModelConfig(vocab_size=10, qkv_bias=True)):
+        assert ModelConfig.from_dict(json.loads(json.dumps(other.to_dict()))) == other
+    # a config written before the architecture options: what it was, Llama with heads of d_model / n_heads
+    old = {k: v for k, v in cfg().to_dict().items() if k not in ("architecture", "qkv_bias", "head_dim", "rope_scaling")}
+    assert ModelConfig.from_dict(old) == cfg() and cfg().head_dim == 8 and cfg().architecture == "llama"
     assert ModelConfig(vocab_size=10, n_heads=8, d_model=64).n_kv_heads == 8
     (tmp_path / "c.json").write_text(json.dumps({"model": config.to_dict(), "train": {"lr": 1}}))
     assert load_config(tmp_path / "c.json") == config
@@ -319,7 +429,19 @@ def test_config_errors_name_the_problem(tmp_path):
                         (dict(d_model=48, n_heads=16), "even"), (dict(vocab_size=0), "vocab_size"),
                         (dict(rope_theta="10000"), "rope_theta"), (dict(norm_eps=float("nan")), "norm_eps"),
                         (dict(init_std=-0.02), "init_std"), (dict(n_layers=True), "n_layers"), (dict(n_layers=2.5), "n_layers"),
-                        (dict(tie_embeddings="yes"), "tie_embeddings")]:
+                        (dict(tie_embeddings="yes"), "tie_embeddings"), (dict(architecture="gpt3"), "architecture 'gpt3'"),
+                        (dict(qkv_bias=1), "qkv_bias"), (dict(head_dim=0), "head_dim 0"), (dict(head_dim=7), "head_dim 7: odd"),
+                        (dict(qk_norm=True, qkv_bias=True), "qkv_bias true with qk_norm"),
+                        (dict(architecture="gpt2", qk_norm=True), "qk_norm true: a llama option"),
+                        (dict(architecture="gpt2", qkv_bias=True), "qkv_bias"),
+                        (dict(architecture="gpt2", n_heads=16, n_kv_heads=4), "n_kv_heads 4: architecture 'gpt2'"),
+                        (dict(architecture="gpt2", head_dim=16), "head_dim 16: architecture 'gpt2'"),
+                        (dict(architecture="gpt2", rope_scaling=LLAMA3), "rope_scaling"),
+                        (dict(rope_scaling={**LLAMA3, "rope_type": "yarn"}), "rope_scaling .*yarn"),
+                        (dict(rope_scaling={"rope_type": "llama3", "factor": 8.0}), "rope_scaling"),
+                        (dict(rope_scaling={**LLAMA3, "factor": 0.5}), "rope_scaling factor 0.5"),
+                        (dict(rope_scaling={**LLAMA3, "high_freq_factor": 1.0}), "high_freq_factor 1.0"),
+                        (dict(rope_scaling={**LLAMA3, "original_max_position_embeddings": 8.5}), "original_max_position")]:
         with pytest.raises(InputError, match=needle):
             ModelConfig.from_dict({"vocab_size": 10, **bad})
     path = tmp_path / "bad.json"
@@ -349,6 +471,10 @@ def test_presets_have_documented_shapes():
     assert model_cost(ts).params / 1e6 == pytest.approx(17.6, abs=0.05)
     assert model_cost(load_config("gpt2-small")).params / 1e6 == pytest.approx(124, abs=1)
     assert model_cost(load_config("gpt2-medium")).params / 1e6 == pytest.approx(355, abs=1)
+    gpt2 = load_config("gpt2-124m-arch")  # GPT-2 small itself (tests/test_import_hf.py: against transformers)
+    assert (gpt2.architecture, gpt2.vocab_size, gpt2.context_length, gpt2.d_model, gpt2.n_layers, gpt2.n_heads, gpt2.d_ff,
+            gpt2.tie_embeddings) == ("gpt2", 50257, 1024, 768, 12, 12, 3072, True)
+    assert model_cost(gpt2).params == 124_439_808
 
 
 ODD_CONFIGS = {
@@ -356,6 +482,11 @@ ODD_CONFIGS = {
     "tied, GQA, QK-norm": cfg(vocab_size=100, n_layers=3, n_kv_heads=2, qk_norm=True, tie_embeddings=True),
     "untied, GQA, QK-norm": cfg(vocab_size=100, n_layers=3, n_kv_heads=2, qk_norm=True),
     "one KV head, odd sizes": cfg(vocab_size=101, d_model=48, n_heads=6, n_kv_heads=1, d_ff=77, n_layers=1),
+    "gpt2, untied": cfg(architecture="gpt2", vocab_size=101, d_ff=128),
+    "gpt2, tied, odd head size": cfg(architecture="gpt2", d_model=36, n_heads=4, tie_embeddings=True),
+    "q/k/v biases, GQA": cfg(qkv_bias=True, n_kv_heads=2),
+    "head_dim apart, QK-norm": cfg(head_dim=16, n_kv_heads=2, qk_norm=True),
+    "Llama 3 RoPE scaling": cfg(rope_scaling=LLAMA3),
 }
 
 
@@ -366,15 +497,15 @@ def test_model_cost_matches_built_model(name):
     with torch.device("meta"):  # gpt2-medium's shapes without its memory
         model = TransformerLM(config)
     cost = model_cost(config)
-    L, d, T = config.n_layers, config.d_model, config.context_length
+    L, q_width, T = config.n_layers, config.n_heads * config.head_dim, config.context_length
     assert cost.params == model.num_params()
     assert cost.non_embedding_params == model.num_params(embedding=False)
-    assert cost.flops_per_token == 6 * cost.matmul_params + 12 * L * d * T
-    assert cost.attention_flops_per_token == 12 * L * d * T
+    assert cost.flops_per_token == 6 * cost.matmul_params + 12 * L * q_width * T
+    assert cost.attention_flops_per_token == 12 * L * q_width * T
     linear = sum(m.weight.numel() for m in model.modules() if isinstance(m, torch.nn.Linear))  # lm_head counted once
-    norms = sum(p.numel() for p in model.parameters() if p.dim() == 1)
-    assert cost.matmul_params == linear + norms
-    embeddings = ("embedding.weight", "lm_head.weight")
+    gains_and_biases = sum(p.numel() for p in model.parameters() if p.dim() == 1)
+    assert cost.matmul_params == linear + gains_and_biases
+    embeddings = ("embedding.weight", "position_embedding.weight", "lm_head.weight")
     assert cost.block_matrix_params == sum(p.numel() for n, p in model.named_parameters() if p.dim() == 2 and n not in embeddings)
 
 
@@ -406,6 +537,29 @@ def test_checkpoint_round_trip(tmp_path, small_tokenizer, tie):
     idx = tokens(model.config, 2, 20)
     with torch.no_grad():
         assert torch.equal(loaded.eval()(idx)[0], model(idx)[0])
+
+
+def test_checkpoint_records_the_framing(tmp_path, small_tokenizer):
+    """eot_id stops decoding; bos_id, recorded only where it differs, is put before a text."""
+    from gptkit.model.checkpoint import bos_id, eot_id
+    from gptkit.model.generate import prompt_ids
+
+    tok, _ = small_tokenizer
+    model, eot = build(ckpt_config(tok)), tok.special_tokens[EOT]
+    for name, kw, recorded, framing in [("ours", {"eot_id": eot}, {"eot_id": eot}, (eot, eot)),
+                                        ("same", {"eot_id": eot, "bos_id": eot}, {"eot_id": eot}, (eot, eot)),
+                                        ("llama3", {"eot_id": 5, "bos_id": 7}, {"eot_id": 5, "bos_id": 7}, (7, 5)),
+                                        ("qwen", {"eot_id": eot, "bos_id": None}, {"eot_id": eot, "bos_id": None}, (None, eot))]:
+        save_model(model, tok, tmp_path / name, **kw)
+        config = json.loads((tmp_path / name / "config.json").read_text())
+        assert {k: v for k, v in config["tokenizer"].items() if k.endswith("_id")} == recorded
+        assert (bos_id(tmp_path / name, tok), eot_id(tmp_path / name, tok)) == framing
+    assert prompt_ids(tok, "the cat", bos_id(tmp_path / "qwen", tok)) == tok.encode("the cat")
+    assert prompt_ids(tok, "the cat", bos_id(tmp_path / "llama3", tok)) == [7] + tok.encode("the cat")
+    config["tokenizer"]["bos_id"] = 10**6
+    (tmp_path / "qwen" / "config.json").write_text(json.dumps(config))
+    with pytest.raises(InputError, match="tokenizer.bos_id is 1000000, expected a token id or null"):
+        bos_id(tmp_path / "qwen", tok)
 
 
 def test_checkpoint_overwrite_is_atomic(tmp_path, small_tokenizer):

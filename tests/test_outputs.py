@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import urllib.request
 
 import pytest
 import torch
@@ -109,7 +110,7 @@ def test_a_second_pretokenize_into_a_live_directory_is_refused_until_that_proces
 
 
 def test_a_second_download_into_a_live_directory_is_refused(tmp_path, monkeypatch):
-    monkeypatch.setattr(dl.urllib.request, "urlopen", FakeServer())
+    monkeypatch.setattr(urllib.request, "urlopen", FakeServer())
     monkeypatch.setitem(dl.DATASETS, "stories", (["https://example.org/s-train.txt"], []))
     holder = hold(tmp_path / "stories", "gptkit pretokenize download")
     try:
@@ -216,7 +217,7 @@ def test_pretokenize_keeps_a_tokenizer_json_of_another_tokenizer_in_its_out(smal
 
 def test_download_keeps_a_file_it_did_not_download(tmp_path, monkeypatch):
     server = FakeServer()
-    monkeypatch.setattr(dl.urllib.request, "urlopen", server)
+    monkeypatch.setattr(urllib.request, "urlopen", server)
     monkeypatch.setitem(dl.DATASETS, "stories", (["https://example.org/s-train.txt"], []))
     target = tmp_path / "stories" / "s-train.txt"
     target.parent.mkdir()

@@ -764,7 +764,8 @@ def test_a_non_finite_loss_between_syncs_is_caught_and_never_checkpointed(data, 
 
 
 def test_validation_reports_bits_per_byte_of_the_text(data, model_json, tmp_path):
-    from gptkit.train.data import data_tokenizer, eval_sequences
+    from gptkit.eval.loss import eval_sequences
+    from gptkit.train.data import data_tokenizer
 
     run = tmp_path / "run"
     train(config(data, run, model_json, max_steps=3, eval_interval=3, eval_tokens=1024))

@@ -96,6 +96,8 @@ class TrainConfig:
     eval_interval: int | None = setting(None, "Steps between validation losses (0: only at the end).",
                                         shown=f"{RECIPE} (5 evaluations); with --model, {WITHOUT_RECIPE['eval_interval']}")
     eval_tokens: int = setting(65536, "Validation tokens (the first of the val split; the same every time).")
+    eval_hellaswag: str | None = setting(None, "Also score this HellaSwag jsonl at every evaluation: acc and acc_norm, as "
+                                               "`gptkit eval hellaswag` scores them.", metavar="FILE")
     log_interval: int = setting(10, "Steps between log lines.")
     sample_interval: int = setting(0, "Steps between generated samples (0: never).")
     sample_prompt: str = setting("Once upon a time", "The prompt of the samples.")
@@ -107,7 +109,7 @@ class TrainConfig:
     def __post_init__(self):
         """Every value is checked here, however the config is made (flags, a preset, a run's
         config.json, a library call): one that cannot work is a SettingError naming its field."""
-        for name in (*PATHS, "init_from"):  # a pathlib.Path is welcome; the config keeps the string, as its JSON does
+        for name in (*PATHS, "init_from", "eval_hellaswag"):  # a pathlib.Path is welcome; the config keeps the string, as its JSON does
             if isinstance(getattr(self, name), os.PathLike):
                 setattr(self, name, os.fspath(getattr(self, name)))
         for name, expected in {**PATHS, "sample_prompt": "text"}.items():
@@ -115,6 +117,8 @@ class TrainConfig:
                 raise SettingError(name, f"{getattr(self, name)!r}: expected {expected}")
         if self.init_from is not None and not (isinstance(self.init_from, str) and self.init_from):
             raise SettingError("init_from", f"{self.init_from!r}: expected a checkpoint directory")
+        if self.eval_hellaswag is not None and not (isinstance(self.eval_hellaswag, str) and self.eval_hellaswag):
+            raise SettingError("eval_hellaswag", f"{self.eval_hellaswag!r}: expected a HellaSwag jsonl file")
         if self.model is not None and not isinstance(self.model, (str, dict)):
             raise SettingError("model", f"{self.model!r}: expected a preset name, a model config file or a model config")
         for name, allowed in CHOICES.items():

@@ -1,13 +1,14 @@
 """Validation: the loss over a fixed set of validation sequences, in nats per token and in bits
-per byte of text, and the final loss beside the loss of a model that knows only token frequencies."""
+per byte of text (eval/loss.py computes both, for `gptkit eval` too), and the final loss beside
+the loss of a model that knows only token frequencies."""
 from __future__ import annotations
-
-import math
 
 import torch
 import torch.distributed as dist
 
-from .data import eval_sequences
+from gptkit.eval.choice import frame, score
+from gptkit.eval.loss import eval_sequences, loss_sums, summary, token_bytes
+from gptkit.eval.tasks import read_hellaswag
 
 
 class Evaluator:
@@ -19,35 +20,35 @@ class Evaluator:
         self.sequences = eval_sequences(val_data, context_length, config.eval_tokens)[rank::world]
         self.batch_size = config.batch_size // world
         self.token_bytes = torch.tensor(token_bytes(tokenizer), device=device)
-        self.device, self.ddp = device, ddp
+        self.ddp = ddp
 
-    @torch.no_grad()
     def __call__(self, model, autocast) -> tuple[float, float, int]:
-        """(loss in nats per token, bits per byte, tokens). Bits per byte do not depend on the
-        tokenizer: the summed loss of the targets that are text, in bits, over their bytes;
-        special tokens count in neither."""
+        """(loss in nats per token, bits per byte, tokens)."""
         model.eval()
-        sums = torch.zeros(4, device=self.device, dtype=torch.float64)  # loss, targets, loss on text, text bytes
-        for i in range(0, len(self.sequences), self.batch_size):
-            batch = torch.from_numpy(self.sequences[i : i + self.batch_size]).to(self.device).long()
-            targets = batch[:, 1:]
-            with autocast:
-                losses = model.token_losses(batch[:, :-1], targets)
-            nbytes = self.token_bytes[targets]
-            sums[0] += losses.sum(dtype=torch.float64)  # all of it stays on the device: no sync per batch
-            sums[1] += targets.numel()
-            sums[2] += (losses * (nbytes > 0)).sum(dtype=torch.float64)
-            sums[3] += nbytes.sum(dtype=torch.float64)
+        sums = loss_sums(model, self.sequences, self.token_bytes, self.batch_size, autocast)
         if self.ddp:
             dist.all_reduce(sums)
-        loss_sum, count, text_loss, text_bytes = sums.tolist()
-        return loss_sum / count, text_loss / math.log(2) / max(text_bytes, 1), int(count)
+        return summary(sums)[:3]
 
 
-def token_bytes(tokenizer):
-    """The length in bytes of each token's text; 0 for special tokens, which stand for no text."""
-    special = set(tokenizer.special_tokens.values())
-    return [0 if i in special else len(b) for i, b in enumerate(tokenizer.vocab)]
+class HellaSwag:
+    """Accuracy on a HellaSwag jsonl (--eval-hellaswag), scored as `gptkit eval hellaswag` scores
+    it. Every rank reads and checks the whole file (a bad line stops them all at the start), then
+    scores its share of the items; the ranks add up their counts."""
+
+    def __init__(self, path, tokenizer, bos_id, context_length, batch_size, rank, world, ddp):
+        """`bos_id`: what a text starts with, as in the run's samples (its data's end-of-text id)."""
+        self.items = frame(read_hellaswag(path), tokenizer, bos_id, context_length, path).items[rank::world]
+        self.batch_size, self.ddp = batch_size, ddp
+
+    def __call__(self, model, autocast) -> tuple[float, float, int]:
+        """(acc, acc_norm, items)."""
+        model.eval()
+        totals = score(model, self.items, self.batch_size, autocast).totals()
+        if self.ddp:
+            dist.all_reduce(totals)
+        right, right_norm, count = totals.tolist()
+        return right / count, right_norm / count, int(count)
 
 
 def unigram_comparison(val_loss, val_bpb, entropy):

@@ -240,7 +240,7 @@ def build_optimizers(model, config, rank=0, world_size=1):
     AdamW is fused on CUDA."""
     hidden, decayed, plain = [], [], []
     for name, p in model.named_parameters():
-        is_embedding = name in ("embedding.weight", "lm_head.weight")
+        is_embedding = name in ("embedding.weight", "position_embedding.weight", "lm_head.weight")
         if p.dim() >= 2 and not is_embedding and config.optimizer == "muon":
             hidden.append((name, p))
         elif p.dim() >= 2 and (not is_embedding or config.decay_embeddings):

@@ -1,5 +1,5 @@
-"""`train plot`: a run's training and validation loss against tokens, with the learning rate and
-the validation bits per byte, as a PNG."""
+"""`train plot`: a run's training and validation loss against tokens, with the learning rate, the
+validation bits per byte and, for a run with --eval-hellaswag, its HellaSwag accuracy, as a PNG."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -32,7 +32,10 @@ def plot_run(run_dir, out=None, overwrite=False) -> Path:
     val = [r for r in records if "val_loss" in r]
     if not train:
         raise InputError(f"{run_dir / METRICS_FILE}: no training records yet")
-    fig, (loss_axis, bpb_axis) = plt.subplots(1, 2, figsize=(12, 5), width_ratios=(2, 1), layout="constrained")
+    hellaswag = [r for r in val if "hellaswag_acc" in r]
+    panels = 3 if hellaswag else 2
+    fig, (loss_axis, bpb_axis, *hellaswag_axis) = plt.subplots(1, panels, figsize=(4 * panels + 4, 5),
+                                                                width_ratios=(2, 1, 1)[:panels], layout="constrained")
     loss_axis.plot([r["tokens"] for r in train], [r["loss"] for r in train], label="train loss", color="tab:blue")
     if val:
         loss_axis.plot([r["tokens"] for r in val], [r["val_loss"] for r in val], "o-", label="validation loss", color="tab:orange")
@@ -51,6 +54,8 @@ def plot_run(run_dir, out=None, overwrite=False) -> Path:
     bpb_axis.set_xlabel("tokens")
     bpb_axis.set_ylabel("validation bits per byte of text")
     bpb_axis.set_title("tokenizer-independent" if bpb else "no bits per byte recorded")
+    if hellaswag:
+        _plot_hellaswag(hellaswag_axis[0], hellaswag)
     fig.suptitle(str(run_dir))
     try:
         with atomic_path(out) as tmp:
@@ -58,6 +63,17 @@ def plot_run(run_dir, out=None, overwrite=False) -> Path:
     except OSError as e:
         raise InputError(f"--out {out}: cannot write there ({e.strerror or e})") from None
     return out
+
+
+def _plot_hellaswag(axis, records):
+    """HellaSwag's acc and acc_norm against tokens, above chance (a quarter: four endings)."""
+    tokens = [r["tokens"] for r in records]
+    axis.plot(tokens, [r["hellaswag_acc"] for r in records], "o-", label="acc", color="tab:purple")
+    axis.plot(tokens, [r["hellaswag_acc_norm"] for r in records], "o-", label="acc_norm", color="tab:brown")
+    axis.axhline(0.25, linestyle="--", color="tab:red", label="chance")
+    axis.set_xlabel("tokens")
+    axis.set_ylabel("HellaSwag accuracy")
+    axis.legend()
 
 
 def _is_plot(path):

@@ -48,11 +48,17 @@ def _peak_flops(device):
     return next((flops for key, flops in PEAK_BF16_FLOPS.items() if key in name), None)
 
 
-def validation_report(step, tokens, val_loss, val_bpb, count):
-    """An evaluation: `count` tokens of the val split."""
+def validation_report(step, tokens, val_loss, val_bpb, count, hellaswag=None):
+    """An evaluation: `count` tokens of the val split; `hellaswag`: (acc, acc_norm, items) with
+    --eval-hellaswag."""
     val_ppl = math.exp(min(val_loss, 50))
-    return ({"step": step, "tokens": tokens, "val_loss": val_loss, "val_ppl": val_ppl, "val_bpb": val_bpb},
-            f"step {step} | val loss {val_loss:.4f} | val ppl {val_ppl:.2f} | val bpb {val_bpb:.4f} ({count:,} tokens)")
+    record = {"step": step, "tokens": tokens, "val_loss": val_loss, "val_ppl": val_ppl, "val_bpb": val_bpb}
+    line = f"step {step} | val loss {val_loss:.4f} | val ppl {val_ppl:.2f} | val bpb {val_bpb:.4f} ({count:,} tokens)"
+    if hellaswag:
+        acc, acc_norm, items = hellaswag
+        record.update(hellaswag_acc=acc, hellaswag_acc_norm=acc_norm)
+        line += f" | hellaswag acc {acc:.4f} acc_norm {acc_norm:.4f} ({items:,} items)"
+    return record, line
 
 
 def sample_report(step, text):

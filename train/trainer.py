@@ -38,7 +38,7 @@ from .budget import Planner
 from .checkpointing import Checkpoints, initial_model, load_initial_weights
 from .config import LENGTH, TrainConfig, completed, fixed_difference, resolve_model
 from .data import Loader, ShardData, data_tokenizer
-from .evaluate import Evaluator, unigram_comparison
+from .evaluate import Evaluator, HellaSwag, unigram_comparison
 from .optim import build_optimizers
 from .recipe import recipe_config
 from .report import StepReport, replan_report, sample_report, validation_report
@@ -131,6 +131,8 @@ class Trainer:
                                              "(it counts the sequences of all of them)")
         self.loader = Loader(self.train_data, config.loader, config.batch_size // world, self.context, config.seed, rank, world, config.grad_accum)
         self.evaluator = Evaluator(val_data, self.tokenizer, self.context, config, rank, world, device, ddp)
+        self.hellaswag = HellaSwag(config.eval_hellaswag, self.tokenizer, self.eot_id, model_config.context_length,
+                                   config.batch_size // world, rank, world, ddp) if config.eval_hellaswag else None
         self.tokens_per_step = config.batch_size * self.context * config.grad_accum
         self.planner = Planner(self.config, self.tokens_per_step, self.master)
 
@@ -315,7 +317,8 @@ class Trainer:
     def _validation_loss(self):
         """The model's validation loss and bits per byte now, logged and recorded."""
         val_loss, val_bpb, count = self.evaluator(self.model, self.autocast)
-        self._record(*validation_report(self.step, self.tokens, val_loss, val_bpb, count))
+        hellaswag = self.hellaswag(self.model, self.autocast) if self.hellaswag else None
+        self._record(*validation_report(self.step, self.tokens, val_loss, val_bpb, count, hellaswag))
         return val_loss, val_bpb
 
     def _sample(self):

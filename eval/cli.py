@@ -1,0 +1,246 @@
+"""`gptkit eval`: score a checkpoint on text or on multiple-choice items. Run `gptkit eval --help`."""
+import contextlib
+import json
+import logging
+import time
+from pathlib import Path
+
+import click
+
+from gptkit.shared.cli import CONTEXT, Group, overwrite_option, threads_option, version_option
+from gptkit.shared.errors import InputError
+from gptkit.shared.files import atomic_write, check_output
+from gptkit.shared.jsonfile import read_json
+from gptkit.shared.progress import Progress
+from gptkit.shared.text import decode_utf8
+
+from .tasks import HELLASWAG_FILE, download_hellaswag, read_choice, read_hellaswag
+
+log = logging.getLogger(__name__)
+
+RESULTS_FORMAT = "gptkit-eval"  # in every --out: how a result of ours tells itself from a user's file
+
+
+@click.group(cls=Group, context_settings=CONTEXT)
+@version_option
+def cli():
+    """Score a checkpoint: its loss on any text (`text`), its accuracy on HellaSwag (`hellaswag`,
+    after `download hellaswag`) or on multiple-choice items of your own (`choice`)."""
+
+
+def _scoring_options(command):
+    """The options of every command that scores a checkpoint, in the order --help lists them."""
+    options = [
+        click.option("--checkpoint", required=True, metavar="DIR",
+                     help="A checkpoint directory (a run's latest, or any of its checkpoints)."),
+        click.option("--batch-size", type=click.IntRange(min=1), default=32, show_default=True, metavar="N",
+                     help="Sequences a forward pass (windows of text, or an item's rows: its context and one choice)."),
+        click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto", show_default=True),
+        threads_option("Threads of torch's CPU kernels.", measured=True),
+        click.option("--out", metavar="FILE",
+                     help="Also write the scores, with the checkpoint and the input, to this JSON file."),
+        overwrite_option("an earlier result of gptkit eval"),
+        click.option("--quiet", "-q", is_flag=True, help="No progress display."),
+    ]
+    for option in reversed(options):  # the option decorated last is listed first
+        command = option(command)
+    return command
+
+
+limit_option = click.option("--limit", type=click.IntRange(min=1), metavar="N", help="Score the first N items only.")
+
+
+@cli.command()
+@click.option("--input", "inputs", multiple=True, metavar="FILE", help="A UTF-8 text file, scored as a training document "
+              "(after the token the checkpoint puts before a text: its end-of-text id). Repeatable; extra paths may "
+              "follow it.")
+@click.argument("more_inputs", nargs=-1, metavar="[FILE]...")
+@click.option("--data", metavar="DIR", help="Instead: the validation split of a pretokenize directory (encoded with the "
+              "checkpoint's tokenizer), in the windows training validation reads.")
+@click.option("--eval-tokens", type=click.IntRange(min=1), metavar="N",
+              help="With --data: its first N tokens, as `train --eval-tokens N` scores them.  [default: all of the split]")
+@_scoring_options
+def text(inputs, more_inputs, data, eval_tokens, checkpoint, batch_size, device, threads, out, overwrite, quiet):
+    """Loss (nats per token) and bits per byte of text, read in consecutive windows of the model's
+    context as training validation reads its split."""
+    inputs += more_inputs
+    if bool(inputs) == bool(data):
+        raise InputError("--input and --data: give one or the other" if data else "--input or --data: give one")
+    if eval_tokens is not None and not data:
+        raise InputError("--eval-tokens: only with --data (the text of --input is scored whole)")
+    for path in inputs:
+        if not Path(path).is_file():
+            raise InputError(f"--input {path}: no such file")
+    _check_out(out, overwrite)
+    import torch  # here, once the arguments are checked: --help and a bad flag answer at once (torch takes 2-3 s)
+
+    from .loss import eval_sequences, loss_sums, summary, text_windows, token_bytes
+
+    scorer = _Scorer(checkpoint, device, threads)
+    context = scorer.model.config.context_length
+    if data:
+        windows = [eval_sequences(_val_split(data, scorer), context, eval_tokens or 2**62)]
+        source = {"data": str(Path(data).resolve()), "eval_tokens": eval_tokens}
+    else:
+        windows = [w for w in text_windows(_framed_text(inputs, scorer), context) if w is not None and len(w)]
+        source = {"input": [str(Path(path).resolve()) for path in inputs]}
+    nbytes = torch.tensor(token_bytes(scorer.tokenizer), device=scorer.device)
+    progress = Progress("scoring", "windows", total=sum(map(len, windows)), quiet=quiet)
+    sums, done = torch.zeros(4, dtype=torch.float64, device=scorer.device), 0
+    for part in windows:
+        sums += loss_sums(scorer.model, part, nbytes, batch_size, scorer.autocast, scorer.each_batch(progress, done))
+        done += len(part)
+    progress.close()
+    loss = summary(sums)
+    _report(out, {"task": "text", "checkpoint": str(Path(checkpoint).resolve()), **source, **loss._asdict()},
+            f"loss {loss.loss:.4f} nats/token, {loss.bpb:.4f} bits/byte ({loss.tokens:,} tokens, {loss.bytes:,} bytes of text)")
+
+
+def _framed_text(inputs, scorer):
+    """The ids of the inputs, each framed as a training document starts: after the token the
+    checkpoint puts before a text (model/generate.py, prompt_ids; gptkit's: its end-of-text id)."""
+    from gptkit.model.generate import prompt_ids
+
+    ids = []
+    for path in inputs:
+        try:
+            text, replaced = decode_utf8(Path(path).read_bytes())
+        except OSError as e:
+            raise InputError(f"--input {path}: cannot read ({e.strerror})") from None
+        if replaced:
+            log.warning(f"--input {path}: {replaced} byte(s) that are not UTF-8 replaced by U+FFFD")
+        ids += prompt_ids(scorer.tokenizer, text, scorer.bos_id)
+    if len(ids) < 2:
+        raise InputError(f"--input {' '.join(inputs)}: {len(ids)} token(s), nothing to score (a token is predicted from "
+                         "the one before it)")
+    return ids
+
+
+def _val_split(data, scorer):
+    """The validation split of the data directory `data`, which must be the checkpoint's tokenizer's."""
+    from gptkit.shared.shard_data import ShardData
+    from gptkit.shared.shard_dir import ShardDir
+
+    directory, tokenizer = ShardDir(data), scorer.tokenizer
+    if directory.fingerprint not in (None, tokenizer.fingerprint):
+        raise InputError(f"--data {data}: encoded with tokenizer {directory.fingerprint}, the checkpoint {scorer.checkpoint} "
+                         f"is for tokenizer {tokenizer.fingerprint}")
+    return ShardData(directory, "val", tokenizer.vocab_size, tokenizer.fingerprint, scorer.model.config.context_length)
+
+
+@cli.command()
+@click.option("--file", default=HELLASWAG_FILE, show_default=True, metavar="FILE",
+              help="HellaSwag's jsonl (the validation set: `gptkit eval download hellaswag` puts it at the default).")
+@limit_option
+@_scoring_options
+def hellaswag(file, limit, **scoring):
+    """Accuracy on HellaSwag, scored as llm.c scores it: acc picks the ending of the lowest summed
+    loss, acc_norm the lowest mean loss per ending token."""
+    if not Path(file).is_file():
+        hint = " (fetch it with `gptkit eval download hellaswag`)" if file == HELLASWAG_FILE else ""
+        raise InputError(f"--file {file}: no such file{hint}")
+    _multiple_choice("hellaswag", file, read_hellaswag(file, limit), **scoring)
+
+
+@cli.command()
+@click.option("--file", required=True, metavar="FILE",
+              help='A jsonl file, an item a line: {"context": TEXT, "choices": [TEXT, ...], "label": INDEX}.')
+@limit_option
+@_scoring_options
+def choice(file, limit, **scoring):
+    """Accuracy on multiple-choice items of your own, scored as `hellaswag` scores HellaSwag's
+    (each choice follows its context as written: put a space before it where one belongs)."""
+    if not Path(file).is_file():
+        raise InputError(f"--file {file}: no such file")
+    _multiple_choice("choice", file, read_choice(file, limit), **scoring)
+
+
+def _multiple_choice(task, file, items, checkpoint, batch_size, device, threads, out, overwrite, quiet):
+    """Score `items` (read from `file`, checked before the checkpoint loads) and report."""
+    _check_out(out, overwrite)
+    from .choice import frame, score  # imports torch (see text)
+
+    scorer = _Scorer(checkpoint, device, threads)
+    framing = frame(items, scorer.tokenizer, scorer.bos_id, scorer.model.config.context_length, file)
+    progress = Progress(task, "items", total=len(items), quiet=quiet)
+    scores = score(scorer.model, framing.items, batch_size, scorer.autocast, scorer.each_batch(progress))
+    progress.close()
+    right, right_norm, count = scores.totals().tolist()
+    acc, acc_norm, count = right / count, right_norm / count, int(count)
+    cut = f"; {framing.cut:,} context{'s' if framing.cut > 1 else ''} cut on the left to fit" if framing.cut else ""
+    _report(out, {"task": task, "checkpoint": str(Path(checkpoint).resolve()), "file": str(Path(file).resolve()),
+                  "acc": acc, "acc_norm": acc_norm, "items": count, "cut": framing.cut},
+            f"{task}: acc {acc:.4f}, acc_norm {acc_norm:.4f} ({count:,} items{cut})")
+
+
+class _Scorer:
+    """A checkpoint loaded to score on `device`, torch's threads, and what each batch reports."""
+
+    def __init__(self, checkpoint, device, threads):
+        import torch
+
+        from gptkit.model import load_model, resolve_device
+        from gptkit.model.checkpoint import bos_id
+        from gptkit.model.threads import torch_threads
+
+        self.checkpoint, self.device = checkpoint, resolve_device(device)
+        self.threads = torch_threads(threads, self.device)
+        self.model, self.tokenizer = load_model(checkpoint, self.device)
+        self.model.eval()
+        self.bos_id = bos_id(checkpoint, self.tokenizer)  # what a text starts with
+        # as training validation runs: its losses and these are then the same numbers
+        self.autocast = torch.autocast("cuda", torch.bfloat16) if self.device.type == "cuda" else contextlib.nullcontext()
+
+    def each_batch(self, progress, before=0):
+        """What follows each batch: its time, to the thread count (model/threads.py), and the
+        count done (`before` + the batch's own count), to the progress line."""
+        last = time.perf_counter()
+
+        def done(count):
+            nonlocal last
+            now = time.perf_counter()
+            self.threads.record(now - last)
+            last = now
+            progress.update(before + count)
+
+        return done
+
+
+def _check_out(out, overwrite):
+    """Refuse an --out that is not a result of ours, unless --overwrite: before any scoring."""
+    if out is not None:
+        check_output(out, _is_result, "a result of gptkit eval", overwrite)
+
+
+def _is_result(path):
+    try:
+        return read_json(path).get("format") == RESULTS_FORMAT
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
+def _report(out, results, line):
+    """The one-line summary on stdout; the results to --out, whole or not at all."""
+    if out is not None:
+        try:
+            Path(out).parent.mkdir(parents=True, exist_ok=True)
+            with atomic_write(out) as f:
+                f.write(json.dumps({"format": RESULTS_FORMAT, **results}, indent=2) + "\n")
+        except OSError as e:
+            raise InputError(f"--out {out}: cannot write there ({e.strerror or e})") from None
+    click.echo(line)
+
+
+@cli.command()
+@click.argument("dataset", type=click.Choice(["hellaswag"]))
+@click.option("--out", default=HELLASWAG_FILE, show_default=True, metavar="FILE", help="The file to write.")
+@overwrite_option("a file this downloaded")
+@click.option("--quiet", "-q", is_flag=True, help="No progress display.")
+def download(dataset, out, overwrite, quiet):
+    """Download HellaSwag's validation set from its repository (rowanz/hellaswag), resumable, and
+    check its format: every line an item, 10,042 of them."""
+    click.echo(f"{download_hellaswag(out, quiet, overwrite)}: HellaSwag's validation set, checked")
+
+
+def main():
+    cli(prog_name="gptkit eval")

@@ -1,0 +1,85 @@
+"""The loss of a model on a stream of tokens, in nats per token and in bits per byte of text, read
+in consecutive windows of its context: the one implementation of the trainer's validation
+(train/evaluate.py) and of `gptkit eval text`.
+
+A window is context + 1 tokens: the model reads the first `context` and predicts the last
+`context`, so each window's first token is the previous window's last and every token of the
+stream after its first is predicted once."""
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+import numpy as np
+import torch
+
+from gptkit.shared.shard_data import ShardData
+
+
+class Loss(NamedTuple):
+    loss: float  # nats per predicted token
+    bpb: float  # bits per byte of the text the predicted tokens stand for
+    tokens: int  # predicted tokens
+    bytes: int  # their bytes of text (special tokens have none)
+
+
+def eval_sequences(data: ShardData, context_length, max_tokens):
+    """The fixed validation set: the first `max_tokens` tokens of the validation stream, as
+    whole windows (the same tokens in every evaluation of every run)."""
+    total = int(data.sizes.sum())
+    count = max(1, min(max_tokens, total - 1) // context_length)
+    sequences = windows(data.span(0, count * context_length + 1), context_length)
+    data.check_ids(sequences, context_length * np.arange(count))
+    return sequences
+
+
+def text_windows(ids, context_length):
+    """All of a stream of token ids in windows: the whole windows, (n, context + 1), then the
+    shorter last one where the stream does not end at one, (1, k) (None: it does)."""
+    ids = np.asarray(ids, np.int64)
+    whole = (len(ids) - 1) // context_length
+    rest = ids[whole * context_length :]
+    return windows(ids[: whole * context_length + 1], context_length), (rest[None] if len(rest) > 1 else None)
+
+
+def windows(flat, context_length):
+    """(n, context + 1) consecutive windows of `flat`, n * context + 1 tokens."""
+    count = (len(flat) - 1) // context_length
+    return np.stack([flat[i * context_length : (i + 1) * context_length + 1] for i in range(count)]) if count \
+        else np.empty((0, context_length + 1), flat.dtype)
+
+
+def token_bytes(tokenizer):
+    """The length in bytes of each token's text; 0 for special tokens, which stand for no text."""
+    special = set(tokenizer.special_tokens.values())
+    return [0 if i in special else len(b) for i, b in enumerate(tokenizer.vocab)]
+
+
+@torch.no_grad()
+def loss_sums(model, sequences, nbytes, batch_size, autocast, each_batch=None):
+    """Sums over the windows `sequences` (an (n, T + 1) array), in batches of `batch_size`: the
+    loss, the predicted tokens, the loss of the tokens that are text, and their bytes (`nbytes`:
+    token_bytes as a tensor on the model's device); a float64 tensor there, with no sync per
+    batch, for the ranks to add up. `each_batch(windows done)` after each batch."""
+    sums = torch.zeros(4, device=nbytes.device, dtype=torch.float64)
+    for i in range(0, len(sequences), batch_size):
+        batch = torch.from_numpy(sequences[i : i + batch_size]).to(nbytes.device).long()
+        targets = batch[:, 1:]
+        with autocast:
+            losses = model.token_losses(batch[:, :-1], targets)
+        text = nbytes[targets]
+        sums[0] += losses.sum(dtype=torch.float64)
+        sums[1] += targets.numel()
+        sums[2] += (losses * (text > 0)).sum(dtype=torch.float64)
+        sums[3] += text.sum(dtype=torch.float64)
+        if each_batch:
+            each_batch(min(i + batch_size, len(sequences)))
+    return sums
+
+
+def summary(sums) -> Loss:
+    """The loss and bits per byte of loss_sums' sums. Bits per byte do not depend on the
+    tokenizer: the summed loss of the targets that are text, in bits, over their bytes; special
+    tokens count in neither."""
+    loss_sum, count, text_loss, text_bytes = sums.tolist()
+    return Loss(loss_sum / count, text_loss / math.log(2) / max(text_bytes, 1), int(count), int(text_bytes))

@@ -58,20 +58,22 @@ def model_tensors(model: TransformerLM) -> dict:
     return state
 
 
-def save_model(model: TransformerLM, tokenizer, directory, *, eot_id=None, bos_id=EOT_FIRST, extra_files=None, overwrite=False):
+def save_model(model: TransformerLM, tokenizer, directory, *, eot_id=None, bos_id=EOT_FIRST, extra_files=None, overwrite=False,
+               tensors=None):
     """Write a checkpoint directory atomically (see the module's docstring).
 
     `tokenizer`: a gptkit.tokenizer.Tokenizer; `eot_id`: the end-of-text id of its training data
     (None: none); `bos_id`: the id put before a text (None: none), by default `eot_id`;
     `extra_files`: name -> a function that writes that file given its path (the trainer's
-    state). Tensors are written in their own dtype. An existing `directory` that is not a
-    checkpoint is refused unless `overwrite`.
+    state); `tensors`: the weights to write where the model holds only shards of them
+    (model_tensors(model) gathered whole). Tensors are written in their own dtype. An existing
+    `directory` that is not a checkpoint is refused unless `overwrite`.
     """
     directory = Path(directory)
     check_target(directory, overwrite)
+    tensors = model_tensors(model) if tensors is None else tensors
     with atomic_directory(directory) as tmp:
-        save_tensors({k: v.detach().contiguous().cpu() for k, v in model_tensors(model).items()}, tmp / MODEL_FILE,
-                     metadata={"format": "pt"})
+        save_tensors({k: v.detach().contiguous().cpu() for k, v in tensors.items()}, tmp / MODEL_FILE, metadata={"format": "pt"})
         tokenizer.save(tmp / TOKENIZER_FILE)
         for name, write in (extra_files or {}).items():
             write(tmp / name)

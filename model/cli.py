@@ -26,9 +26,16 @@ def cli():
 
 @cli.command()
 @config_option
-@click.option("--batch-size", type=click.IntRange(min=1), default=8, show_default=True, help="Sequences per step, for the memory estimate.")
-def info(config_name, batch_size):
+@click.option("--batch-size", type=click.IntRange(min=1), default=8, show_default=True,
+              help="Sequences per step, all processes together (as train's --batch-size), for the memory estimate.")
+@click.option("--ranks", type=click.IntRange(min=1), default=1, show_default=True, metavar="N",
+              help="Processes (GPUs) the training runs in: the memory is one process's.")
+@click.option("--parallel", type=click.Choice(["ddp", "fsdp"]), default="ddp", show_default=True,
+              help="As train's --parallel: fsdp shards the weights, gradients and optimizer state among the processes.")
+def info(config_name, batch_size, ranks, parallel):
     """Parameters, training FLOPs per token and training memory of a model config."""
+    if batch_size % ranks:
+        raise InputError(f"--batch-size {batch_size}: not divisible among --ranks {ranks} (it counts the sequences of all of them)")
     config = load_config(config_name)
     cost = model_cost(config)
     click.echo(f"config: {config_name}")
@@ -38,12 +45,14 @@ def info(config_name, batch_size):
                f"{cost.non_embedding_params:,} ({cost.non_embedding_params / 1e6:.1f}M)")
     click.echo(f"training FLOPs per token: {cost.flops_per_token:,} ({cost.flops_per_token / 1e6:.1f} MFLOP) = "
                f"6 x {cost.matmul_params:,} matmul weights + {cost.attention_flops_per_token:,} attention")
-    tokens = batch_size * config.context_length
-    click.echo(f"training memory at batch {batch_size} x {config.context_length} = {tokens:,} tokens (estimate):")
-    for label, activation_bytes in (("float32", 4), ("bf16 autocast", 2)):
-        memory = training_memory(config, batch_size, activation_bytes)
-        parts = ", ".join(f"{k} {v / 2**30:.2f}" for k, v in memory.items())
-        click.echo(f"  {label}: {sum(memory.values()) / 2**30:.2f} GiB ({parts})")
+    per_rank, shards = batch_size // ranks, ranks if parallel == "fsdp" else 1
+    where = f"in each of {ranks} processes ({parallel}) at batch {per_rank}" if ranks > 1 else f"at batch {batch_size}"
+    click.echo(f"training memory {where} x {config.context_length} = {per_rank * config.context_length:,} tokens (estimate):")
+    for precision, activation_bytes in (("float32", 4), ("bf16 autocast", 2)):
+        for recompute, how in ((False, ""), (True, " with activation checkpointing")):
+            memory = training_memory(config, per_rank, activation_bytes, shards=shards, activation_checkpointing=recompute)
+            parts = ", ".join(f"{k} {v / 2**30:.2f}" for k, v in memory.items())
+            click.echo(f"  {precision}{how}: {sum(memory.values()) / 2**30:.2f} GiB ({parts})")
 
 
 @cli.command()

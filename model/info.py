@@ -13,6 +13,7 @@ class ModelCost:
     matmul_params: int  # weights used in a matrix product per token: everything but the embedding lookups
     flops_per_token: int  # training (forward + backward)
     block_matrix_params: int  # the blocks' weight matrices: what Muon trains where it is used (train/optim.py)
+    layer_params: int  # one block's: what FSDP gathers whole for the block's forward and backward
 
     @property
     def attention_flops_per_token(self):
@@ -46,13 +47,15 @@ def model_cost(config: ModelConfig) -> ModelCost:
     matmul = non_embedding + (embedding if config.tie_embeddings else 0)
     attention_scores = 12 * config.n_layers * q_width * config.context_length
     block_matrices = config.n_layers * (attention + feed_forward)
-    return ModelCost(embedding + positions + non_embedding, non_embedding, matmul, 6 * matmul + attention_scores, block_matrices)
+    return ModelCost(embedding + positions + non_embedding, non_embedding, matmul, 6 * matmul + attention_scores, block_matrices,
+                     layer)
 
 
-def training_memory(config: ModelConfig, batch_size: int, activation_bytes: int, context_length=None, muon=False) -> dict:
-    """Bytes of weights, gradients, optimizer state and activations for one training step of
-    `batch_size` sequences of `context_length` tokens (None: the model's context): an estimate
-    (the tensors autograd keeps per token: per layer the block's inputs, norms, q/k/v,
+def training_memory(config: ModelConfig, batch_size: int, activation_bytes: int, context_length=None, muon=False,
+                    shards=1, activation_checkpointing=False) -> dict:
+    """Bytes of weights, gradients, optimizer state and activations for one training step of one
+    process on `batch_size` sequences of `context_length` tokens (None: the model's context): an
+    estimate (the tensors autograd keeps per token: per layer the block's inputs, norms, q/k/v,
     attention output and the feed-forward's intermediates, four for SwiGLU, two for GPT-2's MLP;
     the logits in float32 twice for the loss).
 
@@ -60,17 +63,29 @@ def training_memory(config: ModelConfig, batch_size: int, activation_bytes: int,
     `muon`, the blocks' matrices have Muon's one momentum instead of AdamW's two. Activations
     are `activation_bytes` per value (4 in float32, 2 under bf16 autocast). Attention is taken
     to be a fused kernel that keeps no T x T matrix (flash attention on GPU).
+
+    `shards`: the processes FSDP divides the weights, gradients and optimizer state among (1: a
+    process holds them whole, as under DDP); a sharded process also holds, whole, the weights of
+    what FSDP gathers at a time: two blocks (the one computing, the next one prefetched) and the
+    root (embeddings, final norm, head), at `activation_bytes` a value (bf16 copies on CUDA).
+    `activation_checkpointing`: of each block only its input is kept, and one block's
+    activations while it is recomputed.
     """
     cost = model_cost(config)
     d, q_width, kv = config.d_model, config.n_heads * config.head_dim, config.n_kv_heads * config.head_dim
     tokens = batch_size * (context_length or config.context_length)
     feed_forward = (2 if config.architecture == "gpt2" else 4) * config.d_ff  # GELU: W1 x, its GELU; SwiGLU: four
-    per_token_per_layer = 4 * d + 2 * q_width + 2 * kv + feed_forward
-    activations = tokens * (config.n_layers * per_token_per_layer * activation_bytes
-                            + config.vocab_size * (activation_bytes + 8) + 2 * d * 4)
+    per_layer = (4 * d + 2 * q_width + 2 * kv + feed_forward) * activation_bytes
+    layers = config.n_layers * d * activation_bytes + per_layer if activation_checkpointing else config.n_layers * per_layer
+    activations = tokens * (layers + config.vocab_size * (activation_bytes + 8) + 2 * d * 4)
     muon_params = cost.block_matrix_params if muon else 0
     optimizer = {"adamw": 8 * (cost.params - muon_params), **({"muon": 4 * muon_params} if muon else {})}
-    return {"weights": 4 * cost.params, "gradients": 4 * cost.params, **optimizer, "activations": activations}
+    state = {"weights": 4 * cost.params, "gradients": 4 * cost.params, **optimizer}
+    memory = {name: -(-size // shards) for name, size in state.items()}
+    if shards > 1:
+        root = cost.params - config.n_layers * cost.layer_params
+        memory["gathered weights"] = activation_bytes * (min(2, config.n_layers) * cost.layer_params + root)
+    return {**memory, "activations": activations}
 
 
 def sampling_memory(config: ModelConfig, num_samples: int, positions=None) -> dict:

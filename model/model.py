@@ -31,6 +31,7 @@ import math
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+from torch.utils.checkpoint import checkpoint
 
 from .config import ModelConfig
 
@@ -195,6 +196,9 @@ class TransformerLM(nn.Module):
         gpt2 = config.architecture == "gpt2"
         self.position_embedding = nn.Embedding(config.context_length, config.d_model) if gpt2 else None
         self.layers = nn.ModuleList(Block(config, i) for i in range(config.n_layers))
+        # Training with gradients keeps each block's input alone and recomputes the rest of its
+        # activations in the backward pass (the trainer's --activation-checkpointing).
+        self.activation_checkpointing = False
         self.norm = norm(config, config.d_model)
         self.lm_head = nn.Linear(config.d_model, config.vocab_size, bias=False)
         if config.tie_embeddings:
@@ -250,8 +254,9 @@ class TransformerLM(nn.Module):
             cos = sin = None
         else:
             cos, sin = self.rope_cos[start : start + T], self.rope_sin[start : start + T]
+        recompute = self.activation_checkpointing and torch.is_grad_enabled()
         for layer in self.layers:
-            x = layer(x, cos, sin, cache)
+            x = checkpoint(layer, x, cos, sin, use_reentrant=False) if recompute else layer(x, cos, sin, cache)
         if cache is not None:
             cache.length += T
         return self.norm(x)

@@ -3,9 +3,10 @@ without CUDA (CI has none); on a GPU machine `make test` runs them with the rest
 `pytest -m gpu` runs them alone.
 
 bf16 autocast with torch.compile, a one-process NCCL run stopped by SIGTERM and resumed
-exactly, CUDA sampling against the CPU, and the pinned, non-blocking loader.
+exactly, FSDP on one GPU, CUDA sampling against the CPU, and the pinned, non-blocking loader.
 """
 import json
+import shutil
 import signal
 import subprocess
 import sys
@@ -17,7 +18,8 @@ from click.testing import CliRunner
 
 from gptkit.model.checkpoint import load_model
 from gptkit.shared.errors import SettingError
-from tests.test_trainer import ENV, MODEL, ROOT, config, data, latest_step, model_json, records, run_flags, wait_for  # noqa: F401
+from tests.test_trainer import (ENV, MODEL, ROOT, config, data, latest_step, model_json, records, run_flags,  # noqa: F401
+                                torchrun, wait_for)
 from gptkit.train.trainer import Trainer, train
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")]
@@ -93,3 +95,26 @@ def test_a_model_too_large_for_the_gpu_is_refused_before_it_is_built(data, tmp_p
     with pytest.raises(SettingError, match=r"34\.\dB parameters.*more than the .* available on cuda") as refused:
         train(config(data, tmp_path / "run", str(huge), device="cuda"))
     assert refused.value.setting == "model" and not (tmp_path / "run").exists()
+
+
+def test_fsdp_on_one_gpu_trains_as_ddp_does_and_resumes_exactly(data, model_json, tmp_path):
+    """--parallel fsdp through NCCL (one process: every collective runs), with activation
+    checkpointing and FSDP's bf16 mixed precision: the losses of DDP's bf16 autocast, within bf16's
+    precision; a checkpoint one CPU process loads; a resume that repeats the run exactly."""
+    common = run_flags(data, None, model_json, device="cuda", max_steps=20, eval_interval=10, checkpoint_interval=10)
+    ddp = torchrun(1, *common, "--out", tmp_path / "ddp")
+    sharded = torchrun(1, *common, "--parallel", "fsdp", "--activation-checkpointing", "--out", tmp_path / "fsdp")
+    assert ddp.returncode == 0 and sharded.returncode == 0, (ddp.stderr + sharded.stderr)[-3000:]
+    assert "cuda:0 x 1 (torch.distributed nccl, FSDP2" in sharded.stdout
+    assert [r["loss"] for r in records(tmp_path / "fsdp")] == pytest.approx([r["loss"] for r in records(tmp_path / "ddp")], abs=0.05)
+    model, _ = load_model(tmp_path / "fsdp/latest")
+    assert all(p.dtype == torch.float32 and torch.isfinite(p).all() for p in model.parameters())
+
+    resumed = tmp_path / "resumed"
+    shutil.copytree(tmp_path / "fsdp", resumed, symlinks=True)
+    shutil.rmtree(next((resumed / "checkpoints").glob("step-000020_*")))
+    (resumed / "latest").unlink()
+    (resumed / "latest").symlink_to(next((resumed / "checkpoints").glob("step-000010_*")).relative_to(resumed))
+    again = torchrun(1, "--out", resumed, "--resume")
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert [r["loss"] for r in records(resumed)] == [r["loss"] for r in records(tmp_path / "fsdp")]

@@ -2,6 +2,7 @@
 import json
 import math
 import os
+import re
 import subprocess
 import sys
 
@@ -14,7 +15,7 @@ from gptkit.model.checkpoint import load_model, model_tensors, save_model
 from gptkit.model.cli import cli
 from gptkit.model.config import ModelConfig, load_config, preset_names
 from gptkit.model.generate import generate
-from gptkit.model.info import model_cost, sampling_memory
+from gptkit.model.info import model_cost, sampling_memory, training_memory
 from gptkit.model.model import MLP, Attention, FeedForward, KVCache, RMSNorm, TransformerLM, apply_rope, rope_frequencies, rope_tables
 from gptkit.shared.errors import InputError
 from tests.conftest import assert_input_error
@@ -726,6 +727,27 @@ def test_cli_info():
     assert any(line.startswith("parameters: ") and f"{cost.params:,}" in line for line in lines)
     assert any(line.startswith("training FLOPs per token: ") and f"{cost.flops_per_token:,}" in line for line in lines)
     assert "GiB" in res.stdout
+
+
+def test_cli_info_per_process_memory_with_fsdp_and_activation_checkpointing():
+    """`model info --ranks N --parallel fsdp`: one process's share of the state, the weights FSDP
+    gathers whole beside it, and activations with and without activation checkpointing."""
+    config = load_config("gpt2-medium")
+    res = assert_ok(invoke("info", "--config", "gpt2-medium", "--ranks", 8, "--parallel", "fsdp", "--batch-size", 64))
+    lines = res.stdout.splitlines()
+    assert "training memory in each of 8 processes (fsdp) at batch 8 x 1024 = 8,192 tokens (estimate):" in lines
+    gib = {line.split(":")[0].strip(): dict((k.strip(), float(v)) for k, v in re.findall(r"([a-z ]+) ([\d.]+)(?:,|\))", line.split("(", 1)[1]))
+           for line in lines if line.startswith("  ") and "GiB" in line}
+    plain, recomputed = gib["float32"], gib["float32 with activation checkpointing"]
+    params = model_cost(config).params
+    assert plain["weights"] == pytest.approx(4 * params / 8 / 2**30, abs=0.01) and plain["adamw"] == pytest.approx(8 * params / 8 / 2**30, abs=0.01)
+    assert plain["gathered weights"] > 0 and recomputed["activations"] < plain["activations"] / 2
+    whole = training_memory(config, 8, 4)  # DDP: every process holds the state whole, nothing gathered
+    assert whole["weights"] == 4 * params and "gathered weights" not in whole
+    sharded = training_memory(config, 8, 4, shards=8, activation_checkpointing=True)
+    assert sharded["weights"] == -(-4 * params // 8)
+    assert sharded["activations"] / 2**30 == pytest.approx(recomputed["activations"], abs=0.005)  # what the line printed
+    assert_input_error(invoke("info", "--config", "tiny", "--ranks", 3, "--batch-size", 8), "--batch-size 8", "--ranks 3")
 
 
 def test_cli_info_does_not_import_torch(tmp_path):

@@ -29,7 +29,7 @@ from gptkit.model.checkpoint import file_crc32, load_model
 from gptkit.model.config import ModelConfig, load_config
 from gptkit.model.config import preset_names as model_preset_names
 from gptkit.model.info import training_memory
-from gptkit.model.model import TransformerLM
+from gptkit.model.model import Block, TransformerLM
 from gptkit.shared.errors import SettingError
 from gptkit.shared.shard_dir import ShardDir
 from gptkit.shared.shards import ShardHeader
@@ -551,6 +551,26 @@ def test_a_checkpoint_of_another_model_is_refused(data, model_json, tmp_path):
     assert latest_step(run) == 2
 
 
+def test_activation_checkpointing_recomputes_each_block_and_trains_the_same_run(data, model_json, tmp_path, monkeypatch):
+    calls, forward = [], Block.forward
+
+    def counted(self, *args, **kwargs):
+        calls.append(torch.is_grad_enabled())
+        return forward(self, *args, **kwargs)
+
+    monkeypatch.setattr(Block, "forward", counted)
+    runs = {}
+    for recompute in (False, True):
+        calls.clear()
+        train(config(data, tmp_path / str(recompute), model_json, max_steps=3, eval_interval=3, activation_checkpointing=recompute))
+        runs[recompute] = calls.count(True)  # the blocks' forwards with gradients: training's, and the recomputed ones
+    assert (runs[False], runs[True]) == (3 * MODEL["n_layers"], 2 * 3 * MODEL["n_layers"])
+    for key in ("loss", "grad_norm", "val_loss"):
+        assert [r[key] for r in records(tmp_path / "True", key)] == [r[key] for r in records(tmp_path / "False", key)]
+    a, b = weights(tmp_path / "True/latest"), weights(tmp_path / "False/latest")
+    assert all(torch.equal(a[k], b[k]) for k in a)
+
+
 def test_init_from_starts_a_new_run_from_a_checkpoints_weights(data, model_json, tmp_path):
     source, copy, tuned, scratch = (tmp_path / name for name in ("source", "copy", "tuned", "scratch"))
     train(config(data, source, model_json, max_steps=40))
@@ -884,7 +904,7 @@ def test_ddp_on_two_processes_matches_one(data, model_json, tmp_path, optimizer)
     assert single.returncode == 0, single.stderr
     ddp = torchrun(2, *common, "--out", tmp_path / "two")
     assert ddp.returncode == 0, ddp.stderr[-3000:]
-    assert "cpu x 2 (torch.distributed gloo, 1 thread)" in ddp.stdout and ddp.stdout.count("| loss ") == 4  # rank 0 alone logs
+    assert "cpu x 2 (torch.distributed gloo, DDP, 1 thread)" in ddp.stdout and ddp.stdout.count("| loss ") == 4  # rank 0 alone logs
     for key in ("loss", "val_loss", "val_bpb"):
         one, two = records(tmp_path / "one", key), records(tmp_path / "two", key)
         assert [r["step"] for r in one] == [r["step"] for r in two] and one
@@ -902,7 +922,7 @@ def test_torchrun_with_one_process_takes_the_distributed_path(data, model_json, 
                           capture_output=True, timeout=120).returncode == 0
     one = torchrun(1, *common, "--out", tmp_path / "one")
     assert one.returncode == 0, one.stderr[-3000:]
-    assert "cpu x 1 (torch.distributed gloo, 1 thread)" in one.stdout
+    assert "cpu x 1 (torch.distributed gloo, DDP, 1 thread)" in one.stdout
     for key in ("loss", "grad_norm", "val_loss"):
         assert [r[key] for r in records(tmp_path / "one", key)] == [r[key] for r in records(tmp_path / "plain", key)]
 

@@ -19,29 +19,37 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from gptkit.model.checkpoint import (CheckpointError, check_file, load_model, read_checkpoint_config, read_tensors, save_model,
-                                     save_tensors)
+from gptkit.model.checkpoint import (CheckpointError, check_file, load_model, model_tensors, read_checkpoint_config,
+                                     read_tensors, save_model, save_tensors)
 from gptkit.model.config import ModelConfig
 from gptkit.model.model import TransformerLM
 from gptkit.shared.errors import GptkitError, SettingError
 from gptkit.shared.files import atomic_symlink, remove_directory, remove_stale_temporaries, sync_directory
 from gptkit.shared.jsonfile import is_count, read_json
 
+from .fsdp import placed, whole
 from .run_dir import CHECKPOINTS, LATEST
 
 OPTIMIZER_FILE, STATE_FILE = "optimizer.safetensors", "trainer_state.json"
 
 
 class Checkpoints:
-    def __init__(self, run_dir, keep_last):
-        self.run_dir, self.keep_last = Path(run_dir), keep_last
+    def __init__(self, run_dir, keep_last, master=True):
+        """`master`: this process writes (rank 0); the others only take part in gathering sharded tensors."""
+        self.run_dir, self.keep_last, self.master = Path(run_dir), keep_last, master
         self.directory, self.latest = self.run_dir / CHECKPOINTS, self.run_dir / LATEST
 
-    def save(self, model, tokenizer, eot_id, optimizers, state) -> Path:
+    def save(self, model, tokenizer, eot_id, optimizers, state) -> Path | None:
         """Write a checkpoint of `model` and `optimizers` with the trainer's `state` (step, tokens,
         config_digest, schedule), point `latest` at it, and delete the oldest beyond keep_last. A
         checkpoint that cannot be written (a full disk) is an error naming it and the last one,
-        which `latest` still points at, and leaves nothing under its name."""
+        which `latest` still points at, and leaves nothing under its name. Every process calls it
+        (the tensors of a sharded model are gathered from all of them); the master writes, and
+        returns the checkpoint's directory (the others: None)."""
+        weights = whole(model_tensors(model), self.master)
+        tensors = whole({f"{k}/{n}": t for k, o in optimizers.items() for n, t in o.state_tensors().items()}, self.master)
+        if not self.master:
+            return None
         name = f"step-{state['step']:06d}_tokens-{state['tokens']}"
         directory = self.directory / name
         # Of the random-number state only torch's CPU generator is saved, and a resume restores it.
@@ -50,10 +58,9 @@ class Checkpoints:
         # ("rng.cuda", "loader") resume all the same: the resume never read them.
         state = {**state, "optimizer_steps": {k: getattr(o, "steps", state["step"]) for k, o in optimizers.items()},
                  "rng": {"torch": torch.get_rng_state().numpy().tobytes().hex()}}
-        tensors = {f"{k}/{n}": t for k, o in optimizers.items() for n, t in o.state_tensors().items()}
         try:
-            save_model(model, tokenizer, directory, eot_id=eot_id, extra_files={
-                OPTIMIZER_FILE: lambda path: save_tensors({k: v.contiguous().cpu() for k, v in tensors.items()}, path),
+            save_model(model, tokenizer, directory, eot_id=eot_id, tensors=weights, extra_files={
+                OPTIMIZER_FILE: lambda path: save_tensors({k: v.contiguous() for k, v in tensors.items()}, path),
                 STATE_FILE: lambda path: path.write_text(json.dumps(state, indent=2) + "\n"),
             })
             sync_directory(self.directory)  # the checkpoint reaches the disk under its name before the pointer to it
@@ -66,7 +73,7 @@ class Checkpoints:
             remove_stale_temporaries(self.directory / stale.name[1:].rsplit(".tmp-", 1)[0])
         return directory
 
-    def read(self, checkpoint, model_config, tokenizer, data, optimizers, device) -> Saved:
+    def read(self, checkpoint, model_config, tokenizer, data, optimizers) -> Saved:
         """What a resume takes from `checkpoint`, every file checked, nothing applied yet. A
         checkpoint of another tokenizer than that of the run's `data`, or of another model than
         `model_config`, the run's, is refused."""
@@ -78,8 +85,8 @@ class Checkpoints:
             _check_tokenizer(checkpoint, config, tokenizer, data)
             _check_model(checkpoint, config, model_config)
             state = _read_state(checkpoint, config, optimizers)
-            model, _ = load_model(checkpoint, device)
-            tensors = _read_optimizer_tensors(checkpoint, config, optimizers, device)
+            model, _ = load_model(checkpoint)  # whole, in host memory: restore() puts each tensor in place
+            tensors = _read_optimizer_tensors(checkpoint, config, optimizers)
         except CheckpointError as e:
             raise CheckpointError(f"{e}; {self._intact_note(checkpoint, optimizers)}") from None
         return Saved(state, model, tensors)
@@ -119,12 +126,16 @@ class Saved:
     model: TransformerLM
     optimizer_tensors: dict
 
+    @torch.no_grad()
     def restore(self, model, optimizers):
-        """Put the checkpoint's weights, optimizer state and random-number state in place."""
-        model.load_state_dict(self.model.state_dict())
+        """Put the checkpoint's weights, optimizer state and random-number state in place: each
+        tensor whole, or as the shard of it this process holds where the model is sharded."""
+        saved = self.model.state_dict()
+        for name, tensor in model.state_dict().items():
+            tensor.copy_(placed(saved[name], tensor))
         for key, optimizer in optimizers.items():
             prefix = f"{key}/"
-            optimizer.load_state_tensors({k[len(prefix):]: v for k, v in self.optimizer_tensors.items() if k.startswith(prefix)},
+            optimizer.load_state_tensors({n: placed(self.optimizer_tensors[prefix + n], t) for n, t in optimizer.state_tensors().items()},
                                          self.state["optimizer_steps"][key])
         torch.set_rng_state(torch.from_numpy(np.frombuffer(bytes.fromhex(self.state["rng"]["torch"]), np.uint8).copy()))
 
@@ -198,9 +209,9 @@ def _state_problem(state, optimizers):
     return None
 
 
-def _read_optimizer_tensors(checkpoint, config, optimizers, device):
+def _read_optimizer_tensors(checkpoint, config, optimizers):
     path = checkpoint / OPTIMIZER_FILE
-    tensors = read_tensors(checkpoint, OPTIMIZER_FILE, config, device)
+    tensors = read_tensors(checkpoint, OPTIMIZER_FILE, config)
     for key, optimizer in optimizers.items():
         for name, tensor in optimizer.state_tensors().items():
             saved = tensors.get(f"{key}/{name}")

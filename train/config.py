@@ -53,6 +53,11 @@ class TrainConfig:
                                     metavar="DIR")
     seed: int = setting(1337, "Seed of the model's initialization, the random loader and the samples.")
     device: str = setting("auto", "auto | cpu | cuda.")
+    parallel: str = setting("ddp", "With several processes: ddp (each holds the whole model, its gradients and optimizer "
+                                   "state) | fsdp (FSDP2: each holds a 1/N shard of them).")
+    activation_checkpointing: bool = setting(False, "Keep each block's input only and recompute its activations in the "
+                                                    "backward pass: far less activation memory for about a third more "
+                                                    "compute.")
     compile: bool | None = setting(None, "Compile the model with torch.compile (costs 30-40 s on CPU and gains nothing "
                                          "there).", shown="on CUDA")
     # Batch: each optimizer step sees batch_size x grad_accum sequences of context_length tokens;
@@ -124,6 +129,9 @@ class TrainConfig:
         for name, allowed in CHOICES.items():
             if getattr(self, name) not in allowed:
                 raise SettingError(name, f"{getattr(self, name)!r}: expected one of {', '.join(allowed)}")
+        if self.parallel == "fsdp" and self.optimizer == "muon":
+            raise SettingError("parallel", "fsdp: Muon orthogonalizes whole matrices and fsdp shards them; train with "
+                                           "--optimizer adamw, or --parallel ddp")
         for name in SWITCHES:
             value = getattr(self, name)
             if not isinstance(value, bool) and not (value is None and FIELDS[name].default is None):
@@ -212,9 +220,9 @@ def resolve_model(config: TrainConfig, vocab_size: int) -> tuple[TrainConfig, Mo
 
 # What __post_init__ checks, field by field.
 PATHS = {"data": "a pretokenize output directory", "out": "a run directory"}
-CHOICES = {"device": ("auto", "cpu", "cuda"), "loader": ("random", "sequential"), "optimizer": ("adamw", "muon"),
-           "schedule": ("cosine", "wsd")}
-SWITCHES = ("compile", "verify_data", "decay_embeddings")  # None stays allowed where the default is None
+CHOICES = {"device": ("auto", "cpu", "cuda"), "parallel": ("ddp", "fsdp"), "loader": ("random", "sequential"),
+           "optimizer": ("adamw", "muon"), "schedule": ("cosine", "wsd")}
+SWITCHES = ("compile", "activation_checkpointing", "verify_data", "decay_embeddings")  # None stays allowed where the default is None
 # Whole numbers and their least value (None stays allowed where the default is None).
 WHOLE = {"batch_size": 1, "grad_accum": 1, "max_steps": 1, "max_tokens": 1, "context_length": 1, "eval_tokens": 1,
          "log_interval": 1, "keep_last": 1, "sample_tokens": 1, "checkpoint_tokens": 1, "warmup_steps": 0,

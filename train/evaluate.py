@@ -3,6 +3,7 @@ per byte of text (eval/loss.py computes both, for `gptkit eval` too), and the fi
 the loss of a model that knows only token frequencies."""
 from __future__ import annotations
 
+import numpy as np
 import torch
 import torch.distributed as dist
 
@@ -14,18 +15,22 @@ from gptkit.eval.tasks import read_hellaswag
 class Evaluator:
     """The validation loss of a model on the first `eval_tokens` tokens of the val split, the same
     sequences in every evaluation of every run. The ranks share the sequences, each in batches of
-    its own batch size, and add up their sums."""
+    its own batch size, and add up their sums. `sharded`: the model is (train/fsdp.py)."""
 
-    def __init__(self, val_data, tokenizer, context_length, config, rank, world, device, ddp):
-        self.sequences = eval_sequences(val_data, context_length, config.eval_tokens)[rank::world]
+    def __init__(self, val_data, tokenizer, context_length, config, rank, world, device, ddp, sharded=False):
+        sequences = eval_sequences(val_data, context_length, config.eval_tokens)
+        self.sequences = sequences[rank::world]
         self.batch_size = config.batch_size // world
         self.token_bytes = torch.tensor(token_bytes(tokenizer), device=device)
         self.ddp = ddp
+        self.idle = Idle(sequences[:1], _passes(sequences[0::world], self.batch_size) - _passes(self.sequences, self.batch_size)
+                         if sharded else 0)
 
     def __call__(self, model, autocast) -> tuple[float, float, int]:
         """(loss in nats per token, bits per byte, tokens)."""
         model.eval()
         sums = loss_sums(model, self.sequences, self.token_bytes, self.batch_size, autocast)
+        self.idle(model, autocast)
         if self.ddp:
             dist.all_reduce(sums)
         return summary(sums)[:3]
@@ -36,19 +41,46 @@ class HellaSwag:
     it. Every rank reads and checks the whole file (a bad line stops them all at the start), then
     scores its share of the items; the ranks add up their counts."""
 
-    def __init__(self, path, tokenizer, bos_id, context_length, batch_size, rank, world, ddp):
-        """`bos_id`: what a text starts with, as in the run's samples (its data's end-of-text id)."""
-        self.items = frame(read_hellaswag(path), tokenizer, bos_id, context_length, path).items[rank::world]
+    def __init__(self, path, tokenizer, bos_id, context_length, batch_size, rank, world, ddp, sharded=False):
+        """`bos_id`: what a text starts with, as in the run's samples (its data's end-of-text id);
+        `sharded`: the model is (train/fsdp.py)."""
+        items = frame(read_hellaswag(path), tokenizer, bos_id, context_length, path).items
+        self.items = items[rank::world]
         self.batch_size, self.ddp = batch_size, ddp
+        rows = [sum(len(item.choices) for item in items[r::world]) for r in range(world)]  # score() passes batches of rows
+        first = items[0].prompt + items[0].choices[0]
+        self.idle = Idle(np.array([first]), _passes(range(max(rows)), batch_size) - _passes(range(rows[rank]), batch_size)
+                         if sharded else 0)
 
     def __call__(self, model, autocast) -> tuple[float, float, int]:
         """(acc, acc_norm, items)."""
         model.eval()
         totals = score(model, self.items, self.batch_size, autocast).totals()
+        self.idle(model, autocast)
         if self.ddp:
             dist.all_reduce(totals)
         right, right_norm, count = totals.tolist()
         return right / count, right_norm / count, int(count)
+
+
+class Idle:
+    """Forward passes whose results are dropped. Under FSDP every forward pass gathers weights from
+    every rank, so all ranks must make as many: a rank whose share of an evaluation takes fewer
+    batches than rank 0's makes up the difference on `window` (an array of one row of ids)."""
+
+    def __init__(self, window, passes):
+        self.window, self.passes = torch.from_numpy(np.asarray(window, np.int64)), passes
+
+    @torch.no_grad()
+    def __call__(self, model, autocast):
+        ids = self.window.to(next(model.parameters()).device)
+        for _ in range(self.passes):
+            with autocast:
+                model.token_losses(ids[:, :-1], ids[:, 1:])
+
+
+def _passes(rows, batch_size):
+    return -(-len(rows) // batch_size)
 
 
 def unigram_comparison(val_loss, val_bpb, entropy):

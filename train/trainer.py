@@ -39,6 +39,7 @@ from .checkpointing import Checkpoints, initial_model, load_initial_weights
 from .config import LENGTH, TrainConfig, completed, fixed_difference, resolve_model
 from .data import Loader, ShardData, data_tokenizer
 from .evaluate import Evaluator, HellaSwag, unigram_comparison
+from .fsdp import local, shard
 from .optim import build_optimizers
 from .recipe import recipe_config
 from .report import StepReport, replan_report, sample_report, validation_report
@@ -130,22 +131,28 @@ class Trainer:
             raise SettingError("batch_size", f"{config.batch_size}: not divisible among {world} processes "
                                              "(it counts the sequences of all of them)")
         self.loader = Loader(self.train_data, config.loader, config.batch_size // world, self.context, config.seed, rank, world, config.grad_accum)
-        self.evaluator = Evaluator(val_data, self.tokenizer, self.context, config, rank, world, device, ddp)
+        self.sharded = ddp and config.parallel == "fsdp"
+        self.evaluator = Evaluator(val_data, self.tokenizer, self.context, config, rank, world, device, ddp, self.sharded)
         self.hellaswag = HellaSwag(config.eval_hellaswag, self.tokenizer, self.eot_id, model_config.context_length,
-                                   config.batch_size // world, rank, world, ddp) if config.eval_hellaswag else None
+                                   config.batch_size // world, rank, world, ddp, self.sharded) if config.eval_hellaswag else None
         self.tokens_per_step = config.batch_size * self.context * config.grad_accum
         self.planner = Planner(self.config, self.tokens_per_step, self.master)
 
         # A model too large for the device is refused before it is built, not by the allocator
-        self.memory = _memory(given.model, model_config, config.batch_size // world, self.context, config.optimizer, device)
+        self.memory = _memory(given.model, model_config, config.batch_size // world, self.context, config,
+                              world if self.sharded else 1, device)
         self.memory.check()
         torch.manual_seed(config.seed)
         with self.memory.guard():
-            self.model = TransformerLM(model_config).to(device)
+            # A model to shard is made whole in host memory and reaches the device one shard at a time.
+            self.model = TransformerLM(model_config).to("cpu" if self.sharded else device)
+            self.model.activation_checkpointing = config.activation_checkpointing
             if config.init_from and not resume:
                 load_initial_weights(self.model, config.init_from)
+            if self.sharded:
+                shard(self.model, device)
             self.optimizers = build_optimizers(self.model, config, rank, world)
-        self.run_dir, self.checkpoints = RunDir(config.out, self.master), Checkpoints(config.out, config.keep_last)
+        self.run_dir, self.checkpoints = RunDir(config.out, self.master), Checkpoints(config.out, config.keep_last, self.master)
         self.step, self.tokens = 0, 0
         if resume:  # a run begun before config.json held the model itself hashed the preset name or file path
             self._resume(self.checkpoints.latest if resume is True else Path(resume), {self.config.digest(), given.digest()})
@@ -158,10 +165,10 @@ class Trainer:
             torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = True
         compile_model = device.type == "cuda" if config.compile is None else config.compile
         self.forward = torch.compile(self.model) if compile_model else self.model
-        if ddp:
+        if ddp and not self.sharded:
             self.forward = DistributedDataParallel(self.forward, device_ids=[device.index] if device.type == "cuda" else None,
                                                    gradient_as_bucket_view=True)
-        self.backend = f"torch.distributed {dist.get_backend()}" if ddp else "one process"
+        self.backend = f"torch.distributed {dist.get_backend()}, {'FSDP2' if self.sharded else 'DDP'}" if ddp else "one process"
         self.compiled = compile_model
         self.stop_signal = None
 
@@ -212,7 +219,7 @@ class Trainer:
                 val_loss, val_bpb = self._validation_loss()
                 if last:
                     self._log(unigram_comparison(val_loss, val_bpb, self.data_dir.unigram_entropy))
-            if sample_due and self.master:
+            if sample_due and (self.master or self.sharded):  # a sharded model decodes on every process
                 self._sample()
             if save_due or stopping:
                 self._save()
@@ -247,16 +254,24 @@ class Trainer:
         loss_sum = torch.zeros((), device=self.device)
         for micro in range(config.grad_accum):
             inputs, targets = next(self.batches)
-            sync = not self.ddp or micro == config.grad_accum - 1
-            with (contextlib.nullcontext() if sync else self.forward.no_sync()), self.autocast:
+            with self._gradient_sync(micro == config.grad_accum - 1), self.autocast:
                 _, loss = self.forward(inputs, targets)
             (loss / config.grad_accum).backward()
             loss_sum += loss.detach()
-        grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), config.grad_clip or math.inf)
+        grad_norm = local(torch.nn.utils.clip_grad_norm_(self.model.parameters(), config.grad_clip or math.inf))
         for optimizer in self.optimizers.values():
             optimizer.step(lr)
         self.model.zero_grad(set_to_none=True)
         return loss_sum / config.grad_accum, grad_norm
+
+    def _gradient_sync(self, last_micro_step):
+        """Where the gradients of a micro-step's backward are reduced among the processes: on the
+        last micro-step only, the others accumulate locally."""
+        if self.sharded:
+            self.model.set_requires_gradient_sync(last_micro_step)
+        elif self.ddp and not last_micro_step:
+            return self.forward.no_sync()
+        return contextlib.nullcontext()
 
     def _sync(self, window):
         """The host learns what the device did since the last sync: the loss (averaged over the
@@ -356,17 +371,15 @@ class Trainer:
 
     def _save(self):
         self.recipe = None  # a run with a checkpoint is kept, however slow (every rank knows it)
-        if self.master:
-            state = {"step": self.step, "tokens": self.tokens, "config_digest": self.config.digest(),
-                     "schedule": self.planner.schedule.state()}
-            directory = self.checkpoints.save(self.model, self.tokenizer, self.eot_id, self.optimizers, state)
-            self._log(f"saved {directory}")
+        state = {"step": self.step, "tokens": self.tokens, "config_digest": self.config.digest(),
+                 "schedule": self.planner.schedule.state()}
+        directory = self.checkpoints.save(self.model, self.tokenizer, self.eot_id, self.optimizers, state)
+        self._log(f"saved {directory}")
 
     def _resume(self, checkpoint, digests):
         """Continue from `checkpoint`, which must be this run's: the same model, and the same
         settings but for the length (`digests`: the hashes of them that are this run's)."""
-        saved = self.checkpoints.read(checkpoint, self.model.config, self.tokenizer, self.config.data, self.optimizers,
-                                      self.device)
+        saved = self.checkpoints.read(checkpoint, self.model.config, self.tokenizer, self.config.data, self.optimizers)
         if saved.state["config_digest"] not in digests:
             difference = fixed_difference(load_run_config(self.run_dir.path), self.config) or "the run's config.json was edited"
             raise SettingError("resume", f"{self.run_dir.path}: the settings differ from the run's ({difference})")
@@ -380,6 +393,8 @@ class Trainer:
         --max-time), a plan re-made from this step, recorded in config.json and metrics.jsonl."""
         then = load_run_config(self.run_dir.path)
         new_length = any(then.get(k) != getattr(self.config, k) for k in LENGTH)
+        if self.ddp:  # every rank has read the old length before rank 0 records the new one below
+            dist.barrier()
         self.planner.resume(saved, self.step, new_length)
         if not new_length:
             return
@@ -419,11 +434,13 @@ def _initialized(config, tokenizer):
     return dataclasses.replace(config, init_from=checkpoint, model=initial_model(checkpoint, tokenizer, config.data))
 
 
-def _memory(model, model_config, batch_size, context, optimizer, device) -> Memory:
+def _memory(model, model_config, batch_size, context, config, shards, device) -> Memory:
     """What one process training `model_config` on `batch_size` sequences of `context` tokens
-    needs on `device` (activations in bf16 under CUDA's autocast); `model`: the setting it came
-    from, named where it is a preset or a file."""
-    needed = training_memory(model_config, batch_size, 2 if device.type == "cuda" else 4, context, muon=optimizer == "muon")
+    needs on `device` (activations in bf16 under CUDA's autocast), with the optimizer and
+    activation checkpointing of `config` and its state in `shards` (FSDP); `model`: the setting
+    it came from, named where it is a preset or a file."""
+    needed = training_memory(model_config, batch_size, 2 if device.type == "cuda" else 4, context, muon=config.optimizer == "muon",
+                             shards=shards, activation_checkpointing=config.activation_checkpointing)
     name = f"{model}: " if isinstance(model, str) else ""
     return Memory(needed, device, "model", f"{name}{describe(model_config)}, trained at batch {batch_size} x {context}",
                   "choose a smaller --model or --batch-size")

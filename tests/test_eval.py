@@ -359,7 +359,9 @@ def test_train_scores_hellaswag_at_every_evaluation_and_plots_it(data, tmp_path,
     file = write_jsonl(tmp_path / "hs.jsonl", hellaswag_items(5))
     run = tmp_path / "run"
     model = write_model(tmp_path / "model.json", context_length=32)
-    train(config(data, run, model, max_steps=4, eval_interval=2, eval_hellaswag=file))
+    monkeypatch.chdir(tmp_path)
+    train(config(data, run, model, max_steps=4, eval_interval=2, eval_hellaswag=file.name))
+    assert json.loads((run / "config.json").read_text())["eval_hellaswag"] == str(file)  # a resume from elsewhere finds it
     evaluations = records(run, "val_loss")
     assert [r["step"] for r in evaluations] == [2, 4]
     assert all(0 <= r["hellaswag_acc"] <= 1 and 0 <= r["hellaswag_acc_norm"] <= 1 for r in evaluations)

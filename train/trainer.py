@@ -412,12 +412,13 @@ class Trainer:
 
 
 def _data_as_recorded(config, resume):
-    """A new run records its data directory as an absolute path, so that a resume from another
-    working directory finds it; a resume given the run's directory under another name (../data,
-    a link to it) takes the run's spelling, since the settings a resume must keep are compared as
-    written."""
+    """A new run records its data directory (and --eval-hellaswag's file) as an absolute path, so
+    that a resume from another working directory finds it; a resume given the run's directory
+    under another name (../data, a link to it) takes the run's spelling, since the settings a
+    resume must keep are compared as written."""
     if not resume:
-        return dataclasses.replace(config, data=str(Path(config.data).resolve()))
+        hellaswag = config.eval_hellaswag and str(Path(config.eval_hellaswag).resolve())
+        return dataclasses.replace(config, data=str(Path(config.data).resolve()), eval_hellaswag=hellaswag)
     recorded = load_run_config(config.out).get("data")
     if isinstance(recorded, str) and Path(recorded).resolve() == Path(config.data).resolve():
         return dataclasses.replace(config, data=recorded)

@@ -72,7 +72,10 @@ def write_jsonl(path, items):
 
 
 def invoke(*args):
-    return CliRunner().invoke(cli, [str(a) for a in args])
+    """`gptkit eval ARGS`; a scoring command on the CPU, whose numbers the tests compare with CPU
+    computations (on a GPU machine --device auto would score under bf16 autocast)."""
+    device = ["--device", "cpu"] if args[0] in ("text", "hellaswag", "choice") and "--device" not in args else []
+    return CliRunner().invoke(cli, [str(a) for a in (*args, *device)])
 
 
 def ok(*args):

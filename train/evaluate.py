@@ -23,8 +23,9 @@ class Evaluator:
         self.batch_size = config.batch_size // world
         self.token_bytes = torch.tensor(token_bytes(tokenizer), device=device)
         self.ddp = ddp
-        self.idle = Idle(sequences[:1], _passes(sequences[0::world], self.batch_size) - _passes(self.sequences, self.batch_size)
-                         if sharded else 0)
+        # rank 0's share is the largest: [0::world] takes the first of every group of `world`
+        self.idle = Idle(sequences[:1], _passes(len(sequences[0::world]), self.batch_size)
+                         - _passes(len(self.sequences), self.batch_size) if sharded else 0)
 
     def __call__(self, model, autocast) -> tuple[float, float, int]:
         """(loss in nats per token, bits per byte, tokens)."""
@@ -49,7 +50,7 @@ class HellaSwag:
         self.batch_size, self.ddp = batch_size, ddp
         rows = [sum(len(item.choices) for item in items[r::world]) for r in range(world)]  # score() passes batches of rows
         first = items[0].prompt + items[0].choices[0]
-        self.idle = Idle(np.array([first]), _passes(range(max(rows)), batch_size) - _passes(range(rows[rank]), batch_size)
+        self.idle = Idle(np.array([first]), _passes(max(rows), batch_size) - _passes(rows[rank], batch_size)
                          if sharded else 0)
 
     def __call__(self, model, autocast) -> tuple[float, float, int]:
@@ -80,7 +81,8 @@ class Idle:
 
 
 def _passes(rows, batch_size):
-    return -(-len(rows) // batch_size)
+    """Forward passes of `rows` rows in batches of `batch_size`."""
+    return -(-rows // batch_size)
 
 
 def unigram_comparison(val_loss, val_bpb, entropy):

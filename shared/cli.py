@@ -104,7 +104,7 @@ class DefaultGroup(Group):
 
     A first word that is no command goes to the default command only where that command takes
     it (a path it reads); a word like a command's name (`plto`, `inpsect`) that is no existing
-    path is a mistyped command."""
+    path is a mistyped command. `tool --help` shows the default command's options with the group's."""
 
     def parse_args(self, ctx, args):
         if args and args[0] not in self.commands and args[0] not in ctx.help_option_names and args[0] != "--version":
@@ -117,6 +117,24 @@ class DefaultGroup(Group):
                     self.no_such_command(ctx, word)
             args = [default, *args]
         return super().parse_args(ctx, args)
+
+    def _default(self, ctx):
+        """The default command and a context for it, to show its usage and options."""
+        name = next(iter(self.commands))
+        return self.commands[name], click.Context(self.commands[name], info_name=name, parent=ctx)
+
+    def format_usage(self, ctx, formatter):
+        command, sub = self._default(ctx)
+        formatter.write_usage(ctx.command_path, " ".join(command.collect_usage_pieces(sub)))
+        formatter.write_usage(ctx.command_path, " ".join(Group.collect_usage_pieces(self, ctx)), prefix="   or: ")
+
+    def format_options(self, ctx, formatter):
+        """The default command's options before the group's: `tool --help` shows what `tool` takes."""
+        command, sub = self._default(ctx)
+        rows = [p.get_help_record(sub) for p in command.params if isinstance(p, click.Option)]
+        with formatter.section(f"Options of {command.name}, the default command"):
+            formatter.write_dl([row for row in rows if row is not None])
+        super().format_options(ctx, formatter)
 
 
 def version_option(command):

@@ -43,6 +43,22 @@ def test_version(args):
     assert res.exit_code == 0 and res.stdout == f"gptkit {gptkit.__version__}\n"
 
 
+def test_a_group_with_a_default_command_shows_its_options_and_still_lists_its_commands():
+    defaults = [(path, group) for path, group in commands() if isinstance(group, shared_cli.DefaultGroup)]
+    assert [path for path, _ in defaults] == [("gptkit", "pretokenize"), ("gptkit", "train")]
+    for path, group in defaults:
+        res = CliRunner().invoke(cli, [*path[1:], "--help"], prog_name="gptkit")
+        assert res.exit_code == 0
+        default = next(iter(group.commands))
+        assert f"Options of {default}, the default command:" in res.stdout
+        listed = [line.split()[0] for line in res.stdout.split("Commands:", 1)[1].splitlines() if line.strip()]
+        assert listed == list(group.commands)
+        for option in (p for p in group.commands[default].params if isinstance(p, click.Option)):
+            assert all(name in res.stdout for name in option.opts), (path, option.opts)
+    train = CliRunner().invoke(cli, ["train", "--help"], prog_name="gptkit").stdout
+    assert "--max-steps" in train and "--data" in train and train.startswith("Usage: gptkit train [OPTIONS]\n")
+
+
 @pytest.mark.parametrize("args, line", [
     (["train", "plto"], "Error: No such command 'plto'; did you mean 'plot'? (see 'gptkit train --help')"),
     (["pretokenize", "inpsect"], "Error: No such command 'inpsect'; did you mean 'inspect'? (see 'gptkit pretokenize --help')"),

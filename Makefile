@@ -34,6 +34,9 @@ BENCH_DATA ?= data/bench
 PY := $(VENV)/bin/python
 GPTKIT := $(VENV)/bin/gptkit
 THREADS_FLAG = $(if $(THREADS),--threads $(THREADS))
+# $(call needs,PATHS,WHAT,HOW): a step whose input an earlier step makes checks it first, so that a
+# step taken too soon says which one to run (ls: CORPUS may be a glob).
+needs = @ls -d $(1) >/dev/null 2>&1 || { echo "Error: $(1): no such $(2); $(3)" >&2; exit 2; }
 
 .PHONY: help install demo test bench corpus data tokenizer encode train sample plot
 
@@ -69,6 +72,8 @@ bench: install ## Benchmarks against the reference clients; corpora from ../shar
 	$(PY) bench/sample.py
 	$(PY) bench/train.py
 
+NO_CORPUS = make corpus CORPUS=$(CORPUS) generates stories there (or make data downloads a corpus into data/DATASET)
+
 corpus: install ## Generate CORPUS_SIZE of simple English stories (the embedded corpus) into CORPUS.
 	$(GPTKIT) stories --out $(CORPUS) --size $(CORPUS_SIZE) $(if $(filter data/stories.txt,$(CORPUS)),--overwrite)
 
@@ -81,18 +86,25 @@ data: install ## Download DATASET (tinystories | fineweb-edu) into data/DATASET,
 	$(GPTKIT) pretokenize download $(DATASET) --out data/$(DATASET)
 
 tokenizer: install $(filter data/stories.txt,$(CORPUS)) ## Train a byte-level BPE on CORPUS with VOCAB_SIZE tokens, written to TOKENIZER (one per corpus).
+	$(call needs,$(CORPUS),corpus,$(NO_CORPUS))
 	$(GPTKIT) tokenizer train --input $(CORPUS) --vocab-size $(VOCAB_SIZE) --out $(TOKENIZER) $(THREADS_FLAG)
 
 encode: install $(filter data/stories.txt,$(CORPUS)) ## Encode CORPUS with TOKENIZER into train/val token shards in DATA; VAL_CORPUS, if any, is the val split.
+	$(call needs,$(CORPUS),corpus,$(NO_CORPUS))
+	$(call needs,$(TOKENIZER),tokenizer,make tokenizer trains it)
 	$(GPTKIT) pretokenize --tokenizer $(TOKENIZER) --input $(CORPUS) $(if $(VAL_CORPUS),--val-input $(VAL_CORPUS)) \
 		--out $(DATA) $(THREADS_FLAG)
 
 train: install ## Train on DATA into RUN: the recipe, or the CONFIG preset; GPUS=N>1: one process per GPU (--nproc-per-node); ARGS adds flags.
+	$(call needs,$(DATA),data directory,make encode writes it)
 	$(GPTKIT) train $(if $(filter-out 0 1,$(GPUS)),--nproc-per-node $(GPUS)) \
 		$(if $(CONFIG),--config $(CONFIG)) --data $(DATA) --out $(RUN) $(THREADS_FLAG) $(ARGS)
 
+# No run of its own: not the demo's model in its place (RUN's was asked for), but its name if there is one.
 sample: install ## Continue PROMPT with the checkpoint CKPT.
+	$(call needs,$(CKPT),checkpoint,make train writes it$$(test -e $(DEMO)/run/latest && echo " (the demo's model: make sample CKPT=$(DEMO)/run/latest)"))
 	$(GPTKIT) sample --checkpoint $(CKPT) --prompt "$(PROMPT)" $(THREADS_FLAG)
 
 plot: install ## Plot RUN's training and validation loss and learning rate to RUN/loss.png (needs matplotlib).
+	$(call needs,$(RUN),run,make train writes it)
 	$(GPTKIT) train plot $(RUN)

@@ -201,7 +201,7 @@ def read_checkpoint_config(directory) -> dict:
     directory = Path(directory)
     settle_directory(directory)  # a writer killed while swapping it for a new one left it aside
     if not directory.is_dir():
-        raise CheckpointError(f"{directory}: no such checkpoint directory")
+        raise CheckpointError(f"{directory}: no such checkpoint directory; `gptkit train` (make train) writes one")
     for name in (MODEL_FILE, CONFIG_FILE, TOKENIZER_FILE):
         if not (directory / name).is_file():
             raise CheckpointError(f"{directory}: incomplete checkpoint, no {name} (expected {MODEL_FILE}, {CONFIG_FILE}, {TOKENIZER_FILE})")

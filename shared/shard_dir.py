@@ -100,10 +100,16 @@ class ShardDir:
         frequencies), as pretokenize records it; None without it."""
         return self.manifest["totals"]["train"].get("unigram_entropy") if self.manifest else None
 
+    def check_exists(self):
+        """A reader's first check: a data directory that is not there names the step that writes it."""
+        if not self.path.exists():
+            raise SettingError("data", f"{self.path}: no such directory; `gptkit pretokenize` (make encode) writes one")
+
     def shard_paths(self, split: str) -> list[Path]:
         """The shards of one split ("train" or "val"), in order: the manifest's, or without one
         (plain llm.c shards) the files named so, in natural order (shard 2 before shard 10). Our
         shards without a manifest are an unfinished run."""
+        self.check_exists()
         if self.manifest is not None:
             return [self.path / s["file"] for s in self.manifest["shards"] if s["split"] == split]
         paths = [p for p in self.path.glob("*.bin") if (m := LLMC_SHARD_NAME.search(p.name)) and m[1] == split]

@@ -21,6 +21,7 @@ import torch
 from click.testing import CliRunner
 from safetensors import SafetensorError
 
+from gptkit.eval.cli import cli as eval_cli
 from gptkit.model import device
 from gptkit.model.checkpoint import load_model
 from gptkit.model.cli import cli as model_cli
@@ -256,6 +257,35 @@ def test_usage_errors_are_one_line(module, args, needle):
     assert res.returncode == 2 and res.stdout == "", res
     lines = res.stderr.splitlines()
     assert len(lines) == 1 and lines[0].startswith("Error: ") and needle in lines[0], res.stderr
+
+
+# -- a step taken before the one that makes its input names that step -----------------------------
+
+NO_DATA = "no such directory; `gptkit pretokenize` (make encode) writes one"
+NO_CHECKPOINT = "no such checkpoint directory; `gptkit train` (make train) writes one"
+
+
+@pytest.mark.parametrize("args", [["--config", "tiny"], []])  # []: the recipe reads the data first
+def test_training_on_data_that_is_not_there_names_the_step_that_writes_it(tmp_path, args):
+    missing = tmp_path / "out/stories"
+    res = invoke(train_cli, "--data", missing, "--out", tmp_path / "run", *args)
+    assert_input_error(res, f"--data {missing}: {NO_DATA}")
+    assert not (tmp_path / "run").exists()
+
+
+def test_scoring_data_that_is_not_there_names_the_step_that_writes_it(finished_run, tmp_path):
+    missing = tmp_path / "out/stories"
+    res = invoke(eval_cli, "text", "--data", missing, "--checkpoint", latest(finished_run), "--device", "cpu")
+    assert_input_error(res, f"--data {missing}: {NO_DATA}")
+
+
+@pytest.mark.parametrize("cli, args", [(sample_cli, ["--prompt", "Once"]), (model_cli, ["export-hf", "--out", "hf"]),
+                                       (eval_cli, ["text", "--device", "cpu", "text.txt"])])
+def test_a_checkpoint_that_is_not_there_names_the_step_that_writes_it(tmp_path, monkeypatch, cli, args):
+    monkeypatch.chdir(tmp_path)
+    Path("text.txt").write_text("Once upon a time\n")
+    res = invoke(cli, *args, "--checkpoint", "runs/stories/latest")
+    assert_input_error(res, f"runs/stories/latest: {NO_CHECKPOINT}")
 
 
 # -- kills: workers die with their parent, temporaries are cleaned --------------------------------

@@ -53,6 +53,7 @@ class Loader:
 
 def data_tokenizer(data: ShardDir):
     """The tokenizer.json of a data directory (pretokenize copies it there)."""
+    data.check_exists()
     if not data.tokenizer.is_file():
         hint = "" if data.manifest else f" (for plain llm.c shards, put the {TOKENIZER_FILE} they were made with beside them)"
         raise SettingError("data", f"{data.path}: no {TOKENIZER_FILE}{hint}")

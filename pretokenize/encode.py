@@ -11,6 +11,11 @@ text instead: validation is its tail. The documents are counted first, only up t
 the rule needs (all of them when they are fewer), so that costs a read of the text only for
 such a corpus; the tail's texts are held back in memory until enough text follows them.
 
+The tokens a split holds are known only once it is written: one that holds fewer than half the
+validation tokens asked, or leaves training fewer than half of the rest (documents of very
+uneven sizes), is written again as a tail of the tokens asked; if no tail can be cut, the first
+split stays, with a warning.
+
 The manifest is the commit point (shared/shard_dir.py's ShardSet writes the directory). Shards
 are written under temporary names, and only when the whole corpus is done are they renamed to
 names no file of the directory has (the old dataset stays whole beside them), then the manifest
@@ -22,6 +27,7 @@ removes.
 from __future__ import annotations
 
 import functools
+import logging
 import numbers
 import time
 from collections import deque
@@ -37,6 +43,8 @@ from gptkit.shared.progress import Progress
 from gptkit.shared.shard_dir import ShardSet, check_shard_directory
 from gptkit.shared.text import EOT
 from gptkit.shared.workers import process_pool
+
+log = logging.getLogger(__name__)
 
 DEFAULT_SHARD_TOKENS = 100_000_000
 JOB_CHARS = 1 << 20  # characters of text per worker job
@@ -81,6 +89,13 @@ class Split:
         num, den = self._fraction
         return -(-den // num)
 
+    def asked(self, total_tokens):
+        """The validation tokens this rule asks for, of a text of `total_tokens`."""
+        if self.val_tokens is not None:
+            return self.val_tokens
+        num, den = self._fraction
+        return -(-total_tokens * num // den)
+
     @functools.cached_property
     def _fraction(self):
         f = Fraction(str(self.val_fraction))  # exact, so the rule is the same on every machine
@@ -98,26 +113,27 @@ class TailSplit:
     characters (the --val-fraction of the text) or tokens (--val-tokens) and begins at a document
     start or at the newline ending a line where the tokenizer says a cut changes no token
     (Tokenizer.line_cuts; the newline goes to validation). A
-    document cut in two is two documents, each followed by the end-of-text token."""
+    document cut in two is two documents, each followed by the end-of-text token. Also the split of
+    a corpus whose first split held too few or too many tokens (`_tail_instead`)."""
 
     rule: Split
     documents: int
     target: int
     unit: str  # "characters" or "tokens"
+    why: str  # why not whole documents
 
     @classmethod
     def of(cls, rule, documents, characters):
+        why = f"{documents:,} document(s), too few to hold out whole ones"
         if rule.val_tokens is not None:
-            return cls(rule, documents, rule.val_tokens, "tokens")
-        num, den = rule._fraction
-        return cls(rule, documents, -(-characters * num // den), "characters")
+            return cls(rule, documents, rule.val_tokens, "tokens", why)
+        return cls(rule, documents, rule.asked(characters), "characters", why)
 
     def describe(self):
-        given = {"val_tokens": self.rule.val_tokens} if self.unit == "tokens" else {"val_fraction": self.rule.val_fraction}
+        given = {"val_tokens": self.rule.val_tokens} if self.rule.val_tokens is not None else {"val_fraction": self.rule.val_fraction}
         return {"rule": "tail", **given, "documents": self.documents, "val_at_least": self.target, "unit": self.unit,
-                "text": f"{self.documents:,} document(s), too few to hold out whole ones: validation is the shortest "
-                        f"tail of the text with at least {self.target:,} {self.unit} that begins at a document start "
-                        f"or at the newline ending a line"}
+                "text": f"{self.why}: validation is the shortest tail of the text with at least {self.target:,} "
+                        f"{self.unit} that begins at a document start or at the newline ending a line"}
 
     def size(self, held):
         return len(held.text) if self.unit == "characters" else len(held.tokens)
@@ -150,30 +166,97 @@ def encode_corpus(corpus, tokenizer, out_dir, *, split=Split(val_fraction=0.01),
             raise InputError(f"{', '.join(map(str, corpus.paths))}: no documents (every file is empty)")
         if documents < split.fewest_documents():
             split = TailSplit.of(split, documents, characters)
-    encode = functools.partial(_encode, corpus=corpus, val_corpus=val_corpus, tokenizer=tokenizer, eot_id=eot_id,
-                               workers=workers, quiet=quiet)
     start = time.perf_counter()
-    shards = ShardSet(out_dir, tokenizer, eot_id, shard_tokens)
+    written = []  # the shards of the latest encoding; an encoding again discards the earlier one's
+
+    def encode(rule):
+        if written:
+            written.pop().discard()
+        written.append(ShardSet(out_dir, tokenizer, eot_id, shard_tokens))
+        return _encode(written[-1], rule, corpus=corpus, val_corpus=val_corpus, tokenizer=tokenizer, eot_id=eot_id,
+                       workers=workers, quiet=quiet)
+
     try:
         try:
-            counts = encode(shards, split)
-        except _LeadingSplitTakesAll as e:  # documents few or short for --val-tokens: encode again, as text
-            shards.discard()
-            split = TailSplit.of(split, e.documents, characters=None)
-            shards = ShardSet(out_dir, tokenizer, eot_id, shard_tokens)
-            counts = encode(shards, split)
+            try:
+                counts = encode(split)
+            except _LeadingSplitTakesAll as e:  # documents few or short for --val-tokens: encode again, as text
+                split = TailSplit.of(split, e.documents, characters=None)
+                counts = encode(split)
+        except _NoTailCut:
+            raise _no_tail_error(split, corpus) from None
+        if val_corpus is None:
+            if (tail := _tail_instead(split, counts)) is not None:
+                try:
+                    counts, split = encode(tail), tail
+                except _NoTailCut:
+                    counts = encode(split)  # the first split after all; the warning below says why
+            _warn_if_off(split, counts, corpus)
+        shards = written[-1]
         manifest = shards.manifest(counts, _how_made(corpus, val_corpus, split), eot_token=eot_token,
                                    tokenizer_source=tokenizer_source)
         manifest["seconds"] = round(time.perf_counter() - start, 3)
         shards.commit(manifest)
-    except OSError as e:
-        shards.discard()
+    except BaseException as e:
+        if written:
+            written[-1].discard()
+        if not isinstance(e, OSError):
+            raise
         detail = f"{e.filename}: {e.strerror}" if e.filename else e.strerror
         raise SettingError("out", f"{out_dir}: cannot write ({detail})") from None
-    except BaseException:
-        shards.discard()
-        raise
     return manifest
+
+
+def _sizes(split, counts):
+    """(validation tokens, all tokens, validation tokens asked) of an encoding."""
+    val, total = counts["val"][1], counts["val"][1] + counts["train"][1]
+    return val, total, (split.rule if isinstance(split, TailSplit) else split).asked(total)
+
+
+def _off(val, total, asked):
+    """Whether a split is too far from the one asked: validation has fewer than half the tokens
+    asked, or leaves training fewer than half of the rest."""
+    return 2 * val < asked or 2 * (total - val) < total - asked
+
+
+def _tail_instead(split, counts):
+    """The split to encode again by when `split` is too far from the one asked (`_off`): the
+    shortest tail with the tokens asked. None: near enough, or such a tail already."""
+    if isinstance(split, TailSplit) and split.unit == "tokens":
+        return None
+    val, total, asked = _sizes(split, counts)
+    if not _off(val, total, asked):
+        return None
+    if isinstance(split, TailSplit):
+        held, documents, rule = f"a tail of {split.target:,} characters", split.documents, split.rule
+    else:
+        held, documents, rule = "whole documents", counts["val"][0] + counts["train"][0], split
+    too = f"under half of the {asked:,} asked" if 2 * val < asked else "leaving training under half of the rest"
+    return TailSplit(rule, documents, asked, "tokens", f"{held} held {val:,} of the {total:,} tokens, {too}")
+
+
+def _warn_if_off(split, counts, corpus):
+    val, total, asked = _sizes(split, counts)
+    if _off(val, total, asked):
+        log.warning(f"{_paths(corpus)}: the validation split holds {val:,} of {total:,} tokens, {asked:,} asked: no "
+                    f"document start or line end begins a tail nearer that size; give --val-input")
+
+
+def _paths(corpus):
+    return f"{corpus.paths[0]}{' ...' if len(corpus.paths) > 1 else ''}"
+
+
+class _NoTailCut(Exception):
+    """No place in the text where a validation tail of the size asked may begin."""
+
+
+def _no_tail_error(split, corpus):
+    setting = "val_tokens" if split.rule.val_tokens is not None else "val_fraction"
+    return SettingError(
+        setting,
+        f"{getattr(split.rule, setting)}: {_paths(corpus)} has {split.why}, and no line end before the last "
+        f"{split.target:,} {split.unit} to cut a validation tail at; give more text, more documents or --val-input"
+    )
 
 
 def _encode(shards, split, *, corpus, val_corpus, tokenizer, eot_id, workers, quiet):
@@ -265,13 +348,7 @@ def _encode_tail(shards, corpus, tokenizer, eot_id, workers, quiet, counts, spli
     progress.close()
     found = _tail_cut(held, split, tokenizer, first_held_is_first_text=counts["train"][1] == 0)
     if found is None:
-        setting = "val_tokens" if split.unit == "tokens" else "val_fraction"
-        raise SettingError(
-            setting,
-            f"{getattr(split.rule, setting)}: {corpus.paths[0]}{' ...' if len(corpus.paths) > 1 else ''} has "
-            f"{split.documents:,} document(s), too few to hold out whole ones, and no line end before the last "
-            f"{split.target:,} {split.unit} to cut a validation tail at; give more text, more documents or --val-input"
-        )
+        raise _NoTailCut
     index, chars, tokens_before = found
     for _ in range(index):
         _write_held(shards, "train", held.popleft(), counts)

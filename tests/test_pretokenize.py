@@ -443,6 +443,78 @@ def test_tiny_shakespeare_splits_with_the_default_flags(tmp_path, tok, tok_path)
     assert val.startswith("\n") and math.ceil(len(text) / 100) <= len(val.removesuffix(EOT)) < len(text) / 50
 
 
+# -- documents of very uneven sizes: the split holds about the tokens asked --------------------
+
+
+def uneven(big, big_at, n=150, small="document {} is short"):
+    """n documents of a few words, but one at `big_at`, `big`, holding most of the text."""
+    docs = [small.format(i) for i in range(n)]
+    docs[big_at] = big
+    return docs
+
+
+def split_sizes(out):
+    """(validation tokens, all tokens) of a directory."""
+    totals = ShardDir(out).manifest["totals"]
+    return totals["val"]["tokens"], totals["val"]["tokens"] + totals["train"]["tokens"]
+
+
+@pytest.mark.parametrize("flags, big_at, held_out, why", [
+    # The default 1% of 150 documents is document 99 alone: a few tokens beside a huge document 0,
+    # or nearly all of them when it is the huge one.
+    ([], 0, 99, "under half of the {asked:,} asked"),
+    ([], 99, 99, "leaving training under half of the rest"),
+    # The leading document of --val-tokens is nearly all of them.
+    (["--val-tokens", 300], 0, 0, "leaving training under half of the rest"),
+])
+def test_documents_too_uneven_for_the_rule_are_split_as_a_tail_of_the_tokens_asked(tmp_path, tok, tok_path, flags, big_at,
+                                                                                   held_out, why):
+    """Validation is then the shortest tail with the tokens asked (at least them, less than twice
+    them here), training the rest; nothing is lost, and the summary says why."""
+    docs = uneven(odd_text(3000, 9), big_at)
+    sizes = [len(t) for t in expected(tok, docs)]
+    total = sum(sizes)
+    asked = flags[1] if flags else math.ceil(total / 100)
+    out = tmp_path / "data"
+    res = ok(run("--tokenizer", tok_path, "--input", write_txt(tmp_path / "c.txt", docs), "--out", out, "--threads", 1, "--quiet", *flags))
+    val, _ = split_sizes(out)
+    assert asked <= val < 2 * asked and res.stderr == ""
+    train, held = split_text(tok, out)
+    assert (train + held).replace(EOT, "") == "".join(docs)
+    split = ShardDir(out).manifest["split"]
+    assert (split["rule"], split["unit"], split["documents"], split["val_at_least"]) == ("tail", "tokens", 150, asked)
+    said = f"whole documents held {sizes[held_out]:,} of the {total:,} tokens, {why.format(asked=asked)}"
+    assert f"split: {said}: validation is the shortest tail of the text with at least {asked:,} tokens" in res.stdout
+
+
+@pytest.mark.parametrize("flags, asked", [([], lambda total: math.ceil(total / 100)), (["--val-tokens", 1000], lambda total: 1000)])
+def test_documents_too_uneven_and_no_tail_to_cut_instead_are_one_warning_line(tmp_path, tok_path, flags, asked):
+    """A huge first document of one line: no line end in it, and the 149 short documents after it
+    hold fewer tokens than asked. The rule's split stays; one warning line says what it holds."""
+    docs = uneven(english_like(25_000, 9).replace("\n", " "), 0, small="a")
+    out = tmp_path / "data"
+    res = ok(run("--tokenizer", tok_path, "--input", write_txt(tmp_path / "c.txt", docs), "--out", out, "--threads", 1, "--quiet", *flags))
+    val, total = split_sizes(out)
+    assert ShardDir(out).manifest["split"]["rule"] == ("leading" if flags else "fraction")
+    assert res.stderr == (f"warning: {tmp_path / 'c.txt'}: the validation split holds {val:,} of {total:,} tokens, "
+                          f"{asked(total):,} asked: no document start or line end begins a tail nearer that size; "
+                          "give --val-input\n")
+
+
+def test_the_tail_of_a_fraction_of_the_characters_holds_that_fraction_of_the_tokens_too(tmp_path, tok, tok_path):
+    """One document whose head is lines of emoji (up to 4 byte tokens each) and whose tail is
+    English (a few characters a token): 10% of its characters would be far fewer than 10% of its tokens."""
+    text = "\n".join(["\U0001F600\U0001F40D" * 25] * 200 + [english_like(300, 9)])
+    out = tmp_path / "data"
+    res = ok(run("--tokenizer", tok_path, "--input", write_txt(tmp_path / "book.txt", [text]), "--out", out,
+                 "--val-fraction", "0.1", "--threads", 1, "--quiet"))
+    val, total = split_sizes(out)
+    assert math.ceil((total - 1) / 10) <= val < total / 5 and res.stderr == ""
+    split = ShardDir(out).manifest["split"]
+    assert (split["rule"], split["unit"], split["documents"]) == ("tail", "tokens", 1)
+    assert "split: a tail of " in res.stdout and " characters held " in res.stdout
+
+
 # -- --val-input -----------------------------------------------------------------------------
 
 

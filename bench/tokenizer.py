@@ -40,11 +40,11 @@ def timed(fn, *args, **kwargs):
 
 
 
-def train_ours(path, vocab_size, workers, tokenizer_json):
+def train_ours(path, vocab_size, workers, tokenizer_json, tie_break):
     from gptkit.shared.corpus import Corpus
     from gptkit.tokenizer.train import train_bpe
 
-    seconds, tok = timed(lambda: train_bpe(Corpus([path]), vocab_size, workers=workers, quiet=True))
+    seconds, tok = timed(lambda: train_bpe(Corpus([path]), vocab_size, tie_break=tie_break, workers=workers, quiet=True))
     tok.save(tokenizer_json)
     return seconds
 
@@ -153,11 +153,12 @@ def child_main(argv):
     parser.add_argument("--vocab-size", type=int)
     parser.add_argument("--threads", type=int)
     parser.add_argument("--repeat", type=int)
+    parser.add_argument("--tie-break", default="lexicographic", help="train-ours: train_bpe's tie_break")
     a = parser.parse_args(argv)
     if a.task == "encode":
         out = encode_all(a.path, a.tokenizer_json, a.threads, a.repeat)
     else:
-        seconds = (train_ours(a.path, a.vocab_size, a.threads, a.tokenizer_json) if a.task == "train-ours"
+        seconds = (train_ours(a.path, a.vocab_size, a.threads, a.tokenizer_json, a.tie_break) if a.task == "train-ours"
                    else train_hf(a.path, a.vocab_size, a.tokenizer_json))
         out = {"seconds": seconds}
     out["ru_maxrss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024

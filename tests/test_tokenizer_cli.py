@@ -287,6 +287,16 @@ def test_max_bytes_trains_on_a_prefix(runner, tmp_path):
     assert (tmp_path / f"m{10**12}.json").read_bytes() == full.read_bytes()
 
 
+def test_tie_break(runner, tmp_path):
+    # (a,b), (c,d) and (" ",c) all count 3: the greatest pair of byte strings is (c,d); HF's trainer takes (a,b).
+    corpus = write_corpus(tmp_path / "corpus.txt", ["ab ab ab cd cd cd"])
+    first_merge = {}
+    for name, extra in (("default", ()), ("lexicographic", ("--tie-break", "lexicographic")), ("hf", ("--tie-break", "hf"))):
+        tokenizer = Tokenizer.from_file(trained(runner, tmp_path, [corpus], f"{name}.json", 257 + 1, *extra))
+        first_merge[name] = tuple(tokenizer.vocab[i] for i in tokenizer.merges[0])
+    assert first_merge == {"default": (b"c", b"d"), "lexicographic": (b"c", b"d"), "hf": (b"a", b"b")}
+
+
 # -- bad input -------------------------------------------------------------------------------
 
 
@@ -346,6 +356,11 @@ def test_duplicate_special_token(runner, corpus, out_dir):
 def test_empty_special_token(runner, corpus, out_dir):
     args = train_args([corpus], out_dir / "tok.json", 300, "--special-token", "")
     assert_input_error(runner.invoke(cli, args), "--special-token", out_dir=out_dir)
+
+
+def test_unknown_tie_break(runner, corpus, out_dir):
+    res = runner.invoke(cli, train_args([corpus], out_dir / "tok.json", 300, "--tie-break", "greatest"))
+    assert_input_error(res, "--tie-break", "greatest", "lexicographic", "hf", out_dir=out_dir)
 
 
 def test_bad_input_leaves_an_existing_file_alone(runner, corpus, out_dir):

@@ -1,4 +1,6 @@
-"""BPE training (gptkit.tokenizer.train): exact merges by hand, against a from-scratch reference and against HF tokenizers' trainer, determinism, bad input."""
+"""BPE training (gptkit.tokenizer.train): exact merges by hand, against a from-scratch reference, against
+Stanford CS336's reference merges (the default tie-break) and HF tokenizers' trainer (tie_break="hf"),
+determinism, bad input."""
 import json
 import random
 import re
@@ -15,14 +17,19 @@ from gptkit.shared.text import EOT
 from gptkit.tokenizer.files import BYTE_TO_CHAR, CHAR_TO_BYTE
 from gptkit.tokenizer.train import learn_merges
 
-from .conftest import english_like
+from .conftest import english_like, shared_file
 
 
-def reference_merges(pretoken_counts, n_merges):
-    """Recount every pair from scratch before each merge; the most frequent wins, ties going
-    to the smallest (rank, rank), ranks numbering the bytes by their byte-level characters and
-    each merged token after them, as HF `tokenizers` numbers its tokens."""
+def reference_merges(pretoken_counts, n_merges, tie_break):
+    """Recount every pair from scratch before each merge; the most frequent wins. "lexicographic":
+    a tie goes to the greatest (bytes, bytes). "hf": to the smallest (rank, rank), ranks numbering
+    the bytes by their byte-level characters and each merged token after them, as HF `tokenizers`
+    numbers its tokens."""
     rank = {bytes([b]): sorted(BYTE_TO_CHAR).index(BYTE_TO_CHAR[b]) for b in range(256)}
+    if tie_break == "lexicographic":
+        best_of = lambda pairs: max(pairs, key=lambda pair: (pairs[pair], pair))
+    else:
+        best_of = lambda pairs: min(pairs, key=lambda pair: (-pairs[pair], rank[pair[0]], rank[pair[1]]))
     words = {tuple(bytes([b]) for b in p.encode()): n for p, n in pretoken_counts.items()}
     merges = []
     for _ in range(n_merges):
@@ -32,7 +39,7 @@ def reference_merges(pretoken_counts, n_merges):
                 pairs[pair] += n
         if not pairs:
             break
-        best = min(pairs, key=lambda pair: (-pairs[pair], rank[pair[0]], rank[pair[1]]))
+        best = best_of(pairs)
         merges.append(best)
         rank[best[0] + best[1]] = 256 + len(merges) - 1
         merged = {}
@@ -72,36 +79,63 @@ def named_merges(tokenizer):
     return [(tokenizer.vocab[a], tokenizer.vocab[b]) for a, b in tokenizer.merges]
 
 
-def test_hand_checked_merges_with_ties(tmp_path):
+def test_default_merges_are_the_cs336_reference_merges():
+    # Read in GPT-2's byte-level characters, one merge a line; the default tie-break must give them all.
+    lines = shared_file("corpus.en.merges-500.txt").read_text(encoding="utf-8").splitlines()
+    expected = [tuple(bytes(CHAR_TO_BYTE[c] for c in token) for token in line.split(" ")) for line in lines]
+    tokenizer = train_bpe(Corpus([shared_file("corpus.en")]), 500, [EOT], quiet=True)
+    assert len(expected) == 500 - 256 - 1
+    assert named_merges(tokenizer) == expected
+
+
+@pytest.mark.parametrize("tie_break, expected", [
     # Pre-tokens: "ab" x1, " ab" x2, " cd" x3. Pair counts: (a,b) 3, (c,d) 3, (" ",c) 3, (" ",a) 2.
-    # Merge 1: a three-way tie at 3, won by (a,b): a ranks before c, and a space (a byte without a
-    # printable character of its own, shown as "Ġ") after every letter.
-    # Merge 2: (c,d) 3 ties with (" ",c) 3; c ranks first.  3: (" ",cd) 3.  4: (" ",ab) 2.
-    tokenizer = train_text(tmp_path, "ab ab ab cd cd cd", 256 + 4 + 1)
-    assert named_merges(tokenizer) == [(b"a", b"b"), (b"c", b"d"), (b" ", b"cd"), (b" ", b"ab")]
+    # Greatest bytes: (c,d), then (a,b) 3 ties with (" ",cd) 3 and a is greater than a space.
+    ("lexicographic", [(b"c", b"d"), (b"a", b"b"), (b" ", b"cd"), (b" ", b"ab")]),
+    # HF: (a,b) first, a ranking before c and a space (a byte without a printable character of its
+    # own, shown as "Ġ") after every letter; then (c,d) 3 ties with (" ",c) 3, and c ranks first.
+    ("hf", [(b"a", b"b"), (b"c", b"d"), (b" ", b"cd"), (b" ", b"ab")]),
+])
+def test_hand_checked_merges_with_ties(tmp_path, tie_break, expected):
+    tokenizer = train_text(tmp_path, "ab ab ab cd cd cd", 256 + 4 + 1, tie_break=tie_break)
+    assert named_merges(tokenizer) == expected
     assert tokenizer.special_tokens == {"<|endoftext|>": 260}
-    assert tokenizer.encode("ab cd<|endoftext|>") == [256, 258, 260]
+    assert tokenizer.encode("ab cd<|endoftext|>") == [256 + expected.index((b"a", b"b")), 258, 260]
 
 
-def test_in_a_tie_the_older_token_wins(tmp_path):
-    # Documents abc x2, ab x2, bc x3. Merge 1: (b,c) 5 beats (a,b) 4. Then (a,bc) and (a,b)
-    # both count 2, and b, a byte, ranks before bc, the first merge.
-    tokenizer = train_text(tmp_path, "<|endoftext|>".join(["abc", "abc", "ab", "ab", "bc", "bc", "bc"]), 256 + 2 + 1)
-    assert named_merges(tokenizer) == [(b"b", b"c"), (b"a", b"b")]
+@pytest.mark.parametrize("tie_break, second", [
+    ("lexicographic", (b"a", b"bc")),  # b"bc" > b"b": of two byte strings, the longer one its prefix is smaller
+    ("hf", (b"a", b"b")),  # b, a byte, ranks before bc, the first merge: the older token wins
+])
+def test_a_tie_between_a_token_and_its_extension(tmp_path, tie_break, second):
+    # Documents abc x2, ab x2, bc x3. Merge 1: (b,c) 5 beats (a,b) 4. Then (a,bc) and (a,b) both count 2.
+    text = "<|endoftext|>".join(["abc", "abc", "ab", "ab", "bc", "bc", "bc"])
+    assert named_merges(train_text(tmp_path, text, 256 + 2 + 1, tie_break=tie_break)) == [(b"b", b"c"), second]
 
 
+@pytest.mark.parametrize("tie_break", ["lexicographic", "hf"])
 @settings(max_examples=60, deadline=None)
-@given(st.lists(st.sampled_from(["a", "b", "ab", "ba", "c", "é", " a", " b", " aa", "aaa", " "]), max_size=40), st.integers(1, 30))
-def test_incremental_merges_equal_from_scratch_recount(words, n_merges):
+@given(words=st.lists(st.sampled_from(["a", "b", "ab", "ba", "c", "é", " a", " b", " aa", "aaa", " ", "ÿ", "\x7f"]), max_size=40),
+       n_merges=st.integers(1, 30))
+def test_incremental_merges_equal_from_scratch_recount(tie_break, words, n_merges):
     counts = Counter(split.PRETOKEN.findall("".join(words)))
-    vocab, merges = learn_merges(counts, n_merges, quiet=True)
-    assert [(vocab[a], vocab[b]) for a, b in merges] == reference_merges(counts, n_merges)
+    vocab, merges = learn_merges(counts, n_merges, tie_break=tie_break, quiet=True)
+    assert [(vocab[a], vocab[b]) for a, b in merges] == reference_merges(counts, n_merges, tie_break)
 
 
-def test_real_text_merges_equal_from_scratch_recount():
+@pytest.mark.parametrize("tie_break", ["lexicographic", "hf"])
+def test_real_text_merges_equal_from_scratch_recount(tie_break):
     counts = Counter(split.PRETOKEN.findall(english_like(3000, seed=3)))
-    vocab, merges = learn_merges(counts, 120, quiet=True)
-    assert [(vocab[a], vocab[b]) for a, b in merges] == reference_merges(counts, 120)
+    vocab, merges = learn_merges(counts, 120, tie_break=tie_break, quiet=True)
+    assert [(vocab[a], vocab[b]) for a, b in merges] == reference_merges(counts, 120, tie_break)
+
+
+@pytest.mark.parametrize("alphabet", ["ACGT", "ab", "a"])
+def test_a_long_line_without_spaces_against_from_scratch_recount(alphabet):
+    # Tokens of many lengths sharing prefixes: the lexicographic key's hard case (one pre-token).
+    counts = {"".join(random.Random(0).choices(alphabet, k=2_000)): 1}
+    vocab, merges = learn_merges(counts, 60, quiet=True)
+    assert [(vocab[a], vocab[b]) for a, b in merges] == reference_merges(counts, 60, "lexicographic")
 
 
 @settings(max_examples=40, deadline=None)
@@ -110,7 +144,7 @@ def test_merges_equal_hf_tokenizers_trainer(tmp_path_factory, words):
     text = "".join(words)
     if not text:
         return
-    tokenizer = train_text(tmp_path_factory.mktemp("c"), text, 256 + 20 + 1)
+    tokenizer = train_text(tmp_path_factory.mktemp("c"), text, 256 + 20 + 1, tie_break="hf")
     assert named_merges(tokenizer) == hf_merges([text], 256 + 20 + 1)
 
 
@@ -118,12 +152,12 @@ def test_merges_equal_hf_tokenizers_trainer(tmp_path_factory, words):
 def test_a_long_line_without_spaces_trains_as_hf_tokenizers_does(tmp_path, alphabet):
     # One pre-token of 20,000 characters (bench/tokenizer_long_lines.py times this shape up to 10 MB).
     text = "".join(random.Random(0).choices(alphabet, k=20_000))
-    assert named_merges(train_text(tmp_path, text, 256 + 200 + 1)) == hf_merges([text], 256 + 200 + 1)
+    assert named_merges(train_text(tmp_path, text, 256 + 200 + 1, tie_break="hf")) == hf_merges([text], 256 + 200 + 1)
 
 
 def test_real_text_merges_equal_hf_tokenizers_trainer(tmp_path):
     text = english_like(20_000, seed=4)
-    assert named_merges(train_text(tmp_path, text, 256 + 300 + 1)) == hf_merges([text], 256 + 300 + 1)
+    assert named_merges(train_text(tmp_path, text, 256 + 300 + 1, tie_break="hf")) == hf_merges([text], 256 + 300 + 1)
 
 
 def test_special_tokens_are_never_counted(tmp_path):
@@ -167,6 +201,7 @@ def test_max_bytes_takes_whole_leading_documents(tmp_path):
         ({"vocab_size": 256}, "vocab_size 256: must be at least 256 + 1"),  # the library names its setting,
         ({"vocab_size": 300, "special_tokens": ["<a>", "<a>"]}, "special_token '<a>': given twice"),  # the CLI its flag
         ({"vocab_size": 300, "special_tokens": [""]}, "special_token '': a special token cannot be empty"),
+        ({"vocab_size": 300, "tie_break": "HF"}, "tie_break 'HF': expected one of lexicographic, hf"),
     ],
 )
 def test_bad_settings(tmp_path, kwargs, message):

@@ -16,7 +16,7 @@ from gptkit.shared.text import EOT, Utf8Decoder, without_surrogates
 
 from .bpe import Tokenizer
 from .split import GPT2_PATTERN
-from .train import train_bpe
+from .train import TIE_BREAKS, train_bpe
 from .vocab import auto_vocab_size
 
 log = logging.getLogger(__name__)
@@ -54,6 +54,8 @@ def cli():
 @click.argument("more_inputs", nargs=-1, metavar="[PATH]...")
 @click.option("--vocab-size", type=VOCAB_SIZE, required=True, help="Tokens in all: 256 bytes + merges + special tokens; 'auto': 1,024 or 4,096, chosen for the corpus (its size, and how often it repeats itself).")
 @click.option("--special-token", "special_tokens", multiple=True, default=[EOT], show_default=True, help="Repeatable.")
+@click.option("--tie-break", type=click.Choice(TIE_BREAKS), default=TIE_BREAKS[0], show_default=True,
+              help="Which of the most frequent pairs to merge: the lexicographically greatest pair of byte strings (Stanford CS336's rule), or the one HF tokenizers' trainer takes (its merges exactly).")
 @click.option("--out", default=DEFAULT_PATH, show_default=True, metavar="PATH", help="Where to write tokenizer.json.")
 @overwrite_option("a tokenizer.json")
 @threads_option("Processes counting pre-tokens (one thread each).")
@@ -61,7 +63,7 @@ def cli():
 @click.option("--separator", default=DEFAULT_SEPARATOR, show_default=True, help="What separates documents in .txt files.")
 @click.option("--text-field", default="text", show_default=True, help="The text field of .jsonl records / column of .parquet files.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress display.")
-def train(inputs, more_inputs, vocab_size, special_tokens, out, overwrite, threads, max_bytes, separator, text_field, quiet):
+def train(inputs, more_inputs, vocab_size, special_tokens, tie_break, out, overwrite, threads, max_bytes, separator, text_field, quiet):
     """Learn a byte-level BPE from text corpora (GPT-2 pre-tokenization)."""
     inputs = inputs + more_inputs
     if not inputs:
@@ -72,7 +74,7 @@ def train(inputs, more_inputs, vocab_size, special_tokens, out, overwrite, threa
     if vocab_size == "auto":
         vocab_size, why = auto_vocab_size(corpus)
         click.echo(f"vocab size {why}", err=True)
-    tokenizer = train_bpe(corpus, vocab_size, special_tokens, workers=threads, max_bytes=max_bytes, quiet=quiet)
+    tokenizer = train_bpe(corpus, vocab_size, special_tokens, tie_break=tie_break, workers=threads, max_bytes=max_bytes, quiet=quiet)
     _save(tokenizer, out)
     click.echo(
         f"wrote {out}: {tokenizer.vocab_size:,} tokens ({len(tokenizer.merges):,} merges, "

@@ -2,11 +2,13 @@
 
 Two phases. Counting: worker processes count the pre-tokens of document-aligned batches of
 text (special tokens cut the text and are never counted). Merging: starting from the 256
-bytes, repeatedly merge the most frequent adjacent pair, ties going to the pair HF
-`tokenizers`' trainer takes, the smallest by its (rank, rank) (see `_ranks`), so that both
-learn the same merges from the same text. Only the words that contain the merged pair are
-touched, the pair counts around each merge are adjusted in place, and the next pair comes
-from a heap, so a merge costs what it changes rather than a pass over the table.
+bytes, repeatedly merge the most frequent adjacent pair. A tie goes, by default, to the
+lexicographically greatest pair of byte strings, as in Stanford CS336's notes, which the
+design follows; `tie_break="hf"` gives it instead to the pair HF `tokenizers`' trainer takes,
+the smallest by its (rank, rank) (see `_ranks`), so that both learn the same merges from the
+same text. Only the words that contain the merged pair are touched, the pair counts around
+each merge are adjusted in place, and the next pair comes from a heap ordered by (count,
+tie-break key), so a merge costs what it changes rather than a pass over the table.
 """
 import heapq
 import numbers
@@ -29,10 +31,12 @@ from .files import BYTE_TO_CHAR
 
 BATCH_CHARS = 1 << 17  # text per counting task: enough to amortize the hand-off, small enough to keep workers lean
 MAX_VOCAB_SIZE = 2**31 - 1  # shard headers (shared/shards.py) hold the vocabulary size as an int32
+TIE_BREAKS = ("lexicographic", "hf")  # the first is the default
 
 
-def train_bpe(corpus, vocab_size, special_tokens=(EOT,), *, workers=1, max_bytes=None, quiet=False):
-    """Learn a byte-level BPE of `vocab_size` tokens (256 bytes + merges + special tokens) from a `Corpus`."""
+def train_bpe(corpus, vocab_size, special_tokens=(EOT,), *, tie_break=TIE_BREAKS[0], workers=1, max_bytes=None, quiet=False):
+    """Learn a byte-level BPE of `vocab_size` tokens (256 bytes + merges + special tokens) from a
+    `Corpus`; `tie_break` picks the merge among equally frequent pairs (module docstring)."""
     special_tokens = list(special_tokens)
     if any(not s for s in special_tokens):
         raise SettingError("special_token", "'': a special token cannot be empty")
@@ -47,10 +51,11 @@ def train_bpe(corpus, vocab_size, special_tokens=(EOT,), *, workers=1, max_bytes
         raise SettingError("vocab_size", f"{vocab_size}: at most {MAX_VOCAB_SIZE:,} (token shards hold the vocabulary size as an int32)")
     if max_bytes is not None and not (isinstance(max_bytes, numbers.Integral) and max_bytes >= 1):
         raise SettingError("max_bytes", f"{max_bytes!r}: expected a whole number, 1 or more")
+    _check_tie_break(tie_break)
     counts = count_pretokens(corpus, special_tokens, workers=workers, max_bytes=max_bytes, quiet=quiet)
     if not counts:
         raise InputError(f"{', '.join(map(str, corpus.paths))}: the corpus holds no text to train on")
-    vocab, merges = learn_merges(counts, vocab_size - 256 - len(special_tokens), quiet=quiet)
+    vocab, merges = learn_merges(counts, vocab_size - 256 - len(special_tokens), tie_break=tie_break, quiet=quiet)
     specials = {s: len(vocab) + i for i, s in enumerate(special_tokens)}
     return Tokenizer(vocab + [s.encode("utf-8") for s in special_tokens], merges, specials)
 
@@ -118,6 +123,11 @@ def _count_batch(texts, special_re):
 # -- merging -----------------------------------------------------------------------------------
 
 
+def _check_tie_break(tie_break):
+    if tie_break not in TIE_BREAKS:
+        raise SettingError("tie_break", f"{tie_break!r}: expected one of {', '.join(TIE_BREAKS)}")
+
+
 def _ranks():
     """The rank of each byte among the first 256 tokens, as HF's trainer numbers them: in the
     order of their byte-level characters (files.BYTE_TO_CHAR), so printable bytes first. The
@@ -128,40 +138,62 @@ def _ranks():
     return ranks
 
 
-def learn_merges(pretoken_counts, n_merges, *, quiet=False):
+_BYTE_RANKS = _ranks()
+# Each byte to 255 - byte: a str compared with another of these compares as the byte strings do, reversed.
+_REVERSED_BYTES = bytes(range(255, -1, -1))
+
+
+def _descending(token):
+    """A str that sorts byte strings in reverse, compared in C: among equal counts the heap, a
+    min-heap, then gives the greatest pair first. The end mark chr(256) exceeds every reversed
+    byte, which puts a string after its extensions, as b"a" < b"ab"; and since no key is a
+    prefix of another, (key_a, key_b) orders pairs as (bytes_a, bytes_b) does, reversed."""
+    return token.translate(_REVERSED_BYTES).decode("latin-1") + "\u0100"
+
+
+def _tie_key(tie_break):
+    """The heap's key of a token from its bytes and id: the pair whose (key, key) is smallest wins a tie."""
+    if tie_break == "hf":
+        return lambda token, token_id: _BYTE_RANKS[token_id] if token_id < 256 else token_id
+    return lambda token, token_id: _descending(token)
+
+
+def learn_merges(pretoken_counts, n_merges, *, tie_break=TIE_BREAKS[0], quiet=False):
     """The vocabulary (bytes of each token) and the merges, learned from {pre-token: count}.
 
     Each word is held as a str whose characters are token ids (chr(id)): finding and
     replacing a pair are then str methods that run in C, and a pair is a 2-character str.
     """
+    _check_tie_break(tie_break)
     encoded = [p.encode("utf-8") for p in pretoken_counts]
     words = [e.decode("latin-1") for e in encoded]  # byte b -> chr(b)
     freqs = list(pretoken_counts.values())
     vocab = [bytes([b]) for b in range(256)]
-    ranks = _ranks()
+    tie_key = _tie_key(tie_break)
+    keys = [tie_key(token, token_id) for token_id, token in enumerate(vocab)]
     # pair -> the words that contain it, or once did (checked on use), each listed once.
     pair_counts, containing = _byte_pairs(encoded, freqs)
     del encoded
-    heap = [(-count, ranks[ord(pair[0])], ranks[ord(pair[1])], pair) for pair, count in pair_counts.items()]
+    heap = [(-count, keys[ord(pair[0])], keys[ord(pair[1])], pair) for pair, count in pair_counts.items()]
     heapq.heapify(heap)
 
     merges = []
     progress = Progress("merging", "merges", total=n_merges, quiet=quiet)
     while len(merges) < n_merges and heap:
-        negative_count, rank_a, rank_b, pair = heapq.heappop(heap)
+        negative_count, key_a, key_b, pair = heapq.heappop(heap)
         count = pair_counts.get(pair, 0)
         if count != -negative_count:
             # A stale entry: the pair's count fell since (counts only fall: a pair's count
             # is final when it appears), so it goes back with its current count.
             if 0 < count < -negative_count:
-                heapq.heappush(heap, (-count, rank_a, rank_b, pair))
+                heapq.heappush(heap, (-count, key_a, key_b, pair))
             continue
         a, b = map(ord, pair)
         vocab.append(vocab[a] + vocab[b])
-        ranks.append(len(ranks))
+        keys.append(tie_key(vocab[-1], len(keys)))
         merges.append((a, b))
         for new_pair, count in _merge_pair(pair, chr(len(vocab) - 1), words, freqs, pair_counts, containing).items():
-            heapq.heappush(heap, (-count, ranks[ord(new_pair[0])], ranks[ord(new_pair[1])], new_pair))
+            heapq.heappush(heap, (-count, keys[ord(new_pair[0])], keys[ord(new_pair[1])], new_pair))
         del pair_counts[pair]
         if len(merges) % 100 == 0:
             progress.update(len(merges))

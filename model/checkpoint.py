@@ -11,7 +11,8 @@ The trainer adds its own files beside these (`extra_files`). Nothing is pickled:
 safetensors, everything else JSON. safetensors has no checksum of its own, so config.json,
 written last, carries a CRC-32 of every other file, checked when a file is read. A directory is
 written under a temporary name and renamed into place (shared/files.py, atomic_directory); it
-replaces only a checkpoint (an existing path that is anything else is refused unless `overwrite`).
+replaces only a checkpoint of files it writes (an existing path that is anything else is refused
+unless `overwrite`).
 
 How a text is framed: `tokenizer.eot_id` is the end-of-text token, which decoding stops at;
 `tokenizer.bos_id`, the token put before a text (generate.prompt_ids), where it is not the
@@ -70,7 +71,7 @@ def save_model(model: TransformerLM, tokenizer, directory, *, eot_id=None, bos_i
     `directory` that is not a checkpoint is refused unless `overwrite`.
     """
     directory = Path(directory)
-    check_target(directory, overwrite)
+    check_target(directory, overwrite, extra_files or ())
     tensors = model_tensors(model) if tensors is None else tensors
     with atomic_directory(directory) as tmp:
         save_tensors({k: v.detach().contiguous().cpu() for k, v in tensors.items()}, tmp / MODEL_FILE, metadata={"format": "pt"})
@@ -162,10 +163,21 @@ def stored_dtypes(directory) -> dict:
         return {name: _SAFETENSORS_DTYPES[f.get_slice(name).get_dtype()] for name in f.keys()}
 
 
-def check_target(directory, overwrite=False):
-    """Refuse to write a checkpoint over an existing path that is not a checkpoint (a user's
-    directory or file), unless `overwrite`."""
-    check_output(directory, is_checkpoint, "a checkpoint", overwrite, directory=True)
+def check_target(directory, overwrite=False, extra_files=()):
+    """Refuse to write a checkpoint over an existing path that is not a checkpoint holding only
+    what the new one will hold (its three files and `extra_files`, the trainer's), unless
+    `overwrite`: a user's directory or file is refused, and so is a training checkpoint under
+    `model init` or `import-hf`, whose optimizer and trainer state would be lost."""
+    names = {MODEL_FILE, CONFIG_FILE, TOKENIZER_FILE, *extra_files}
+
+    def ours(path):
+        try:
+            return is_checkpoint(path) and {p.name for p in path.iterdir()} <= names
+        except OSError:  # unreadable: not known to be ours
+            return False
+
+    what = "a checkpoint" if extra_files else "a checkpoint of a model alone (without training state)"
+    check_output(directory, ours, what, overwrite, directory=True)
 
 
 def is_checkpoint(directory) -> bool:

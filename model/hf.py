@@ -41,12 +41,12 @@ from pathlib import Path
 import torch
 
 from gptkit.shared.errors import InputError, SettingError
-from gptkit.shared.files import atomic_directory, check_output
+from gptkit.shared.files import atomic_directory, check_apart, check_output, regular_file
 from gptkit.shared.jsonfile import read_json
 from gptkit.tokenizer import Tokenizer
 
-from .checkpoint import (bos_id as checkpoint_bos_id, check_target, eot_id as checkpoint_eot_id, load_model, model_tensors,
-                         save_model, save_tensors, stored_dtypes)
+from .checkpoint import (bos_id as checkpoint_bos_id, check_target, eot_id as checkpoint_eot_id, file_crc32, load_model,
+                         model_tensors, save_model, save_tensors, stored_dtypes)
 from .config import LLAMA3_SCALING, ModelConfig
 from .model import TransformerLM
 
@@ -182,20 +182,27 @@ def hf_tokenizer_json(tokenizer, bos_token):
     return data
 
 
-# What an export writes: a directory holding only these is an earlier export to replace.
-EXPORT_FILES = {"config.json", "model.safetensors", "generation_config.json", "tokenizer.json", "tokenizer_config.json"}
+# The file that tells an export of ours, which a later export replaces, from any other Hugging Face
+# directory (what save_pretrained writes, a download, a checkpoint): it lists the files the export
+# wrote with their CRC-32, so that one changed since (by save_pretrained into the same directory)
+# is no longer ours. A file of its own, not a field of config.json, which transformers would carry
+# into every save_pretrained of the loaded model.
+EXPORT_MARKER, EXPORT_FORMAT = "gptkit-export.json", "gptkit-hf-export"
 
 
 def export_hf(checkpoint, out_dir, overwrite=False):
-    """Write config.json, model.safetensors, generation_config.json and the tokenizer files into a
-    new directory that replaces `out_dir` whole; an existing `out_dir` that is not an earlier export
-    only with `overwrite`. The weights keep the dtype the checkpoint's file holds them in."""
+    """Write config.json, model.safetensors, generation_config.json, the tokenizer files and
+    EXPORT_MARKER into a new directory that replaces `out_dir` whole; an existing `out_dir` that is
+    not an earlier export as it wrote it only with `overwrite`, and never the checkpoint, a
+    directory that holds it or one inside it. The weights keep the dtype the checkpoint's file
+    holds them in."""
+    out_dir = Path(out_dir)
+    check_apart(out_dir, checkpoint, "--checkpoint")
+    check_output(out_dir, _is_export, "an earlier export", overwrite, directory=True)
     model, tokenizer = load_model(checkpoint)
     bos_id, eot_id = checkpoint_bos_id(checkpoint, tokenizer), checkpoint_eot_id(checkpoint, tokenizer)
     token_of = {i: token for token, i in tokenizer.special_tokens.items()}
     bos_token, eot_token = token_of.get(bos_id), token_of.get(eot_id)  # None: nothing there, in sample nor the export
-    out_dir = Path(out_dir)
-    check_output(out_dir, _is_export, "an earlier export", overwrite, directory=True)
     dtypes = stored_dtypes(checkpoint)
     tensors = to_hf(model.config, {name: t.to(dtypes[name]) for name, t in model_tensors(model).items()})
     names = {"bos_token": bos_token, "eos_token": eot_token, "pad_token": eot_token}
@@ -213,13 +220,20 @@ def export_hf(checkpoint, out_dir, overwrite=False):
         save_tensors(tensors, tmp / "model.safetensors", metadata={"format": "pt"})
         for name, content in files.items():
             (tmp / name).write_text(json.dumps(content, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+        marker = {"format": EXPORT_FORMAT, "crc32": {path.name: file_crc32(path) for path in sorted(tmp.iterdir())}}
+        (tmp / EXPORT_MARKER).write_text(json.dumps(marker, indent=2) + "\n")
     return out_dir
 
 
 def _is_export(directory):
+    """Whether `directory` is an export as export_hf wrote it: its marker, and the files the marker
+    lists, unchanged, and no other."""
     try:
-        return directory.is_dir() and {p.name for p in directory.iterdir()} <= EXPORT_FILES
-    except OSError:  # unreadable: not ours
+        marker = read_json(directory / EXPORT_MARKER)
+        crcs = marker["crc32"] if marker.get("format") == EXPORT_FORMAT else None
+        return isinstance(crcs, dict) and {p.name for p in directory.iterdir()} == {*crcs, EXPORT_MARKER} and all(
+            file_crc32(regular_file(directory / name)) == crc for name, crc in crcs.items())
+    except (OSError, ValueError, AttributeError, KeyError, TypeError):  # unreadable or not a marker: not ours
         return False
 
 
@@ -300,8 +314,10 @@ def import_hf(hf_dir, out, overwrite=False) -> Imported:
     """Write the checkpoint `out` of the Hugging Face model directory `hf_dir` (config.json,
     model.safetensors or a sharded model.safetensors.index.json, tokenizer.json or GPT-2's
     vocab.json and merges.txt), or refuse it in one line before writing anything (see the module's
-    docstring). An existing `out` that is not a checkpoint is refused unless `overwrite`."""
+    docstring). An existing `out` that is not a checkpoint of a model alone is refused unless
+    `overwrite`; `hf_dir` itself, a directory holding it and one inside it, always."""
     hf_dir = Path(hf_dir)
+    check_apart(out, hf_dir, "--from")
     check_target(out, overwrite)
     config_path = hf_dir / "config.json"
     data = _read_json_object(config_path)

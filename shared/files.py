@@ -8,17 +8,20 @@ writer's process id, so that a later writer removes what a killed one left and l
 one's alone.
 
 One rule for outputs (`check_output`): a command replaces what it wrote before (a tokenizer.json,
-a checkpoint: what it can recognize as its own kind), never anything else unless --overwrite.
+a checkpoint: what it can recognize as its own kind), never anything else unless --overwrite; and
+never its input, even with --overwrite (`check_apart`).
 
 One owner (`output_lock`): a directory that a long command writes over time (a run, a shard
 directory) is locked by the process writing it, so that a second one is refused instead of
 mixing its files in.
 """
 import contextlib
+import errno
 import fcntl
 import glob
 import os
 import shutil
+import stat
 from pathlib import Path
 
 from .errors import SettingError
@@ -233,6 +236,42 @@ def check_output(path, ours, what, overwrite=False, *, directory=False):
         found = "a file"
     kind = f", not {what}" if ours is not None else ""
     raise SettingError("out", f"{path}: exists and is {found}{kind}; choose another path, or pass --overwrite to replace it")
+
+
+def check_apart(out, source, source_flag):
+    """Refuse an output that is its command's input, holds it or lies inside it, even with
+    --overwrite: replacing it would delete the input, or change it while it is read. A
+    SettingError of the setting `out`; `source_flag`: the input's flag, for the message."""
+    out_path, source_path = Path(out).resolve(), Path(source).resolve()
+    if out_path == source_path:
+        relation = "is"
+    elif source_path.is_relative_to(out_path):
+        relation = "holds"
+    elif out_path.is_relative_to(source_path):
+        relation = "lies inside"
+    else:
+        return
+    raise SettingError("out", f"{out}: {relation} {source_flag} {source}, the input; choose a path apart from it "
+                              "(--overwrite or not)")
+
+
+class NotRegularFile(OSError):
+    """A path that is not a regular file where one is read; shown as its reason alone."""
+
+    def __str__(self):
+        return self.strerror
+
+
+def regular_file(path):
+    """`path`, after checking that it is a regular file (links followed): reading a named pipe
+    would wait for a writer, forever if none comes, and a device (/dev/zero) may never end.
+    NotRegularFile (an OSError) where it is something else; FileNotFoundError where it is missing."""
+    mode = os.stat(path).st_mode
+    if not stat.S_ISREG(mode):
+        kind = ("a directory" if stat.S_ISDIR(mode) else "a named pipe" if stat.S_ISFIFO(mode) else
+                "a socket" if stat.S_ISSOCK(mode) else "a device")
+        raise NotRegularFile(errno.EINVAL, f"not a regular file but {kind}")
+    return path
 
 
 @contextlib.contextmanager

@@ -232,6 +232,19 @@ def test_tokenizer_and_export_outputs_never_replace_other_files(finished_run, sm
         assert invoke(model_cli, "export-hf", "--checkpoint", finished_run / "latest", "--out", tmp_path / "export").exit_code == 0
 
 
+def test_a_training_checkpoint_is_replaced_by_no_model_command(run, model_json, small_tokenizer, tmp_path):
+    """`model init` and `model import-hf` write a model alone: over a training checkpoint they would
+    lose its optimizer and trainer state."""
+    step = (run / "latest").resolve()
+    before = {path.name: path.read_bytes() for path in step.iterdir()}
+    assert invoke(model_cli, "export-hf", "--checkpoint", step, "--out", tmp_path / "hf").exit_code == 0
+    for args in (["import-hf", "--from", tmp_path / "hf"], ["init", "--config", model_json, "-t", small_tokenizer[1]]):
+        for out in (step, run / "latest"):
+            assert_input_error(invoke(model_cli, *args, "--out", out), f"--out {out}: exists",
+                               "not a checkpoint of a model alone (without training state)", "--overwrite")
+    assert {path.name: path.read_bytes() for path in step.iterdir()} == before
+
+
 # -- usage errors, every stage ----------------------------------------------------------------------
 
 

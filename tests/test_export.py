@@ -4,13 +4,16 @@ import json
 
 import pytest
 import torch
+from click.testing import CliRunner
 
 from gptkit.model.checkpoint import save_model
+from gptkit.model.cli import cli
 from gptkit.model.config import ModelConfig
 from gptkit.model.generate import generate, prompt_ids
 from gptkit.model.hf import export_hf
 from gptkit.model.model import TransformerLM
 from gptkit.tokenizer import Tokenizer, split
+from tests.conftest import assert_input_error
 
 transformers = pytest.importorskip("transformers")
 
@@ -128,3 +131,37 @@ def test_export_without_an_eot_adds_nothing(tmp_path):
     hf_tok = transformers.AutoTokenizer.from_pretrained(hf_dir)
     assert hf_tok("hi")["input_ids"] == [104, 105]
     assert json.loads((hf_dir / "config.json").read_text())["pad_token_id"] is None
+
+
+def files_of(directory):
+    return {path.name: path.read_bytes() for path in sorted(directory.iterdir())}
+
+
+def test_export_replaces_only_an_earlier_export_as_it_wrote_it(tmp_path, small_tokenizer):
+    """What save_pretrained writes, what a download holds and what a checkpoint holds all look like
+    an export (config.json, model.safetensors, tokenizer.json): only the export's own marker, and
+    files unchanged since, make one ours."""
+    tok, _ = small_tokenizer
+    _, hf_dir = exported(tmp_path, tok)
+    loaded = transformers.AutoModelForCausalLM.from_pretrained(hf_dir)
+    users = tmp_path / "users"
+    loaded.save_pretrained(users)
+    (users / "tokenizer.json").write_bytes((hf_dir / "tokenizer.json").read_bytes())
+    save_model(random_model(tok, seed=1), tok, tmp_path / "ckpt2", eot_id=tok.special_tokens[EOT])  # as `model init` does
+
+    def export(out, *flags):
+        return CliRunner().invoke(cli, ["export-hf", "--checkpoint", str(tmp_path / "ckpt"), "--out", str(out), *flags])
+
+    for out in (users, tmp_path / "ckpt2"):
+        before = files_of(out)
+        assert_input_error(export(out), f"--out {out}", "not an earlier export", "--overwrite")
+        assert files_of(out) == before
+    assert export(hf_dir).exit_code == 0  # an earlier export: replaced
+    loaded.save_pretrained(hf_dir)  # the user's own weights into it: no longer the export it was
+    before = files_of(hf_dir)
+    assert_input_error(export(hf_dir), f"--out {hf_dir}", "not an earlier export")
+    assert files_of(hf_dir) == before
+    assert export(hf_dir, "--overwrite").exit_code == 0
+    assert export(hf_dir).exit_code == 0  # ours again
+    assert sorted(files_of(hf_dir)) == ["config.json", "generation_config.json", "gptkit-export.json", "model.safetensors",
+                                        "tokenizer.json", "tokenizer_config.json"]

@@ -398,6 +398,40 @@ def test_a_directory_that_is_not_a_checkpoint_is_not_replaced(good_dirs, tmp_pat
     assert load_model(tmp_path / "mine")[0].config.architecture == "gpt2"
 
 
+def test_a_training_checkpoint_is_not_replaced(good_dirs, tmp_path):
+    """A checkpoint with files beside the model's (a training checkpoint's optimizer and trainer
+    state) is no output of import-hf, which would lose them."""
+    step = tmp_path / "run" / "checkpoints" / "step-000004"
+    import_hf(good_dirs["gpt2"], step)
+    (step / "trainer_state.json").write_text('{"step": 4}')
+    before = files_of(step)
+    assert_input_error(invoke("import-hf", "--from", good_dirs["llama-gqa"], "--out", step), f"--out {step}",
+                       "not a checkpoint of a model alone", "--overwrite")
+    assert files_of(step) == before
+
+
+def files_of(directory):
+    return {path.relative_to(directory): path.read_bytes() for path in sorted(directory.rglob("*")) if path.is_file()}
+
+
+def test_the_input_is_never_the_output_nor_holds_it_nor_lies_inside_it(good_dirs, tmp_path):
+    hub = tmp_path / "hub"
+    model = hub / "m"
+    shutil.copytree(good_dirs["gpt2"], model)
+    before = files_of(hub)
+    for out, relation in ((model, "is"), (hub, "holds"), (model / "ckpt", "lies inside")):
+        assert_input_error(invoke("import-hf", "--from", model, "--out", out, "--overwrite"),
+                           f"--out {out}: {relation} --from {model}, the input")
+    assert files_of(hub) == before
+    ckpt = tmp_path / "ckpt"
+    import_hf(model, ckpt)
+    before = files_of(ckpt)
+    for out, relation in ((ckpt, "is"), (tmp_path, "holds"), (ckpt / "hf", "lies inside")):
+        assert_input_error(invoke("export-hf", "--checkpoint", ckpt, "--out", out, "--overwrite"),
+                           f"--out {out}: {relation} --checkpoint {ckpt}, the input")
+    assert files_of(ckpt) == before
+
+
 def test_gpt2s_own_file_layout(good_dirs, tmp_path):
     """openai-community/gpt2's model.safetensors holds GPT2Model's names, without "transformer.",
     and each layer's causal mask, a buffer transformers skips (as the import does)."""

@@ -282,8 +282,8 @@ def test_a_kill_after_the_swap_leaves_the_new_export_and_the_next_command_delete
     export = ["model", "export-hf", "--checkpoint", finished_run / "latest"]
     out = tmp_path / "hf"
     ok(*export, "--out", out)
-    (out / "config.json").write_text("{}")  # tells the old copy from the new
-    pid = killed_at_rename("old", out, *export)
+    (out / "config.json").write_text("{}")  # tells the old copy from the new (and makes it no export of ours: --overwrite)
+    pid = killed_at_rename("old", out, *export, "--overwrite")
     assert (out / "config.json").read_text() != "{}"
     assert sorted(os.listdir(tmp_path)) == [f".hf.old-{pid}", "hf"]
     assert (tmp_path / f".hf.old-{pid}" / "config.json").read_text() == "{}"  # whole: it is deleted under a temporary name

@@ -7,9 +7,10 @@ QK-norm (Llama lacks it), `Qwen2ForCausalLM` with biases on q/k/v, else `LlamaFo
 Import reads those and `MistralForCausalLM` (Llama's computation, with a sliding window that must
 not bind); it refuses in one line, naming the file and the field, anything that would compute
 otherwise here: another architecture, a binding sliding window, a RoPE scaling other than
-Llama 3's, mixture-of-experts fields, another activation, quantized weights, missing or extra
-tensors, a tokenizer that gptkit's reader cannot encode exactly (tokenizer/files.py:
-SentencePiece-style ones, Llama 2's, Mistral's, are refused there).
+Llama 3's, mixture-of-experts fields, another activation, quantized weights, missing, extra or
+non-finite tensors, a tokenizer that gptkit's reader cannot encode exactly (tokenizer/files.py:
+SentencePiece-style ones, Llama 2's, Mistral's, are refused there). It reads the weights
+transformers reads: model.safetensors before model.safetensors.index.json.
 
 Weights: our RoPE uses Llama's "rotate half" layout, so llama weights are only renamed; GPT-2's
 Conv1D layers hold a Linear's weight transposed, and its c_attn holds wq, wk and wv in one.
@@ -34,6 +35,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -48,6 +50,8 @@ from gptkit.tokenizer import Tokenizer
 from .checkpoint import (bos_id as checkpoint_bos_id, check_target, eot_id as checkpoint_eot_id, file_crc32, load_model,
                          model_tensors, save_model, save_tensors, stored_dtypes)
 from .config import LLAMA3_SCALING, ModelConfig
+from .device import available_memory
+from .info import size
 from .model import TransformerLM
 
 _LLAMA_TOP = {"embedding": "model.embed_tokens", "norm": "model.norm", "lm_head": "lm_head"}
@@ -264,6 +268,9 @@ ARCHITECTURES = (*LLAMA_FAMILY, "GPT2LMHeadModel")
 # Fields of other models' configs that would make these compute something else than they do here.
 MOE_FIELDS = ("num_experts", "num_local_experts", "n_routed_experts", "num_experts_per_tok", "moe_intermediate_size")
 ROPE_THETA_DEFAULT = 10000.0  # transformers' default_theta, where config.json gives none
+# Bytes per position and per head dimension that model.py's RoPE tables take while they are built
+# (rope_tables: two float32 tables, computed through float64 ones).
+ROPE_TABLE_BYTES = 24
 # Buffers some files hold beside the weights, which transformers skips too: GPT-2's causal masks,
 # an old Llama's RoPE frequencies (recomputed from the config).
 IGNORED = (".attn.bias", ".attn.masked_bias", ".rotary_emb.inv_freq")
@@ -289,13 +296,14 @@ class _HFConfig:
     def __init__(self, path, data, defaults):
         self.path, self.data, self.defaults = path, data, defaults
 
-    def get(self, field, kind=None):
+    def get(self, field, kind=None, nullable=False):
+        """`nullable`: null is taken (the fields whose null transformers derives from others)."""
         if field not in self.data and field not in self.defaults:
             raise InputError(f"{self.path}: {field} is missing")
         value = self.data[field] if field in self.data else self.defaults[field]
-        if kind is int and not (value is None or (type(value) is int and value >= 1)):
+        if kind is int and not ((value is None and nullable) or (type(value) is int and value >= 1)):
             raise self.refused(field, value, "a whole number, 1 or more")
-        if kind is float and not (type(value) in (int, float) and value > 0):
+        if kind is float and not (type(value) in (int, float) and 0 < value < math.inf):
             raise self.refused(field, value, "a number above 0")
         if kind is bool and type(value) is not bool:
             raise self.refused(field, value, "true or false")
@@ -322,16 +330,18 @@ def import_hf(hf_dir, out, overwrite=False) -> Imported:
     config_path = hf_dir / "config.json"
     data = _read_json_object(config_path)
     architecture = _architecture(config_path, data)
-    config = _model_config(_HFConfig(config_path, data, (GPT2 if architecture == "GPT2LMHeadModel" else
-                                                          LLAMA_FAMILY[architecture])[1]), architecture)
+    hf = _HFConfig(config_path, data, (GPT2 if architecture == "GPT2LMHeadModel" else LLAMA_FAMILY[architecture])[1])
+    config = _model_config(hf, architecture)
     tokenizer, post_processor = _tokenizer(hf_dir, config.architecture == "gpt2")
     notes = []
     if tokenizer.vocab_size > config.vocab_size:
         raise InputError(f"{hf_dir}: the tokenizer has {tokenizer.vocab_size:,} tokens, more than config.json's "
                          f"vocab_size {config.vocab_size:,}; expected at most as many")
+    source, files = _weight_files(hf_dir, data)
+    _check_size(hf, config, source, files)
     with torch.device("meta"):  # the expected names and shapes, without memory
         ours = model_tensors(TransformerLM(config))
-    tensors = from_hf(config, _read_tensors(hf_dir, config, to_hf(config, ours)), ours)
+    tensors = from_hf(config, _read_tensors(hf_dir, config, source, files, to_hf(config, ours)), ours)
     if tokenizer.vocab_size < config.vocab_size:
         # Rows no token uses (Qwen pads its vocabulary to a multiple of 128): dropped, so the
         # checkpoint's vocabulary is its tokenizer's, as every stage expects.
@@ -389,9 +399,10 @@ def _model_config(hf: _HFConfig, architecture) -> ModelConfig:
         d_model = hf.get("n_embd", int)
         fields = {"architecture": "gpt2", "context_length": hf.get("n_positions", int), "d_model": d_model,
                   "n_layers": hf.get("n_layer", int), "n_heads": hf.get("n_head", int),
-                  "d_ff": hf.get("n_inner", int) or 4 * d_model, "norm_eps": hf.get("layer_norm_epsilon", float)}
+                  "d_ff": hf.get("n_inner", int, nullable=True) or 4 * d_model,
+                  "norm_eps": hf.get("layer_norm_epsilon", float)}
         names = {"context_length": "n_positions", "d_model": "n_embd", "n_layers": "n_layer", "n_heads": "n_head",
-                 "d_ff": "n_inner"}
+                 "d_ff": "n_inner", "init_std": "initializer_range"}
     else:
         hf.require("hidden_act", "silu")
         for field in ("attention_bias", "mlp_bias"):
@@ -401,13 +412,14 @@ def _model_config(hf: _HFConfig, architecture) -> ModelConfig:
         heads = hf.get("num_attention_heads", int)
         fields = {"context_length": hf.get("max_position_embeddings", int), "d_model": hf.get("hidden_size", int),
                   "n_layers": hf.get("num_hidden_layers", int), "n_heads": heads,
-                  "n_kv_heads": hf.get("num_key_value_heads", int) or heads, "head_dim": hf.get("head_dim", int),
+                  "n_kv_heads": hf.get("num_key_value_heads", int, nullable=True) or heads,
+                  "head_dim": hf.get("head_dim", int, nullable=True),
                   "d_ff": hf.get("intermediate_size", int), "norm_eps": hf.get("rms_norm_eps", float),
                   "qk_norm": architecture == "Qwen3ForCausalLM", "qkv_bias": architecture == "Qwen2ForCausalLM",
                   **_rope(hf)}
         names = {"context_length": "max_position_embeddings", "d_model": "hidden_size", "n_layers": "num_hidden_layers",
                  "n_heads": "num_attention_heads", "n_kv_heads": "num_key_value_heads", "d_ff": "intermediate_size",
-                 "rope_scaling": _rope_field(hf.data)}
+                 "init_std": "initializer_range", "rope_scaling": _rope_field(hf.data)}
     try:
         return ModelConfig(vocab_size=hf.get("vocab_size", int), tie_embeddings=hf.get("tie_word_embeddings", bool),
                            init_std=hf.data.get("initializer_range") or 0.02, **fields)
@@ -427,7 +439,7 @@ def _check_sliding_window(hf: _HFConfig, architecture):
     if "use_sliding_window" in hf.defaults:
         hf.require("use_sliding_window", False, " (sliding-window attention)")
     layer_types = hf.data.get("layer_types")
-    if layer_types is not None and (not isinstance(layer_types, list) or set(layer_types) - {"full_attention"}):
+    if layer_types is not None and (not isinstance(layer_types, list) or any(t != "full_attention" for t in layer_types)):
         raise hf.refused("layer_types", layer_types, "full_attention for every layer")
 
 
@@ -467,7 +479,7 @@ def _tokenizer(hf_dir, gpt2):
     tokenizer exactly or refuses it; its refusal refuses the import."""
     path = hf_dir / "tokenizer.json"
     try:
-        if path.is_file():
+        if path.exists():  # a named pipe or a directory too, which the reader refuses
             tokenizer = Tokenizer.from_file(path)  # which read the file as JSON: a dict
             return tokenizer, read_json(path).get("post_processor")
         if gpt2 and (hf_dir / "vocab.json").is_file() and (hf_dir / "merges.txt").is_file():
@@ -477,34 +489,71 @@ def _tokenizer(hf_dir, gpt2):
         raise InputError(f"the import of {hf_dir} is refused because of its tokenizer: {e}") from None
 
 
-def _read_tensors(hf_dir, config: ModelConfig, expected: dict) -> dict:
-    """The weights of model.safetensors or of the shards model.safetensors.index.json lists,
-    under Hugging Face's names, checked against those `expected` (to_hf of a model of `config`:
-    meta tensors of the right shapes)."""
-    from safetensors import SafetensorError
-    from safetensors.torch import load_file
-
+def _weight_files(hf_dir, data):
+    """(the file that names the weights, {file: the tensors the index places there, None: all}):
+    model.safetensors, else the shards model.safetensors.index.json lists. transformers' order
+    (modeling_utils, _get_resolved_checkpoint_files), so that a directory holding both is what it is
+    there; a config.json naming another file (transformers_weights) is refused."""
+    if "transformers_weights" in data:
+        raise InputError(f"{hf_dir / 'config.json'}: transformers_weights {json.dumps(data['transformers_weights'])} is not "
+                         "supported; expected no such field (the weights read are model.safetensors, else "
+                         "model.safetensors.index.json)")
     index_path, single = hf_dir / "model.safetensors.index.json", hf_dir / "model.safetensors"
+    if single.is_file():
+        return single, {single.name: None}
     if index_path.is_file():
         weight_map = _read_json_object(index_path).get("weight_map")
         if not (isinstance(weight_map, dict) and all(isinstance(f, str) and "/" not in f for f in weight_map.values())):
             raise InputError(f"{index_path}: weight_map is not an object of tensor name -> file of this directory")
-        files, source = sorted(set(weight_map.values())), index_path
-    elif single.is_file():
-        weight_map, files, source = None, [single.name], single
-    else:
-        raise InputError(f"{hf_dir}: no model.safetensors or model.safetensors.index.json (pickled .bin weights are not "
-                         "read: unpickling can run code)")
-    tensors, file_of = {}, {}
+        return index_path, {name: [key for key, file in weight_map.items() if file == name]
+                            for name in sorted(set(weight_map.values()))}
+    raise InputError(f"{hf_dir}: no model.safetensors or model.safetensors.index.json (pickled .bin weights are not "
+                     "read: unpickling can run code)")
+
+
+def _check_size(hf: _HFConfig, config: ModelConfig, source, files):
+    """Refuse, before anything of it is built, more layers than the weights hold tensors (the
+    files' headers alone are read: 2**40 layers would be built for ever; a smaller count that is
+    wrong is told by the tensor it misses), and a context whose RoPE tables cannot be built in this
+    machine's memory: model.py builds them for the whole context whenever it loads the model, and no
+    tensor depends on the context, so the weights cannot tell."""
+    from safetensors import SafetensorError, safe_open
+
+    tensors = 0
     for name in files:
+        path = source.parent / name
         try:
-            loaded = load_file(hf_dir / name)
+            with safe_open(regular_file(path), framework="pt") as f:
+                tensors += len(f.keys())
+        except (SafetensorError, OSError) as e:
+            raise InputError(f"{path}: not a readable safetensors file ({e})") from None
+    if config.n_layers > tensors:
+        field = "n_layer" if config.architecture == "gpt2" else "num_hidden_layers"
+        raise InputError(f"{hf.path}: {field} {config.n_layers:,} is more layers than {source.name} has tensors "
+                         f"({tensors:,}); expected the layers of the weights")
+    available = available_memory(torch.device("cpu"))
+    tables = ROPE_TABLE_BYTES * config.context_length * config.head_dim
+    if config.architecture == "llama" and available is not None and tables > available:
+        raise InputError(f"{hf.path}: max_position_embeddings {config.context_length:,} takes RoPE tables of "
+                         f"{size(tables)}, more than the {size(available)} of memory available; expected a context this "
+                         "machine can hold")
+
+
+def _read_tensors(hf_dir, config: ModelConfig, source, files: dict, expected: dict) -> dict:
+    """The weights of `files` (_weight_files), under Hugging Face's names, checked against those
+    `expected` (to_hf of a model of `config`: meta tensors of the right shapes), finite."""
+    from safetensors import SafetensorError
+    from safetensors.torch import load_file
+
+    tensors, file_of = {}, {}
+    for name, listed in files.items():
+        try:
+            loaded = load_file(regular_file(hf_dir / name))
         except (SafetensorError, OSError) as e:
             raise InputError(f"{hf_dir / name}: not a readable safetensors file ({e})") from None
-        listed = [key for key, file in (weight_map or {}).items() if file == name]
-        if set(listed) - set(loaded):
+        if set(listed or ()) - set(loaded):
             raise InputError(f"{hf_dir / name}: no tensor {sorted(set(listed) - set(loaded))[0]!r}, which "
-                             f"{index_path.name} places there")
+                             f"{source.name} places there")
         for key, tensor in loaded.items():
             if config.architecture == "gpt2" and not key.startswith(("transformer.", "lm_head.")):
                 key = f"transformer.{key}"  # GPT-2's own file holds GPT2Model's names, without the prefix
@@ -526,6 +575,8 @@ def _read_tensors(hf_dir, config: ModelConfig, expected: dict) -> dict:
         if tensors[key].dtype not in _DTYPES:
             raise InputError(f"{file_of[key]}: tensor {key!r} is {tensors[key].dtype}; expected float32, bfloat16 or "
                              "float16 (quantized weights are not supported)")
+        if not torch.isfinite(tensors[key]).all():
+            raise InputError(f"{file_of[key]}: tensor {key!r} holds NaN or infinite values; expected finite weights")
     extra = sorted(set(tensors) - set(expected))
     if extra:
         raise InputError(f"{file_of[extra[0]]}: tensor {extra[0]!r} is not part of the model config.json describes")
@@ -535,7 +586,7 @@ def _read_tensors(hf_dir, config: ModelConfig, expected: dict) -> dict:
 def _framing(hf_dir, data, tokenizer, post_processor, gpt2, notes):
     """(bos_id, eot_id) of the import: see the module's docstring."""
     generation_path = hf_dir / "generation_config.json"
-    generation = _read_json_object(generation_path) if generation_path.is_file() else {}
+    generation = _read_json_object(generation_path) if generation_path.exists() else {}
     sources = [(generation_path, generation), (hf_dir / "config.json", data)]
     eot_path, eot = next(((path, d["eos_token_id"]) for path, d in sources if "eos_token_id" in d), (None, None))
     if isinstance(eot, list) and eot:
@@ -567,7 +618,9 @@ def _bos_of_post_processor(path, node, tokenizer):
     """The id the tokenizer.json's post-processor puts before a single text (None: none). A
     ByteLevel post-processor only moves offsets; a template may put one special token before the
     text, nothing after it (a token after a prompt would end it)."""
-    if node is None or node.get("type") == "ByteLevel":
+    if not isinstance(node, dict):
+        return None if node is None else _unsupported_template(path, node)
+    if node.get("type") == "ByteLevel":
         return None
     if node.get("type") == "Sequence" and isinstance(node.get("processors"), list):
         found = [bos for step in node["processors"] if (bos := _bos_of_post_processor(path, step, tokenizer)) is not None]
@@ -581,15 +634,18 @@ def _bos_of_post_processor(path, node, tokenizer):
         return None
     if not (len(single) == 2 and "SpecialToken" in single[0] and "Sequence" in single[1]):
         _unsupported_template(path, node)
-    token = single[0]["SpecialToken"].get("id")
-    ids = (node.get("special_tokens") or {}).get(token, {}).get("ids")
-    if token not in tokenizer.special_tokens or ids != [tokenizer.special_tokens[token]]:
+    token = single[0]["SpecialToken"].get("id") if isinstance(single[0]["SpecialToken"], dict) else None
+    specials = node.get("special_tokens")
+    entry = specials.get(token) if isinstance(specials, dict) and isinstance(token, str) else None
+    if not (isinstance(entry, dict) and token in tokenizer.special_tokens
+            and entry.get("ids") == [tokenizer.special_tokens[token]]):
         raise InputError(f"{path}: post_processor puts {json.dumps(token)} before a text, which is not a special token of "
                          "the tokenizer with those ids")
     return tokenizer.special_tokens[token]
 
 
 def _unsupported_template(path, node):
-    what = json.dumps(node.get("single")) if node.get("type") == "TemplateProcessing" else json.dumps(node.get("type"))
+    what = json.dumps(node if not isinstance(node, dict) else node.get("single") if node.get("type") == "TemplateProcessing"
+                      else node.get("type"))
     raise InputError(f"{path}: post_processor {what} is not supported; expected none, ByteLevel, or a TemplateProcessing "
                      "that puts at most one special token before a text and none after it")

@@ -4,6 +4,8 @@ which the caller turns into one line naming the file."""
 import json
 from pathlib import Path
 
+from .files import regular_file
+
 
 def parse_json(text):
     """The value of a JSON text; ValueError for a text that is none, nesting too deep for the
@@ -21,6 +23,6 @@ def is_count(value):
 
 
 def read_json(path):
-    """The value of a UTF-8 JSON file: OSError where it cannot be read, ValueError where it is not
-    JSON."""
-    return parse_json(Path(path).read_text(encoding="utf-8"))
+    """The value of a UTF-8 JSON file: OSError where it cannot be read or is no regular file (a
+    named pipe would hang the read), ValueError where it is not JSON."""
+    return parse_json(Path(regular_file(path)).read_text(encoding="utf-8"))

@@ -11,6 +11,8 @@ import json
 import os
 import re
 import shutil
+import threading
+import time
 import zlib
 from pathlib import Path
 
@@ -483,6 +485,41 @@ def _data_copy(data, tmp_path):
     copy = tmp_path / "data"
     shutil.copytree(data, copy)
     return copy
+
+
+@pytest.fixture
+def pipe(tmp_path):
+    """A named pipe nobody writes to, as the config.json of a directory. Were it read, the read
+    would wait for ever: a writer ends the wait after 10 s, so that such a test fails instead of
+    hanging."""
+    path = tmp_path / "hf" / "config.json"
+    path.parent.mkdir()
+    os.mkfifo(path)
+
+    def unblock():
+        time.sleep(10)
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK)  # fails where no one reads it, as it should be
+        except OSError:
+            return
+        os.write(fd, b"{}")
+        os.close(fd)
+
+    threading.Thread(target=unblock, daemon=True).start()
+    return path
+
+
+@pytest.mark.parametrize("where", ["model info --config", "train --config", "tokenizer encode -t", "import-hf: config.json"])
+def test_a_named_pipe_where_json_is_read_is_one_line_not_a_wait(where, pipe, data, tmp_path):
+    from gptkit.cli import cli
+
+    args = {
+        "model info --config": ["model", "info", "--config", pipe],
+        "train --config": ["train", "--config", pipe, "--data", data, "--out", tmp_path / "run"],
+        "tokenizer encode -t": ["tokenizer", "encode", "-t", pipe, "hello"],
+        "import-hf: config.json": ["model", "import-hf", "--from", pipe.parent, "--out", tmp_path / "ckpt"],
+    }[where]
+    assert_input_error(invoke(cli, *args), pipe, "not a regular file but a named pipe")
 
 
 def test_a_metrics_line_nested_too_deeply_is_left_out_as_a_garbled_line(run):

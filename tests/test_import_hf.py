@@ -5,6 +5,7 @@ through export-hf and import-hf; everything else is refused in one line, with no
 Also the gpt2 architecture itself: GPT-2 small's count, training, sampling."""
 import copy
 import json
+import os
 import shutil
 from dataclasses import dataclass, field
 
@@ -308,6 +309,32 @@ def config_edit(**fields):
     return lambda hf_dir: edit_json(hf_dir / "config.json", **fields)
 
 
+def poisoned(name, value):
+    """Tensor `name` with `value` in its first element."""
+    return tensors_edit(lambda tensors: tensors[name].view(-1).__setitem__(0, value))
+
+
+def as_mistral(**fields):
+    return config_edit(architectures=["MistralForCausalLM"], model_type="mistral", **fields)
+
+
+def named_pipe(name):
+    """`name` of the directory replaced by a named pipe nobody writes to: reading it would wait for ever."""
+    def change(hf_dir):
+        (hf_dir / name).unlink(missing_ok=True)
+        os.mkfifo(hf_dir / name)
+    return change
+
+
+def sharded_into(name):
+    """The weights moved to a shard `name` that model.safetensors.index.json lists."""
+    def change(hf_dir):
+        tensors = load_file(hf_dir / "model.safetensors")
+        (hf_dir / "model.safetensors").rename(hf_dir / name)
+        (hf_dir / "model.safetensors.index.json").write_text(json.dumps({"weight_map": {key: name for key in tensors}}))
+    return change
+
+
 def tensors_edit(edit):
     def change(hf_dir):
         tensors = load_file(hf_dir / "model.safetensors")
@@ -321,13 +348,18 @@ REFUSALS = {
                              "config.json", "architectures", "MixtralForCausalLM"),
     "two architectures": ("llama-gqa", config_edit(architectures=["LlamaForCausalLM", "Qwen2ForCausalLM"]), "architectures"),
     "model_type": ("llama-gqa", config_edit(model_type="mistral"), "config.json", "model_type"),
-    "Mistral v0.1's window": ("llama-gqa", config_edit(architectures=["MistralForCausalLM"], model_type="mistral",
-                                                       sliding_window=32), "config.json", "sliding_window 32"),
-    "Mistral's default window": ("llama-gqa", config_edit(architectures=["MistralForCausalLM"], model_type="mistral",
-                                                          max_position_embeddings=8192), "sliding_window 4096"),
+    "Mistral v0.1's window": ("llama-gqa", as_mistral(sliding_window=32), "config.json", "sliding_window 32"),
+    "Mistral's default window": ("llama-gqa", as_mistral(max_position_embeddings=8192), "sliding_window 4096"),
+    "Mistral's context null": ("llama-gqa", as_mistral(sliding_window=4096, max_position_embeddings=None), "config.json",
+                               "max_position_embeddings null"),
+    "Mistral's window and context null": ("llama-gqa", as_mistral(sliding_window=None, max_position_embeddings=None),
+                                          "max_position_embeddings null"),
     "Qwen2's sliding window": ("llama-gqa", config_edit(architectures=["Qwen2ForCausalLM"], model_type="qwen2",
                                                         use_sliding_window=True), "config.json", "use_sliding_window true"),
     "sliding layers": ("llama-gqa", config_edit(layer_types=["full_attention", "sliding_attention"]), "layer_types"),
+    "layer_types an object": ("llama-gqa", config_edit(layer_types={"0": "full_attention"}), "config.json", "layer_types"),
+    "layer_types holding an object": ("llama-gqa", config_edit(layer_types=["full_attention", {"type": "full_attention"}]),
+                                      "config.json", "layer_types"),
     "yarn": ("llama-gqa", config_edit(rope_scaling={"rope_type": "yarn", "factor": 4.0}), "config.json", "rope_scaling",
              "yarn"),
     "linear": ("llama-gqa", config_edit(rope_parameters={"rope_type": "linear", "factor": 2.0, "rope_theta": 500.0}),
@@ -343,6 +375,19 @@ REFUSALS = {
     "quantized": ("llama-gqa", config_edit(quantization_config={"quant_method": "gptq"}), "quantization_config"),
     "heads": ("llama-gqa", config_edit(num_key_value_heads=3), "config.json", "num_attention_heads 4"),
     "a size of the wrong type": ("llama-gqa", config_edit(hidden_size="64"), "hidden_size \"64\""),
+    "GPT-2's n_embd null": ("gpt2", config_edit(n_embd=None), "config.json", "n_embd null"),
+    "an infinite norm epsilon": ("llama-gqa", config_edit(rms_norm_eps=float("inf")), "config.json",
+                                 "rms_norm_eps Infinity"),
+    "GPT-2's infinite norm epsilon": ("gpt2", config_edit(layer_norm_epsilon=float("inf")), "layer_norm_epsilon Infinity"),
+    "an initializer_range that is no number": ("llama-gqa", config_edit(initializer_range="abc"), "config.json",
+                                               "initializer_range 'abc'"),
+    # no tensor depends on these: the files' headers and this machine's memory bound them before anything is built
+    "2**40 layers": ("llama-gqa", config_edit(num_hidden_layers=2**40), "config.json", "num_hidden_layers 1,099,511,627,776",
+                     "model.safetensors has tensors"),
+    "a context of 2**40": ("llama-gqa", config_edit(max_position_embeddings=2**40), "config.json",
+                           "max_position_embeddings 1,099,511,627,776", "RoPE tables of 384.00 TiB", "memory available"),
+    "weights named elsewhere": ("llama-gqa", config_edit(transformers_weights="other.safetensors"), "config.json",
+                                "transformers_weights"),
     "inverse layer scaling": ("gpt2", config_edit(scale_attn_by_inverse_layer_idx=True), "config.json",
                               "scale_attn_by_inverse_layer_idx true"),
     "upcast attention": ("gpt2", config_edit(reorder_and_upcast_attn=True), "reorder_and_upcast_attn true"),
@@ -360,6 +405,16 @@ REFUSALS = {
                                                 "tie_word_embeddings"),
     "quantized weights": ("llama-gqa", tensors_edit(lambda t: t.update({"model.norm.weight": torch.ones(64, dtype=torch.int8)})),
                           "'model.norm.weight'", "torch.int8"),
+    "a NaN weight": ("llama-gqa", poisoned("model.layers.1.mlp.up_proj.weight", torch.nan), "model.safetensors",
+                     "'model.layers.1.mlp.up_proj.weight'", "NaN or infinite"),
+    "an infinite weight": ("gpt2", poisoned("transformer.h.0.ln_1.bias", -torch.inf), "model.safetensors",
+                           "'transformer.h.0.ln_1.bias'", "NaN or infinite"),
+    "config.json a named pipe": ("llama-gqa", named_pipe("config.json"), "config.json",
+                                 "not a regular file but a named pipe"),
+    "tokenizer.json a named pipe": ("gpt2", named_pipe("tokenizer.json"), "tokenizer.json", "named pipe"),
+    "a shard a named pipe": ("llama-gqa", lambda d: [change(d) for change in (sharded_into("shard.safetensors"),
+                                                                               named_pipe("shard.safetensors"))],
+                             "shard.safetensors", "named pipe"),
     "pickled weights only": ("llama-gqa", lambda d: (d / "model.safetensors").rename(d / "pytorch_model.bin"),
                              "no model.safetensors", "unpickling"),
     "no config.json": ("llama-gqa", lambda d: (d / "config.json").unlink(), "config.json: no such file"),
@@ -373,6 +428,11 @@ REFUSALS = {
     "a template after the text": ("llama-gqa", lambda d: edit_json(d / "tokenizer.json", post_processor__single=[
                                       {"Sequence": {"id": "A", "type_id": 0}}, {"SpecialToken": {"id": BEGIN, "type_id": 0}}]),
                                   "tokenizer.json", "post_processor"),
+    "a post_processor that is a string": ("llama-gqa", lambda d: edit_json(d / "tokenizer.json",
+                                                                           post_processor="BertProcessing"),
+                                          "tokenizer.json", 'post_processor "BertProcessing" is not supported'),
+    "special_tokens a list": ("llama-gqa", lambda d: edit_json(d / "tokenizer.json", post_processor__special_tokens=[BEGIN]),
+                              "tokenizer.json", f'post_processor puts "{BEGIN}" before a text'),
 }
 
 
@@ -444,6 +504,27 @@ def test_gpt2s_own_file_layout(good_dirs, tmp_path):
     import_hf(good_dirs["gpt2"], tmp_path / "ckpt")
     import_hf(spoiled(good_dirs, tmp_path, "gpt2", as_openai_wrote_it), tmp_path / "again")
     assert_same_checkpoint(tmp_path / "ckpt", tmp_path / "again")
+
+
+def test_a_single_file_beside_an_index_is_read_as_transformers_reads_it(good_dirs, small_tokenizer, tmp_path):
+    """model.safetensors and model.safetensors.index.json of other weights: transformers reads the
+    single file, and so does the import."""
+    case = CASES["llama-gqa"]
+    other = random_hf_model(case.architecture, hf_config(case, with_specials(small_tokenizer[0], case.specials)), seed=1)
+    other.save_pretrained(tmp_path / "other", max_shard_size="60KB")
+
+    def add_the_index_and_its_shards(hf_dir):
+        for path in (tmp_path / "other").glob("model-*.safetensors"):
+            shutil.copy(path, hf_dir)
+        shutil.copy(tmp_path / "other" / "model.safetensors.index.json", hf_dir)
+
+    hf_dir = spoiled(good_dirs, tmp_path, "llama-gqa", add_the_index_and_its_shards)
+    import_hf(hf_dir, tmp_path / "ckpt")
+    model, tok = load_model(tmp_path / "ckpt")
+    theirs = transformers.AutoModelForCausalLM.from_pretrained(hf_dir, dtype=torch.float32).eval()
+    idx = torch.randint(tok.vocab_size, (2, 40), generator=torch.Generator().manual_seed(1))
+    torch.testing.assert_close(logits(model, idx), logits(theirs, idx), atol=1e-4, rtol=0)
+    assert (logits(other, idx) - logits(theirs, idx)).abs().max() > 0.1  # the index's weights are another model
 
 
 # -- the gpt2 architecture trains and samples -----------------------------------------------------

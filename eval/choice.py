@@ -64,8 +64,8 @@ def frame(items, tokenizer, bos_id, context_length, path) -> Framing:
 
 
 class Scores(NamedTuple):
-    """Per item and choice, on the model's device: the summed loss of the choice's tokens (inf
-    where an item has fewer choices than the most) and their number; the right choices."""
+    """Per item and choice, on the model's device: the summed loss of the choice's tokens and
+    their number (inf and 0 where an item has fewer choices than the most); the right choices."""
     sums: torch.Tensor  # (items, most choices), float64
     counts: torch.Tensor  # (items, most choices), float64
     labels: torch.Tensor  # (items,)
@@ -74,6 +74,11 @@ class Scores(NamedTuple):
         """(the choice of the lowest summed loss, of the lowest mean loss per token), per item;
         ties go to the first."""
         return self.sums.argmin(1), (self.sums / self.counts).argmin(1)
+
+    def finite(self):
+        """Whether every choice's loss is a number: an argmin over NaN (a model whose weights hold
+        one) picks whatever it meets first, a score of nothing."""
+        return bool((self.sums.isfinite() | (self.counts == 0)).all())
 
     def totals(self):
         """[right by acc, right by acc_norm, items], a float64 tensor for the ranks to add up."""
@@ -107,7 +112,7 @@ def score(model, items, batch_size, autocast, each_batch=None) -> Scores:
             each_batch(bisect.bisect_right(last_row, b + len(batch)))
     most = max((len(item.choices) for item in items), default=1)
     sums = torch.full((len(items), most), torch.inf, dtype=torch.float64, device=device)
-    counts = torch.ones((len(items), most), dtype=torch.float64, device=device)
+    counts = torch.zeros((len(items), most), dtype=torch.float64, device=device)
     if rows:
         where = tuple(torch.tensor(index, device=device) for index in zip(*[(i, j) for i, j, *_ in rows]))
         sums[where] = torch.cat(losses)

@@ -2,6 +2,7 @@
 import contextlib
 import json
 import logging
+import math
 import time
 from pathlib import Path
 
@@ -92,6 +93,9 @@ def text(inputs, more_inputs, data, eval_tokens, checkpoint, batch_size, device,
         done += len(part)
     progress.close()
     loss = summary(sums)
+    if not math.isfinite(loss.loss):
+        raise InputError(f"--checkpoint {checkpoint}: its loss is {loss.loss} (its weights hold NaN or infinite values, or "
+                         "its computation overflows): nothing to score")
     _report(out, {"task": "text", "checkpoint": str(Path(checkpoint).resolve()), **source, **loss._asdict()},
             f"loss {loss.loss:.4f} nats/token, {loss.bpb:.4f} bits/byte ({loss.tokens:,} tokens, {loss.bytes:,} bytes of text)")
 
@@ -165,6 +169,9 @@ def _multiple_choice(task, file, items, checkpoint, batch_size, device, threads,
     progress = Progress(task, "items", total=len(items), quiet=quiet)
     scores = score(scorer.model, framing.items, batch_size, scorer.autocast, scorer.each_batch(progress))
     progress.close()
+    if not scores.finite():
+        raise InputError(f"--checkpoint {checkpoint}: its losses on {file} are not all finite (its weights hold NaN or "
+                         "infinite values, or its computation overflows): nothing to score")
     right, right_norm, count = scores.totals().tolist()
     acc, acc_norm, count = right / count, right_norm / count, int(count)
     cut = f"; {framing.cut:,} context{'s' if framing.cut > 1 else ''} cut on the left to fit" if framing.cut else ""

@@ -82,6 +82,11 @@ def _read_jsonl(path, item, expected, limit):
         made = item(record, number) if isinstance(record, dict) else None
         if made is None:
             raise InputError(f"{path} line {number}: expected {expected}")
+        try:  # JSON's escapes can write a lone surrogate ("\ud800"), which no text encoding holds
+            "".join((made.context, *made.choices)).encode("utf-8")
+        except UnicodeEncodeError as e:
+            raise InputError(f"{path} line {number}: a text holds {ascii(e.object[e.start])}, a lone surrogate, which is no "
+                             "character; expected Unicode text") from None
         items.append(made)
     if not items:
         raise InputError(f"{path}: no items (expected one a line: {expected})")

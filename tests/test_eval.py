@@ -270,6 +270,8 @@ LINE_1 = json.dumps(hellaswag_items(1)[0])
     ("\n\n", ["no items"]),
     (LINE_1 + "\n" + json.dumps({**hellaswag_items(1)[0], "endings": ["x " * 80] * 4}) + "\n",
      ["line 2: choice 0 has", "leaving no room for the context in the model's context of 64"]),
+    (LINE_1 + "\n" + json.dumps({**hellaswag_items(1)[0], "ctx": "the cat \ud800 sat"}) + "\n",
+     ["line 2: a text holds '\\ud800', a lone surrogate"]),
 ])
 def test_a_bad_hellaswag_file_is_one_line_naming_the_line(checkpoint, tmp_path, text, needles):
     file = tmp_path / "bad.jsonl"
@@ -291,6 +293,9 @@ def test_bad_input_of_every_command_is_one_line(checkpoint, tmp_path, monkeypatc
     one_choice = write_jsonl(tmp_path / "one.jsonl", [{"context": "a", "choices": ["b"], "label": 0}])
     assert_input_error(invoke("choice", "--checkpoint", checkpoint, "--file", one_choice), f"{one_choice} line 1",
                        '"choices" (2 or more texts, none empty)')
+    surrogate = write_jsonl(tmp_path / "surrogate.jsonl", [{"context": "a", "choices": ["b", "c\udfff"], "label": 0}])
+    assert_input_error(invoke("choice", "--checkpoint", checkpoint, "--file", surrogate), f"{surrogate} line 1: a text "
+                       "holds '\\udfff', a lone surrogate")
     label = write_jsonl(tmp_path / "label.jsonl", [{"context": "a", "choices": ["b", "c"], "label": 2}])
     assert_input_error(invoke("choice", "--checkpoint", checkpoint, "--file", label), f"{label} line 1", '"label"')
     empty = tmp_path / "empty.txt"
@@ -304,6 +309,27 @@ def test_bad_input_of_every_command_is_one_line(checkpoint, tmp_path, monkeypatc
     assert_input_error(invoke("text", "--checkpoint", checkpoint, "--input", tmp_path / "missing.txt"), "--input",
                        "missing.txt: no such file")
     assert_input_error(invoke("text", "--checkpoint", checkpoint, "--data", tmp_path), f"--data {tmp_path}: no val shards")
+
+
+def test_losses_that_are_not_numbers_are_refused_not_scored(checkpoint, tok, tmp_path):
+    """A NaN weight (a diverged training) makes every loss NaN: an argmin over them would pick the
+    first choice and score it."""
+    model, _ = load_model(checkpoint)
+    with torch.no_grad():
+        model.layers[0].ffn.w1.weight[0, 0] = torch.nan
+    save_model(model, tok, tmp_path / "nan", eot_id=tok.special_tokens[EOT])
+    text = tmp_path / "t.txt"
+    text.write_text(english_like(50))
+    mine = [{"context": "the cat", "choices": [" sat", " ran"], "label": 0}]
+    files = {"hellaswag": write_jsonl(tmp_path / "hs.jsonl", [{**item, "label": 0} for item in hellaswag_items(4)]),
+             "choice": write_jsonl(tmp_path / "mine.jsonl", mine)}
+    out = ["--out", tmp_path / "r.json", "-q"]
+    for task, file in files.items():
+        assert_input_error(invoke(task, "--checkpoint", tmp_path / "nan", "--file", file, *out),
+                           f"--checkpoint {tmp_path / 'nan'}: its losses on {file} are not all finite")
+    assert_input_error(invoke("text", "--checkpoint", tmp_path / "nan", "--input", text, *out),
+                       f"--checkpoint {tmp_path / 'nan'}: its loss is nan")
+    assert not (tmp_path / "r.json").exists()
 
 
 # -- download -------------------------------------------------------------------------------------

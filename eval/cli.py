@@ -10,7 +10,7 @@ import click
 
 from gptkit.shared.cli import CONTEXT, Group, overwrite_option, threads_option, version_option
 from gptkit.shared.errors import InputError
-from gptkit.shared.files import atomic_write, check_output
+from gptkit.shared.files import atomic_write, check_apart, check_output
 from gptkit.shared.jsonfile import read_json
 from gptkit.shared.progress import Progress
 from gptkit.shared.text import decode_utf8
@@ -72,7 +72,7 @@ def text(inputs, more_inputs, data, eval_tokens, checkpoint, batch_size, device,
     for path in inputs:
         if not Path(path).is_file():
             raise InputError(f"--input {path}: no such file")
-    _check_out(out, overwrite)
+    _check_out(out, overwrite, [("--input", path) for path in inputs] + [("--data", data), ("--checkpoint", checkpoint)])
     import torch  # here, once the arguments are checked: --help and a bad flag answer at once (torch takes 2-3 s)
 
     from .loss import eval_sequences, loss_sums, summary, text_windows, token_bytes
@@ -161,7 +161,7 @@ def choice(file, limit, **scoring):
 
 def _multiple_choice(task, file, items, checkpoint, batch_size, device, threads, out, overwrite, quiet):
     """Score `items` (read from `file`, checked before the checkpoint loads) and report."""
-    _check_out(out, overwrite)
+    _check_out(out, overwrite, [("--file", file), ("--checkpoint", checkpoint)])
     from .choice import frame, score  # imports torch (see text)
 
     scorer = _Scorer(checkpoint, device, threads)
@@ -213,9 +213,13 @@ class _Scorer:
         return done
 
 
-def _check_out(out, overwrite):
-    """Refuse an --out that is not a result of ours, unless --overwrite: before any scoring."""
+def _check_out(out, overwrite, inputs):
+    """Refuse an --out that is not a result of ours, unless --overwrite, and one that is an input
+    (`inputs`: (flag, path)), holds one or lies inside one, even with it: before any scoring."""
     if out is not None:
+        for flag, path in inputs:
+            if path is not None:
+                check_apart(out, path, flag)
         check_output(out, _is_result, "a result of gptkit eval", overwrite)
 
 

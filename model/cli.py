@@ -60,7 +60,7 @@ def info(config_name, batch_size, ranks, parallel):
 @click.option("--tokenizer", "-t", "tokenizer_path", required=True, metavar="PATH", help="The tokenizer.json the model is for; sets vocab_size.")
 @click.option("--out", required=True, metavar="DIR", help="The checkpoint directory to write.")
 @click.option("--seed", type=click.IntRange(0, 2**63 - 1), default=0, show_default=True)
-@overwrite_option("a checkpoint")
+@overwrite_option("a checkpoint of a model alone (no training state)")
 def init(config_name, tokenizer_path, out, seed, overwrite):
     """Write a randomly initialized checkpoint (model.safetensors, config.json, tokenizer.json)."""
     import torch  # here, with the modules that import it: `gptkit model info` and --help do without torch (2-3 s)
@@ -111,7 +111,7 @@ def export_hf(checkpoint, out_dir, overwrite):
               help="A Hugging Face model directory: config.json, model.safetensors (or model.safetensors.index.json and its "
                    "shards), tokenizer.json (GPT-2: or vocab.json and merges.txt).")
 @click.option("--out", required=True, metavar="DIR", help="The checkpoint directory to write.")
-@overwrite_option("a checkpoint")
+@overwrite_option("a checkpoint of a model alone (no training state)")
 def import_hf(hf_dir, out, overwrite):
     """Write a checkpoint of a Hugging Face LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM,
     Qwen3ForCausalLM or GPT2LMHeadModel, computing exactly what it computes, or refuse it in one line."""

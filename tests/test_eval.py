@@ -8,6 +8,7 @@ import math
 import shutil
 import urllib.error
 import urllib.request
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -254,6 +255,20 @@ def test_out_replaces_only_a_result_and_is_never_half_written(checkpoint, tmp_pa
     assert_input_error(invoke("hellaswag", "--checkpoint", checkpoint, "--file", file, "--out", mine), f"{file} line 3")
     assert mine.read_text() == before and sorted(p.name for p in tmp_path.iterdir()) == ["hs.jsonl", "mine.json"]
 
+
+
+def test_out_is_never_an_input_even_with_overwrite(checkpoint, tmp_path):
+    file = write_jsonl(tmp_path / "hs.jsonl", hellaswag_items(2))
+    before = file.read_text()
+    assert_input_error(invoke("hellaswag", "--checkpoint", checkpoint, "--file", file, "--out", file, "--overwrite"),
+                       f"--out {file}: is --file {file}, the input")
+    assert_input_error(invoke("hellaswag", "--checkpoint", checkpoint, "--file", file, "--out", Path(checkpoint) / "r.json",
+                              "--overwrite"), "lies inside --checkpoint")
+    text = tmp_path / "t.txt"
+    text.write_text("Once upon a time.\n")
+    assert_input_error(invoke("text", "--checkpoint", checkpoint, "--input", text, "--out", text, "--overwrite"),
+                       f"--out {text}: is --input {text}, the input")
+    assert file.read_text() == before and text.read_text() == "Once upon a time.\n"
 
 # -- bad input --------------------------------------------------------------------------------------
 

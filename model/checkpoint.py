@@ -114,7 +114,11 @@ def load_model(directory, device="cpu"):
     expected_fp = config.get("tokenizer", {}).get("fingerprint")
     if expected_fp and tokenizer.fingerprint != expected_fp:
         raise CheckpointError(f"{directory}/{TOKENIZER_FILE}: tokenizer {tokenizer.fingerprint}, the model was made for {expected_fp}")
-    model = TransformerLM(model_config)
+    try:
+        model = TransformerLM(model_config)
+    except (RuntimeError, MemoryError) as e:  # torch's CPU allocator fails with a RuntimeError: an edited size
+        raise CheckpointError(f"{directory}/{CONFIG_FILE}: the model it describes cannot be built here "
+                              f"({str(e).splitlines()[0]})") from None
     tensors = read_tensors(directory, config=config)
     expected = model_tensors(model)
     for name, tensor in expected.items():
@@ -127,7 +131,7 @@ def load_model(directory, device="cpu"):
     if extra:
         raise CheckpointError(f"{directory}/{MODEL_FILE}: tensor {extra[0]!r} is not part of the model the config describes")
     model.load_state_dict(tensors, strict=False)  # strict would miss a tied head, which is the embedding
-    return model.to(device), tokenizer
+    return model.to(device).eval(), tokenizer  # for inference: no dropout (training sets train mode itself)
 
 
 def eot_id(directory, tokenizer) -> int | None:

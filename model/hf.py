@@ -147,7 +147,9 @@ def hf_config(config: ModelConfig, bos_id, eot_id, dtype="float32"):
         return {**common, "n_positions": config.context_length, "n_embd": config.d_model, "n_layer": config.n_layers,
                 "n_head": config.n_heads, "n_inner": config.d_ff, "activation_function": "gelu_new",
                 "layer_norm_epsilon": config.norm_eps, "scale_attn_weights": True, "scale_attn_by_inverse_layer_idx": False,
-                "reorder_and_upcast_attn": False, "resid_pdrop": 0.0, "embd_pdrop": 0.0, "attn_pdrop": 0.0}  # we have no dropout
+                "reorder_and_upcast_attn": False,
+                # GPT-2 drops where nanoGPT and model.py do; the Llama family has no residual dropout to say it with
+                "resid_pdrop": config.dropout, "embd_pdrop": config.dropout, "attn_pdrop": config.dropout}
     rope = {"rope_type": "default"} if config.rope_scaling is None else dict(config.rope_scaling)
     return {
         **common,

@@ -19,6 +19,9 @@ projections (Qwen2). No other biases.
 with LayerNorms that have a bias, an MLP W2(GELU(W1 x)) (GELU's tanh approximation, HF's
 "gelu_new"), and a bias on every linear layer but the LM head.
 
+Dropout (ModelConfig.dropout, 0 by default), in training only, where nanoGPT puts it: on the
+embeddings, the attention weights and the output of each residual branch.
+
 Initialization: every weight matrix and embedding ~ N(0, init_std) (0.02 by default),
 except the two projections that write into the residual stream (attention output and
 feed-forward down projection), which get init_std / sqrt(2 * n_layers) as in GPT-2, so the
@@ -111,6 +114,7 @@ class Attention(nn.Module):
     def __init__(self, config: ModelConfig, layer: int):
         super().__init__()
         self.layer, self.n_heads, self.n_kv_heads, self.head_dim = layer, config.n_heads, config.n_kv_heads, config.head_dim
+        self.dropout = config.dropout
         gpt2 = config.architecture == "gpt2"
         qkv_bias = config.qkv_bias or gpt2
         self.wq = nn.Linear(config.d_model, config.n_heads * config.head_dim, bias=qkv_bias)
@@ -141,8 +145,9 @@ class Attention(nn.Module):
                 if T > 1:
                     mask = torch.ones(T, start + T, dtype=torch.bool, device=x.device).tril(start)
         y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal and T > 1,
+                                           dropout_p=self.dropout if self.training else 0.0,
                                            enable_gqa=self.n_kv_heads != self.n_heads)
-        return self.wo(y.transpose(1, 2).reshape(B, T, -1))
+        return F.dropout(self.wo(y.transpose(1, 2).reshape(B, T, -1)), self.dropout, self.training)
 
 
 class FeedForward(nn.Module):
@@ -182,10 +187,11 @@ class Block(nn.Module):
         self.attention = Attention(config, layer)
         self.ffn_norm = norm(config, config.d_model)
         self.ffn = MLP(config) if config.architecture == "gpt2" else FeedForward(config)
+        self.dropout = config.dropout
 
     def forward(self, x, cos, sin, cache=None):
         x = x + self.attention(self.attention_norm(x), cos, sin, cache)
-        return x + self.ffn(self.ffn_norm(x))
+        return x + F.dropout(self.ffn(self.ffn_norm(x)), self.dropout, self.training)
 
 
 class TransformerLM(nn.Module):
@@ -254,6 +260,7 @@ class TransformerLM(nn.Module):
             cos = sin = None
         else:
             cos, sin = self.rope_cos[start : start + T], self.rope_sin[start : start + T]
+        x = F.dropout(x, self.config.dropout, self.training)
         recompute = self.activation_checkpointing and torch.is_grad_enabled()
         for layer in self.layers:
             x = checkpoint(layer, x, cos, sin, use_reentrant=False) if recompute else layer(x, cos, sin, cache)

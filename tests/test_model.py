@@ -456,6 +456,65 @@ def test_config_errors_name_the_problem(tmp_path):
         load_config("gpt5")
 
 
+def test_dropout_only_in_training_and_a_checkpoint_without_it_is_the_model_it_was(tmp_path, small_tokenizer):
+    """A checkpoint written before dropout existed (no "dropout" in its config) loads as dropout 0
+    with the same logits. A model with dropout drops in train mode only, in each residual branch's
+    output too (not only the embeddings), following torch's seed; load_model gives it in eval mode."""
+    tok, _ = small_tokenizer
+    plain = build(ckpt_config(tok), random_norms=True)
+    save_model(plain, tok, tmp_path / "old")
+    config_path = tmp_path / "old" / "config.json"
+    written = json.loads(config_path.read_text())
+    assert written["model"]["dropout"] == 0.0
+    del written["model"]["dropout"]
+    config_path.write_text(json.dumps(written))
+    idx = tokens(plain.config, 2, 20)
+    with torch.no_grad():
+        expected = plain(idx)[0]
+        loaded, _ = load_model(tmp_path / "old")
+        assert loaded.config.dropout == 0.0 and not loaded.training
+        assert torch.equal(loaded(idx)[0], expected)
+
+        dropped = TransformerLM(ckpt_config(tok, dropout=0.5))
+        dropped.load_state_dict(plain.state_dict())
+        assert torch.equal(dropped.eval()(idx)[0], expected)
+        dropped.train()
+        torch.manual_seed(0)
+        first = dropped(idx)[0]
+        torch.manual_seed(0)
+        assert torch.equal(dropped(idx)[0], first) and not torch.allclose(first, expected)
+        x = torch.randn(4, 16, dropped.config.d_model)
+        block = dropped.layers[0]
+        attention_out = block.attention(x, dropped.rope_cos[:16], dropped.rope_sin[:16])
+        assert 0.3 < (attention_out == 0).float().mean() < 0.7
+        block.attention.wo.weight.zero_()  # the block's output less its input is then the feed-forward branch's
+        ffn_out = block(x, dropped.rope_cos[:16], dropped.rope_sin[:16]) - x
+        assert 0.3 < (ffn_out == 0).float().mean() < 0.7
+    save_model(dropped, tok, tmp_path / "dropout")
+    again, _ = load_model(tmp_path / "dropout")
+    assert again.config.dropout == 0.5 and not again.training
+    with torch.no_grad():
+        assert torch.equal(again.layers[1](x, again.rope_cos[:16], again.rope_sin[:16]),
+                           plain.layers[1](x, plain.rope_cos[:16], plain.rope_sin[:16]))
+
+
+def test_a_checkpoint_edited_beyond_memory_is_one_line(tmp_path, small_tokenizer):
+    tok, _ = small_tokenizer
+    save_model(build(ckpt_config(tok)), tok, tmp_path / "ck")
+    path = tmp_path / "ck" / "config.json"
+    config = json.loads(path.read_text())
+    config["model"]["context_length"] = 2**40
+    path.write_text(json.dumps(config))
+    with pytest.raises(InputError, match=r"ck/config.json: the model it describes cannot be built here \("):
+        load_model(tmp_path / "ck")
+
+
+@pytest.mark.parametrize("bad", [1.0, -0.1, "0.1", True, float("nan")])
+def test_dropout_is_a_probability_below_1(bad):
+    with pytest.raises(InputError, match="dropout"):
+        ModelConfig.from_dict({"vocab_size": 10, "d_model": 32, "n_heads": 4, "dropout": bad})
+
+
 @pytest.mark.parametrize("bad", ["n_heads", "n_kv_heads", "n_layers", "context_length", "d_model"])
 def test_config_rejects_zero_sizes(bad):
     with pytest.raises(InputError, match=bad):

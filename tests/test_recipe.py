@@ -135,6 +135,8 @@ def test_flags_beat_the_recipe(data, capsys):
     assert "and 1m on cpu" in capsys.readouterr().out
     assert chosen(data, context_length=32, batch_size=5).context_length == 32
     assert "batch 5 x 32," in capsys.readouterr().out
+    # the evaluations fit the steps of the tokens at the flags' batch, context and accumulation: 48,000 / (5 x 32 x 3)
+    assert chosen(data, max_tokens=48_000, context_length=32, batch_size=5, grad_accum=3).eval_interval == 100 // 5
 
 
 def test_a_run_given_its_model_takes_the_plain_defaults():

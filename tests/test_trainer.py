@@ -38,6 +38,7 @@ from gptkit.train.cli import cli
 from gptkit.train.config import FIELDS, TrainConfig, load_train_config, preset_names
 from gptkit.train.data import Loader, ShardData
 from gptkit.train.optim import AdamW, Muon, Schedule, build_optimizers, cosine_lr, orthogonalize, warmup_steps, wsd_lr
+from gptkit.train.budget import Planner
 from gptkit.train.trainer import Trainer, TrainingError, train
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -315,6 +316,19 @@ def test_a_train_config_checks_every_field_when_made_and_names_it(setting, value
     assert error.value.setting == setting  # the command line shows the flag, --batch-size ...
 
 
+@pytest.mark.parametrize("given, message", [
+    ({"max_steps": 3, "max_tokens": 999}, "max_steps 3 and --max-tokens 999: give one (each sets the length of the run)"),
+    ({"max_tokens": 999, "max_time": "1m"}, "max_tokens 999 and --max-time 1m: give one"),
+    ({"lr": 0.0, "min_lr": 1e-4}, "min_lr 0.0001: above the peak --lr 0.0"),
+    ({"schedule": "wsd", "decay_steps": 50}, "decay_steps 50: only with --schedule cosine"),
+])
+def test_settings_that_cannot_hold_together_are_refused_naming_the_first(given, message):
+    """Where a setting would be dropped or overruled by another, the two are refused together."""
+    with pytest.raises(SettingError, match=f"^{re.escape(message)}") as error:
+        TrainConfig(data="d", out="o", **given)
+    assert error.value.setting == message.split()[0]
+
+
 def test_a_train_config_takes_paths_and_needs_data_and_out(tmp_path):
     config = TrainConfig(data=tmp_path / "d", out=tmp_path / "o")
     assert config.data == str(tmp_path / "d") and json.loads(json.dumps(config.to_dict()))["out"] == str(tmp_path / "o")
@@ -364,10 +378,24 @@ def test_wsd_schedule_has_the_same_warmup_then_cools_down_linearly():
     assert schedule(80) == pytest.approx(wsd_lr(80, 1.0, 0.1, 10, 80, 99))
 
 
-def test_warmup_is_a_fraction_of_the_planned_steps_at_most():
+def test_a_given_warmup_is_obeyed_and_the_default_is_a_fraction_of_the_planned_steps():
     given, unset = TrainConfig(data="d", out="o", warmup_steps=100), TrainConfig(data="d", out="o")
-    assert [warmup_steps(given, n) for n in (5000, 500, 46, 4)] == [100, 50, 4, 0]
+    assert [warmup_steps(given, n) for n in (5000, 500, 46, 4)] == [100, 100, 100, 100]
     assert [warmup_steps(unset, n) for n in (5000, 500, 46)] == [250, 25, 2]
+
+
+def test_a_checkpoint_from_before_resumes_on_the_warmup_it_was_cut_to():
+    """Runs begun before a given warmup was obeyed had it cut to a tenth of the steps; their
+    checkpoints' schedules hold no warmup, and they go on with the one they had."""
+    planner = Planner(TrainConfig(data="d", out="o", warmup_steps=4, max_steps=80), 1, True)
+    saved = {"total_steps": 80, "replanned_at": None, "scale_then": None, "rising": False}
+    planner.resume(saved, 40, False)
+    assert planner.schedule.warmup == 4
+    planner.resume({**saved, "total_steps": 30}, 20, False)
+    assert planner.schedule.warmup == 3
+    planner.resume({**saved, "warmup": 4}, 40, False)
+    assert planner.schedule.warmup == 4
+
 
 
 @pytest.mark.parametrize("schedule", ["cosine", "wsd"])
@@ -378,7 +406,8 @@ def test_a_replanned_schedule_goes_on_without_a_jump_and_ends_at_min_lr(schedule
         new = old.replan(at, after)
         assert new(at) == pytest.approx(old(at)) and new(after - 1) == pytest.approx(0.1)
         peak = max(at, new.warmup) if old.warming_up(at) else at
-        assert old.warming_up(at) == (max(new(s) for s in range(at, after)) == 1.0)  # a warmup goes on to the peak
+        # a warmup goes on to the peak; past it, only wsd's stable phase, still at the peak, stays there
+        assert (old.warming_up(at) or old(at) == 1.0) == (max(new(s) for s in range(at, after)) == 1.0)
         assert all(new(s) <= new(s + 1) + 1e-12 for s in range(at, peak))  # rising to it without a jump ...
         assert all(abs(new(s + 1) - new(s)) <= max(1 / new.warmup, 0.2) for s in range(at, after - 1))
         assert all(new(s) >= new(s + 1) - 1e-12 for s in range(peak, after - 1))  # ... and no rise after it
@@ -628,12 +657,14 @@ def test_init_from_refuses_another_tokenizer_a_model_and_a_missing_checkpoint(da
 
 def test_checkpoints_keep_only_the_state_a_resume_restores_and_old_ones_resume_exactly(data, model_json, tmp_path):
     straight = tmp_path / "straight"
-    train(config(data, straight, model_json, max_steps=6, checkpoint_interval=3))
+    # warmup 0: the warmup a checkpoint of before resumes on is the one it had (cut to a tenth of the steps)
+    train(config(data, straight, model_json, max_steps=6, checkpoint_interval=3, warmup_steps=0))
     state = json.loads((straight / "latest/trainer_state.json").read_text())
     assert set(state) == {"step", "tokens", "config_digest", "optimizer_steps", "schedule", "rng"} and list(state["rng"]) == ["torch"]
 
-    # A run of the format before: config.json names the model file, and trainer_state.json holds
-    # the loader's settings and the CUDA generators' state, which no resume ever read.
+    # A run of the format before: config.json names the model file; trainer_state.json holds the
+    # loader's settings and the CUDA generators' state, which no resume ever read, and not the
+    # schedule's warmup.
     old = tmp_path / "old"
     shutil.copytree(straight, old, symlinks=True)
     shutil.rmtree(old / "checkpoints/step-000006_tokens-768")
@@ -643,6 +674,7 @@ def test_checkpoints_keep_only_the_state_a_resume_restores_and_old_ones_resume_e
     (old / "config.json").write_text(json.dumps(settings_then))
     checkpoint = old / "checkpoints/step-000003_tokens-384"
     state = json.loads((checkpoint / "trainer_state.json").read_text())
+    del state["schedule"]["warmup"]
     state.update(config_digest=TrainConfig(**settings_then).digest(), rng={**state["rng"], "cuda": []},
                  loader={"mode": "random", "seed": 1337, "batch_size": 4, "context_length": 32, "world_size": 1, "grad_accum": 1})
     (checkpoint / "trainer_state.json").write_text(json.dumps(state))
@@ -656,19 +688,6 @@ def test_checkpoints_keep_only_the_state_a_resume_restores_and_old_ones_resume_e
         [{k: v for k, v in r.items() if k not in ("tokens_per_s", "elapsed_s")} for r in records(straight)]
     a, b = weights(straight / "latest"), weights(old / "latest")
     assert all(torch.equal(a[k], b[k]) for k in a)
-
-
-@pytest.mark.parametrize("schedule", ["cosine", "wsd"])
-def test_a_replanned_schedule_goes_on_without_a_jump_and_ends_at_min_lr(schedule):
-    c = TrainConfig(data="d", out="o", lr=1e-3, min_lr=1e-4, warmup_steps=10, schedule=schedule)
-    for before, after, at in ((100, 300, 60), (100, 70, 60), (100, 300, 95), (100, 300, 5)):
-        old = Schedule(c, before)
-        new = old.replan(at, after)
-        assert new(at) == pytest.approx(old(at)) and new(after - 1) == pytest.approx(0.1)
-        assert all(new(s) >= new(s + 1) - 1e-12 for s in range(max(at, 10), after - 1))  # no rise after the warmup
-    assert Schedule(c, 100).replan(5, 300).replanned_at is None  # in the warmup: simply the plan for 300 steps
-    if schedule == "wsd":  # in the stable phase: the cool-down moves to the new end
-        assert Schedule(c, 100).replan(60, 300).replanned_at is None
 
 
 def test_resume_extends_or_shortens_a_run_from_where_it_stopped(data, model_json, tmp_path):
@@ -691,6 +710,19 @@ def test_resume_extends_or_shortens_a_run_from_where_it_stopped(data, model_json
         assert replan["step"] == 4 and replan["replan"]["total_steps"] == steps
         assert json.loads((run / "config.json").read_text())["max_steps"] == steps
         assert json.loads((run / "latest/trainer_state.json").read_text())["schedule"]["total_steps"] == steps
+
+
+def test_a_given_warmup_is_obeyed_however_long_the_run(data, model_json, tmp_path):
+    """The lr a log line records is the one its step trained with: step s (from 1) is at (s - 1) / warmup of the peak."""
+    for steps, warmup in ((8, 4), (4, 8)):
+        run = tmp_path / f"{steps}-{warmup}"
+        res = invoke(*flags(data=data, out=run, model=model_json, device="cpu", batch_size=4, context_length=32, lr=1e-3,
+                            max_steps=steps, warmup_steps=warmup, eval_interval=0, eval_tokens=256, log_interval=1))
+        assert res.exit_code == 0, res.output
+        lrs = [r["lr"] for r in records(run)]
+        assert len(lrs) == steps and lrs[:min(steps, warmup)] == pytest.approx([1e-3 * s / warmup for s in range(min(steps, warmup))])
+    assert lrs[-1] == pytest.approx(1e-3 * 3 / 8)  # a run shorter than its warmup ends warming up
+    assert records(tmp_path / "8-4")[4]["lr"] == pytest.approx(1e-3)  # the peak where the warmup ends
 
 
 def test_max_time_plans_the_steps_to_end_on_time(data, model_json, tmp_path, monkeypatch):
@@ -807,8 +839,20 @@ def test_a_length_on_the_command_line_beats_the_presets(data, tmp_path):
     assert load_train_config("gpt2-small", where).max_tokens == 10_000_000_000
     assert load_train_config("gpt2-small", {**where, "max_steps": 12}).max_tokens is None
     assert load_train_config("gpt2-small", {**where, "max_tokens": 5000}).max_tokens == 5000
-    assert_input_error(invoke("--config", "tiny", "--data", data, "--out", tmp_path / "r", "--max-steps", 3, "--max-tokens", 999),
-                       "--max-steps", "--max-tokens")
+    assert load_train_config("gpt2-small", {**where, "max_time": "1m"}).max_tokens is None
+
+
+def test_two_lengths_are_refused_from_flags_a_settings_file_and_a_library_call(data, tmp_path):
+    out, two = tmp_path / "r", tmp_path / "two.json"
+    refused = "--max-steps 3 and --max-tokens 999: give one (each sets the length of the run)"
+    assert_input_error(invoke("--config", "tiny", "--data", data, "--out", out, "--max-steps", 3, "--max-tokens", 999), refused)
+    two.write_text(json.dumps({"model": "tiny", "max_steps": 3, "max_tokens": 999}))
+    assert_input_error(invoke("--config", two, "--data", data, "--out", out), refused)
+    assert load_train_config(two, {"data": "d", "out": "o", "max_time": "1m"}).max_steps is None  # a flag's length: the file's go
+    with pytest.raises(SettingError, match="^max_steps 3 and --max-tokens 999: give one"):
+        train(TrainConfig(data=str(data), out=str(out), max_steps=3, max_tokens=999))
+    assert not out.exists()
+
 
 
 @pytest.mark.parametrize("preset", preset_names())

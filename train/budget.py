@@ -39,7 +39,7 @@ class Planner:
     def __init__(self, config, tokens_per_step, master):
         self.config, self.master = config, master
         # the --max-time budget; None where the length is fixed (or, on a resume, already planned)
-        self.seconds = parse_duration(config.max_time) if config.max_time and not config.max_tokens else None
+        self.seconds = parse_duration(config.max_time) if config.max_time else None
         if config.max_tokens:
             self.steps_asked = -(-config.max_tokens // tokens_per_step)
         else:
@@ -60,8 +60,11 @@ class Planner:
         """Go on from `step` with the run's own schedule (`saved`: Schedule.state(); None from a
         checkpoint older than it). A timed run resumes on the plan it made; given a new --max-time,
         it plans again from this session's throughput (a new fixed length: `replan`)."""
-        if saved is not None:
-            self.schedule = Schedule(self.config, **saved)
+        if saved is None or "warmup" not in saved:  # a checkpoint of before: a given warmup was cut to a tenth of the steps
+            saved = {"total_steps": self.steps_asked, **(saved or {})}
+            if self.config.warmup_steps is not None:
+                saved["warmup"] = min(self.config.warmup_steps, saved["total_steps"] // 10)
+        self.schedule = Schedule(self.config, **saved)
         if self.seconds and new_length:
             self.schedule = self.schedule.replan(step, UNPLANNED)
         elif self.planned:

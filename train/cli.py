@@ -13,7 +13,7 @@ import click
 from gptkit.shared.cli import CONTEXT, DefaultGroup, flag, overwrite_option, threads_option, version_option
 from gptkit.shared.errors import InputError
 
-from .config import LENGTH, PATHS, TrainConfig, from_layers, load_train_config, preset_names
+from .config import PATHS, TrainConfig, from_layers, load_train_config, preset_names
 from .plot import plot_run
 from .run_dir import RunDir, load_run_config
 
@@ -68,9 +68,6 @@ def run(config_name, resume, from_checkpoint, threads, nproc_per_node, nnodes, n
     from .trainer import train  # imports torch (2-3 s): not for --help, a bad flag or `plot`
 
     overrides = {k: v for k, v in settings.items() if v is not None}
-    lengths = [k for k in LENGTH if k in overrides]
-    if len(lengths) > 1:
-        raise InputError(f"{' and '.join(map(flag, lengths))}: give one (each sets the length of the run)")
     if from_checkpoint and not resume:
         raise InputError("--from-checkpoint: only with --resume")
     launcher = {"nnodes": nnodes, "node_rank": node_rank, "rdzv_endpoint": rdzv_endpoint, "rdzv_id": rdzv_id}

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from gptkit.model.config import ModelConfig, load_config
 from gptkit.shared import config as config_files
+from gptkit.shared.cli import flag
 from gptkit.shared.errors import SettingError
 
 PRESETS_DIR = Path(__file__).parent / "presets"
@@ -70,7 +71,7 @@ class TrainConfig:
     verify_data: bool = setting(True, "Read every shard once before training: its CRC-32 and that every id fits the "
                                       "vocabulary (about 0.5 s per GiB from the page cache; --no-verify-data skips it for "
                                       "large data you trust).")
-    # Length: max_tokens, when set, decides the number of steps; else max_time; else max_steps.
+    # Length: one of max_steps, max_tokens and max_time (LENGTH).
     max_steps: int | None = setting(None, "Optimizer steps (with --resume: extend or shorten the run to this many).",
                                     shown=f"with --model, {WITHOUT_RECIPE['max_steps']}; else --max-time")
     max_tokens: int | None = setting(None, "Train on this many tokens instead (sets the number of steps).")
@@ -93,7 +94,7 @@ class TrainConfig:
     # Schedule.
     schedule: str = setting("cosine", "cosine (warmup, cosine to min_lr) | wsd (warmup, stable, linear cool-down).")
     # its default, WARMUP_FRACTION of the steps, is train/optim.py's
-    warmup_steps: int | None = setting(None, "Steps of linear warmup, at most a tenth of the run's steps.",
+    warmup_steps: int | None = setting(None, "Steps of linear warmup, as given (a run shorter than it ends warming up).",
                                        shown="a twentieth of the run's steps")
     decay_steps: int | None = setting(None, "cosine: the step where min_lr is reached.", shown="the last")
     cooldown_fraction: float = setting(0.2, "wsd: the final fraction of the steps spent decaying to min_lr.")
@@ -151,6 +152,17 @@ class TrainConfig:
                 raise SettingError(name, f"{value!r}: expected a finite number {expected}")
         if self.max_time is not None:
             parse_duration(self.max_time)
+        lengths = [name for name in LENGTH if getattr(self, name) is not None]
+        if len(lengths) > 1:  # from_layers keeps the highest layer's length: two are given together
+            first, second = lengths[:2]
+            raise SettingError(first, f"{getattr(self, first)} and {flag(second)} {getattr(self, second)}: give one "
+                                      "(each sets the length of the run)")
+        if self.min_lr is not None and self.lr is not None and self.min_lr > self.lr:
+            raise SettingError("min_lr", f"{self.min_lr}: above the peak --lr {self.lr} (the schedule decays from --lr "
+                                         "to --min-lr)")
+        if self.decay_steps is not None and self.schedule != "cosine":
+            raise SettingError("decay_steps", f"{self.decay_steps}: only with --schedule cosine (wsd cools down over "
+                                              "--cooldown-fraction of the steps)")
 
     def to_dict(self):
         return dataclasses.asdict(self)
@@ -173,9 +185,9 @@ def from_layers(*layers: dict) -> TrainConfig:
     no value, where a setting may be unset (its default is None), and elsewhere a value
     TrainConfig refuses (a file's "seed": null). A layer that gives a length (LENGTH) sets the
     length alone, the lengths below it are dropped: `--config gpt2-small --max-steps 12` runs 12
-    steps, and config.json records the one length that applies. The recipe and WITHOUT_RECIPE
-    give only settings that default to None, so a config already made is the layers above them as
-    they stand."""
+    steps, and config.json records the one length that applies (two in one layer: TrainConfig
+    refuses them). The recipe and WITHOUT_RECIPE give only settings that default to None, so a
+    config already made is the layers above them as they stand."""
     settings = {}
     for layer in layers:
         given = {k: v for k, v in layer.items() if k not in settings and not (v is None and _may_be_unset(k))}

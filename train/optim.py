@@ -147,7 +147,6 @@ class Muon:
 
 
 WARMUP_FRACTION = 0.05  # of the planned steps, where warmup_steps is not given
-MAX_WARMUP_FRACTION = 0.1  # of the planned steps, whatever warmup_steps says: a short run still decays
 
 
 def cosine_lr(t, lr_max, lr_min, warmup_iters, cosine_cycle_iters):
@@ -173,10 +172,8 @@ def wsd_lr(t, lr_max, lr_min, warmup_iters, cooldown_start, last_iter):
 
 
 def warmup_steps(config, total_steps):
-    """The warmup of a run of `total_steps`: warmup_steps (WARMUP_FRACTION of the steps where it
-    is not given), at most MAX_WARMUP_FRACTION of them."""
-    cap = int(MAX_WARMUP_FRACTION * total_steps)
-    return round(WARMUP_FRACTION * total_steps) if config.warmup_steps is None else min(config.warmup_steps, cap)
+    """The warmup of a run of `total_steps`: warmup_steps as given, else WARMUP_FRACTION of the steps."""
+    return round(WARMUP_FRACTION * total_steps) if config.warmup_steps is None else config.warmup_steps
 
 
 class Schedule:
@@ -193,10 +190,11 @@ class Schedule:
     schedule's own curve (half a cosine, or wsd's straight line) over the remaining steps.
     """
 
-    def __init__(self, config, total_steps, replanned_at=None, scale_then=None, rising=False):
+    def __init__(self, config, total_steps, replanned_at=None, scale_then=None, rising=False, warmup=None):
+        """`warmup`: the steps of warmup of a schedule saved (state()); None: warmup_steps()."""
         self.config, self.total_steps = config, total_steps
         self.replanned_at, self.scale_then, self.rising = replanned_at, scale_then, rising
-        self.warmup = warmup_steps(config, total_steps)
+        self.warmup = warmup_steps(config, total_steps) if warmup is None else warmup
         if rising:  # the warmup goes on from the re-plan to the peak
             self.warmup = max(self.warmup, replanned_at + 1)
         self.floor = config.min_lr / config.lr if config.lr else 0.0
@@ -231,7 +229,7 @@ class Schedule:
 
     def state(self):
         return {"total_steps": self.total_steps, "replanned_at": self.replanned_at, "scale_then": self.scale_then,
-                "rising": self.rising}
+                "rising": self.rising, "warmup": self.warmup}
 
 
 def build_optimizers(model, config, rank=0, world_size=1):

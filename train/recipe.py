@@ -208,7 +208,7 @@ def recipe_config(config, device, threads, agree=float, world=1):
     chosen = choose(train_tokens, vocab_size, parse_duration(budget), timer)
     steps = None  # the budget's, as timed
     if config.max_time is None and (config.max_steps or config.max_tokens):  # a length in steps or tokens: the evaluations fit it
-        tokens_per_step = (config.batch_size or chosen.shape.batch) * chosen.shape.context
+        tokens_per_step = (config.batch_size or chosen.shape.batch) * (config.context_length or chosen.shape.context) * config.grad_accum
         steps = config.max_steps or -(-config.max_tokens // tokens_per_step)
     # the budget is the recipe's length: a length of config's own sets it instead
     resolved = from_layers(config.to_dict(), {**chosen.settings(steps), "max_time": budget})

@@ -39,6 +39,7 @@ from gptkit.train.config import FIELDS, TrainConfig, load_train_config, preset_n
 from gptkit.train.data import Loader, ShardData
 from gptkit.train.optim import AdamW, Muon, Schedule, build_optimizers, cosine_lr, orthogonalize, warmup_steps, wsd_lr
 from gptkit.train.budget import Planner
+from gptkit.train.data import identity_difference
 from gptkit.train.trainer import Trainer, TrainingError, train
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -106,6 +107,22 @@ def records(run, key="loss"):
 
 def weights(checkpoint):
     return load_file(Path(checkpoint) / "model.safetensors")
+
+
+def comparable(run):
+    """A run's metrics without its timings: equal for a resumed run and an uninterrupted one."""
+    lines = (Path(run) / "metrics.jsonl").read_text().splitlines()
+    return [{k: v for k, v in json.loads(r).items() if k not in ("tokens_per_s", "elapsed_s")} for r in lines]
+
+
+def stopped_after(run, step):
+    """`run` as if interrupted after its checkpoint of `step`: the later checkpoints gone (their
+    records stay, stale, as a kill leaves them), `latest` at it."""
+    checkpoints = Path(run) / "checkpoints"
+    for later in (c for c in checkpoints.glob("step-*") if int(c.name[5:11]) > step):
+        shutil.rmtree(later)
+    (Path(run) / "latest").unlink()
+    (Path(run) / "latest").symlink_to(Path("checkpoints") / next(checkpoints.glob(f"step-{step:06d}_*")).name)
 
 
 def small_model(seed=0, **overrides):
@@ -397,7 +414,6 @@ def test_a_checkpoint_from_before_resumes_on_the_warmup_it_was_cut_to():
     assert planner.schedule.warmup == 4
 
 
-
 @pytest.mark.parametrize("schedule", ["cosine", "wsd"])
 def test_a_replanned_schedule_goes_on_without_a_jump_and_ends_at_min_lr(schedule):
     c = TrainConfig(data="d", out="o", lr=1e-3, min_lr=1e-4, warmup_steps=10, schedule=schedule)
@@ -523,17 +539,9 @@ def test_resume_is_exact(data, model_json, tmp_path, optimizer):
                grad_accum=2 if optimizer == "muon" else 1)
     train(config(data, tmp_path / "straight", model_json, **run))
     shutil.copytree(tmp_path / "straight", tmp_path / "resumed", symlinks=True)
-    checkpoints = tmp_path / "resumed/checkpoints"
-    middle, end = sorted(p.name for p in checkpoints.iterdir())
-    assert middle.startswith("step-000004_") and end.startswith("step-000008_")
-    shutil.rmtree(checkpoints / end)  # as if interrupted after step 6: the records of steps 5-6 are stale
-    (tmp_path / "resumed/latest").unlink()
-    (tmp_path / "resumed/latest").symlink_to(Path("checkpoints") / middle)
+    assert [p.name[:11] for p in sorted((tmp_path / "resumed/checkpoints").iterdir())] == ["step-000004", "step-000008"]
+    stopped_after(tmp_path / "resumed", 4)  # as if interrupted after step 6: the records of steps 5-6 are stale
     train(config(data, tmp_path / "resumed", model_json, **run), resume=True)
-
-    def comparable(run_dir):
-        lines = (run_dir / "metrics.jsonl").read_text().splitlines()
-        return [{k: v for k, v in json.loads(r).items() if k not in ("tokens_per_s", "elapsed_s")} for r in lines]
 
     assert comparable(tmp_path / "resumed") == comparable(tmp_path / "straight")
     assert len(records(tmp_path / "straight")) == 8 and len(records(tmp_path / "straight", "val_loss")) == 2
@@ -626,9 +634,8 @@ def test_a_run_from_init_from_resumes_exactly(data, model_json, tmp_path):
     run = dict(init_from=source / "latest", max_steps=6, checkpoint_interval=3)
     train(config(data, tmp_path / "straight", None, **run))
     shutil.copytree(tmp_path / "straight", tmp_path / "resumed", symlinks=True)
-    shutil.rmtree(sorted((tmp_path / "resumed/checkpoints").iterdir())[-1])
-    (tmp_path / "resumed/latest").unlink()
-    (tmp_path / "resumed/latest").symlink_to(Path("checkpoints") / sorted((tmp_path / "resumed/checkpoints").iterdir())[0].name)
+    stopped_after(tmp_path / "resumed", 3)
+    shutil.rmtree(source)  # not needed: the run goes on from its own checkpoint
     res = invoke("--out", tmp_path / "resumed", "--resume")  # the run's model, recorded in full by the run
     assert res.exit_code == 0, res.output
     a, b = weights(tmp_path / "straight/latest"), weights(tmp_path / "resumed/latest")
@@ -660,22 +667,21 @@ def test_checkpoints_keep_only_the_state_a_resume_restores_and_old_ones_resume_e
     # warmup 0: the warmup a checkpoint of before resumes on is the one it had (cut to a tenth of the steps)
     train(config(data, straight, model_json, max_steps=6, checkpoint_interval=3, warmup_steps=0))
     state = json.loads((straight / "latest/trainer_state.json").read_text())
-    assert set(state) == {"step", "tokens", "config_digest", "optimizer_steps", "schedule", "rng"} and list(state["rng"]) == ["torch"]
+    assert set(state) == {"step", "tokens", "config_digest", "data", "optimizer_steps", "schedule", "rng"}
+    assert list(state["rng"]) == ["torch"]
 
     # A run of the format before: config.json names the model file; trainer_state.json holds the
-    # loader's settings and the CUDA generators' state, which no resume ever read, and not the
-    # schedule's warmup.
+    # loader's settings and the CUDA generators' state, which no resume ever read, a digest of the
+    # settings with the data's path, and not the data's content nor the schedule's warmup.
     old = tmp_path / "old"
     shutil.copytree(straight, old, symlinks=True)
-    shutil.rmtree(old / "checkpoints/step-000006_tokens-768")
-    (old / "latest").unlink()
-    (old / "latest").symlink_to(Path("checkpoints") / "step-000003_tokens-384")
+    stopped_after(old, 3)
     settings_then = {**json.loads((old / "config.json").read_text()), "model": model_json}
     (old / "config.json").write_text(json.dumps(settings_then))
     checkpoint = old / "checkpoints/step-000003_tokens-384"
     state = json.loads((checkpoint / "trainer_state.json").read_text())
-    del state["schedule"]["warmup"]
-    state.update(config_digest=TrainConfig(**settings_then).digest(), rng={**state["rng"], "cuda": []},
+    del state["data"], state["schedule"]["warmup"]
+    state.update(config_digest=TrainConfig(**settings_then).digest(settings_then["data"]), rng={**state["rng"], "cuda": []},
                  loader={"mode": "random", "seed": 1337, "batch_size": 4, "context_length": 32, "world_size": 1, "grad_accum": 1})
     (checkpoint / "trainer_state.json").write_text(json.dumps(state))
     checkpoint_config = json.loads((checkpoint / "config.json").read_text())
@@ -696,9 +702,7 @@ def test_resume_extends_or_shortens_a_run_from_where_it_stopped(data, model_json
     for name, steps in (("longer", 12), ("shorter", 6)):
         run = tmp_path / name
         shutil.copytree(tmp_path / "straight", run, symlinks=True)
-        shutil.rmtree(run / "checkpoints" / sorted(p.name for p in (run / "checkpoints").iterdir())[-1])
-        (run / "latest").unlink()
-        (run / "latest").symlink_to(Path("checkpoints") / "step-000004_tokens-512")
+        stopped_after(run, 4)
         res = invoke("--config", "tiny", "--out", run, "--resume", "--max-steps", steps)  # --config: the Makefile's
         assert res.exit_code == 0, (res.output, res.exception)
         assert "--config tiny is not applied" in res.stderr and f"re-planned: 8 -> {steps} steps" in res.stdout
@@ -710,6 +714,69 @@ def test_resume_extends_or_shortens_a_run_from_where_it_stopped(data, model_json
         assert replan["step"] == 4 and replan["replan"]["total_steps"] == steps
         assert json.loads((run / "config.json").read_text())["max_steps"] == steps
         assert json.loads((run / "latest/trainer_state.json").read_text())["schedule"]["total_steps"] == steps
+
+
+# -- a run that moves --------------------------------------------------------------------------------
+
+def test_a_run_and_its_data_copied_elsewhere_resume_exactly_given_the_datas_new_place(data, model_json, tmp_path):
+    old, new = tmp_path / "old", tmp_path / "new"
+    shutil.copytree(data, old / "data")
+    run = dict(max_steps=8, checkpoint_interval=4, eval_interval=4)
+    train(config(old / "data", tmp_path / "straight", model_json, **run))
+    train(config(old / "data", old / "run", model_json, **run))
+    stopped_after(old / "run", 4)
+    shutil.copytree(old, new, symlinks=True)  # to another machine, say
+    shutil.rmtree(old)
+    assert_input_error(invoke("--out", new / "run", "--resume"), f"--data {(old / 'data').resolve()}: no such directory",
+                       "if it moved, give its new place with --data DIR")
+    res = invoke("--out", new / "run", "--resume", "--data", new / "data")
+    assert res.exit_code == 0, (res.output, res.exception)
+    assert comparable(new / "run") == comparable(tmp_path / "straight")
+    a, b = weights(tmp_path / "straight/latest"), weights(new / "run/latest")
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    assert json.loads((new / "run/config.json").read_text())["data"] == str((new / "data").resolve())
+    res = invoke("--out", new / "run", "--resume", "--max-steps", 9)  # the run's data is at its new place now
+    assert res.exit_code == 0, (res.output, res.exception)
+
+
+def test_a_resume_on_other_data_is_refused_naming_what_differs(data, model_json, small_tokenizer, tmp_path):
+    from gptkit.pretokenize.encode import Split, encode_corpus
+    from gptkit.shared.corpus import Corpus
+
+    (tmp_path / "other.txt").write_text("<|endoftext|>".join(english_like(200, seed=100 + i) for i in range(60)))
+    encode_corpus(Corpus([tmp_path / "other.txt"]), small_tokenizer[0], tmp_path / "other", split=Split(val_fraction=0.1),
+                  shard_tokens=4000, workers=1, quiet=True)
+    run = tmp_path / "run"
+    train(config(data, run, model_json, max_steps=2))
+    res = invoke("--out", run, "--resume", "--data", tmp_path / "other", "--max-steps", 3)
+    assert_input_error(res, f"--data {(tmp_path / 'other').resolve()}: not the data the run was trained on (",
+                       "give --data the run's data")
+    assert latest_step(run) == 2 and json.loads((run / "config.json").read_text())["data"] == str(Path(data).resolve())
+    then, now = ({"train": [["d_train_000001.bin", 5, crc]], "val": []} for crc in ("0000aaaa", "0000bbbb"))
+    assert identity_difference(then, now) == "train shard d_train_000001.bin: CRC-32 0000bbbb, the run's 0000aaaa"
+    assert identity_difference(now, {**now, "val": [["d_val_000000.bin", 5, "0000cccc"]]}) == "val shards: 1, the run's 0"
+    assert identity_difference(now, now) is None
+
+
+def test_a_renamed_run_resumes_without_its_init_from_and_names_a_moved_file_it_needs(data, model_json, tmp_path):
+    source, run, straight, moved = (tmp_path / name for name in ("source", "run", "straight", "moved"))
+    train(config(data, source, model_json, max_steps=2))
+    hellaswag = tmp_path / "hellaswag.jsonl"
+    hellaswag.write_text("".join(json.dumps({"ctx": english_like(8, seed=i), "label": i % 4,
+                                             "endings": [english_like(3, seed=10 * i + j) for j in range(4)]}) + "\n"
+                                 for i in range(4)))
+    train(config(data, run, None, init_from=source / "latest", eval_hellaswag=hellaswag, max_steps=4, checkpoint_interval=2))
+    shutil.copytree(run, straight, symlinks=True)
+    stopped_after(run, 2)
+    run.rename(moved)
+    shutil.rmtree(source)  # not needed: the run goes on from its own checkpoints
+    hellaswag.rename(tmp_path / "moved.jsonl")  # needed: scored at every evaluation
+    assert_input_error(invoke("--out", moved, "--resume"), f"--eval-hellaswag {hellaswag.resolve()}: no such file",
+                       "if it moved, give its new place with --eval-hellaswag FILE")
+    res = invoke("--out", moved, "--resume", "--eval-hellaswag", tmp_path / "moved.jsonl")
+    assert res.exit_code == 0, (res.output, res.exception)
+    assert comparable(moved) == comparable(straight) and "hellaswag_acc" in comparable(moved)[-1]
+    assert json.loads((moved / "config.json").read_text())["eval_hellaswag"] == str((tmp_path / "moved.jsonl").resolve())
 
 
 def test_a_given_warmup_is_obeyed_however_long_the_run(data, model_json, tmp_path):
@@ -852,7 +919,6 @@ def test_two_lengths_are_refused_from_flags_a_settings_file_and_a_library_call(d
     with pytest.raises(SettingError, match="^max_steps 3 and --max-tokens 999: give one"):
         train(TrainConfig(data=str(data), out=str(out), max_steps=3, max_tokens=999))
     assert not out.exists()
-
 
 
 @pytest.mark.parametrize("preset", preset_names())

@@ -167,9 +167,13 @@ class TrainConfig:
     def to_dict(self):
         return dataclasses.asdict(self)
 
-    def digest(self):
-        """A hash of the settings that must not change when a run is resumed."""
+    def digest(self, data_path=None):
+        """A hash of the settings that must not change when a run is resumed (RESUME_FIXED). The
+        data is compared by its content instead (train/data.py, data_identity); `data_path`: hashed
+        too, as checkpoints written before that hashed the path the run recorded."""
         fixed = {k: v for k, v in self.to_dict().items() if k in RESUME_FIXED}
+        if data_path is not None:
+            fixed["data"] = data_path
         return hashlib.sha256(json.dumps(fixed, sort_keys=True).encode()).hexdigest()[:16]
 
 
@@ -246,8 +250,9 @@ REAL = {"lr": AT_LEAST_0, "min_lr": AT_LEAST_0, "weight_decay": AT_LEAST_0, "gra
         "eps": ABOVE_0, "beta1": BELOW_1, "beta2": BELOW_1, "muon_momentum": BELOW_1, "cooldown_fraction": UP_TO_1}
 
 # Changing these would make a resumed run differ from an uninterrupted one. The length
-# (LENGTH) may change: the schedule is re-planned from the step where the run resumes.
-RESUME_FIXED = ("data", "model", "seed", "batch_size", "grad_accum", "context_length", "loader", "optimizer", "lr",
+# (LENGTH) may change: the schedule is re-planned from the step where the run resumes. So may the
+# data's path: a resume checks its content (train/data.py, data_identity).
+RESUME_FIXED = ("model", "seed", "batch_size", "grad_accum", "context_length", "loader", "optimizer", "lr",
                 "min_lr", "beta1", "beta2", "eps", "weight_decay", "decay_embeddings", "muon_lr", "muon_momentum",
                 "grad_clip", "schedule", "warmup_steps", "decay_steps", "cooldown_fraction")
 LENGTH = ("max_steps", "max_tokens", "max_time")

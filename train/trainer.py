@@ -37,13 +37,13 @@ from gptkit.shared.shard_dir import ShardDir
 from .budget import Planner
 from .checkpointing import Checkpoints, initial_model, load_initial_weights
 from .config import LENGTH, TrainConfig, completed, fixed_difference, resolve_model
-from .data import Loader, ShardData, data_tokenizer
+from .data import Loader, ShardData, data_identity, data_tokenizer, identity_difference
 from .evaluate import Evaluator, HellaSwag, unigram_comparison
 from .fsdp import local, shard
 from .optim import build_optimizers
 from .recipe import recipe_config
 from .report import StepReport, replan_report, sample_report, validation_report
-from .run_dir import RunDir, load_run_config
+from .run_dir import CONFIG_FILE, RunDir, load_run_config
 
 
 class TrainingError(GptkitError):
@@ -115,10 +115,12 @@ class Trainer:
         first checkpoint (TooSlow)."""
         self.rank, self.world, self.device, self.ddp, self.recipe = rank, world, device, ddp, recipe
         self.threads = threads or Threads(torch.get_num_threads())
-        config = _data_as_recorded(completed(config), resume)
+        then = load_run_config(config.out) if resume else None  # the run's settings as recorded, read once
+        config = _as_recorded(completed(config), then)
         self.master = rank == 0
         self.data_dir = ShardDir(config.data)
         self.tokenizer = data_tokenizer(self.data_dir)
+        self.data_identity = data_identity(self.data_dir)
         self.eot_id = self.data_dir.eot_id(self.tokenizer)
         if config.init_from and not resume:
             config = _initialized(config, self.tokenizer)
@@ -154,8 +156,8 @@ class Trainer:
             self.optimizers = build_optimizers(self.model, config, rank, world)
         self.run_dir, self.checkpoints = RunDir(config.out, self.master), Checkpoints(config.out, config.keep_last, self.master)
         self.step, self.tokens = 0, 0
-        if resume:  # a run begun before config.json held the model itself hashed the preset name or file path
-            self._resume(self.checkpoints.latest if resume is True else Path(resume), {self.config.digest(), given.digest()})
+        if resume:
+            self._resume(self.checkpoints.latest if resume is True else Path(resume), given, then)
         else:
             self.run_dir.start(self.config)
         self.batches = self._batches()
@@ -371,58 +373,90 @@ class Trainer:
 
     def _save(self):
         self.recipe = None  # a run with a checkpoint is kept, however slow (every rank knows it)
-        state = {"step": self.step, "tokens": self.tokens, "config_digest": self.config.digest(),
+        state = {"step": self.step, "tokens": self.tokens, "config_digest": self.config.digest(), "data": self.data_identity,
                  "schedule": self.planner.schedule.state()}
         directory = self.checkpoints.save(self.model, self.tokenizer, self.eot_id, self.optimizers, state)
         self._log(f"saved {directory}")
 
-    def _resume(self, checkpoint, digests):
-        """Continue from `checkpoint`, which must be this run's: the same model, and the same
-        settings but for the length (`digests`: the hashes of them that are this run's)."""
+    def _resume(self, checkpoint, given, then):
+        """Continue from `checkpoint`, which must be this run's: the same model, the same settings
+        but for the length (`given`: this config before its model was resolved; `then`: the run's
+        config.json) and the same data by its content, wherever it lies now."""
         saved = self.checkpoints.read(checkpoint, self.model.config, self.tokenizer, self.config.data, self.optimizers)
+        # Hashed with the settings before: the preset name or file path, by a run begun before
+        # config.json held the model itself; the data's path, before the data was known by its content.
+        digests = {config.digest(data) for config in (self.config, given) for data in (None, then.get("data"))}
         if saved.state["config_digest"] not in digests:
-            difference = fixed_difference(load_run_config(self.run_dir.path), self.config) or "the run's config.json was edited"
+            difference = fixed_difference(then, self.config) or "the run's config.json was edited"
             raise SettingError("resume", f"{self.run_dir.path}: the settings differ from the run's ({difference})")
+        self._check_data(saved.state.get("data"), then.get("data"))
         saved.restore(self.model, self.optimizers)
         self.step, self.tokens = saved.state["step"], saved.state["tokens"]
         self.run_dir.cut_back(self.step)
-        self._resume_length(saved.state.get("schedule"))
+        self._resume_length(saved.state.get("schedule"), then)
 
-    def _resume_length(self, saved):
+    def _check_data(self, identity, recorded):
+        """Refuse data that is not the run's by its content (`identity`: the checkpoint's record of
+        it, data_identity; None from a checkpoint older than that, whose data is then the directory
+        the run `recorded`, compared while it is there)."""
+        if identity is None and self.config.data != recorded:
+            if not Path(recorded).is_dir():
+                raise SettingError("data", f"{self.config.data}: the run's checkpoint, from an older gptkit, does not record "
+                                           f"what its data holds, and {recorded} is gone: resume with the data there")
+            identity = data_identity(ShardDir(recorded))
+        difference = identity and identity_difference(identity, self.data_identity)
+        if difference:
+            raise SettingError("data", f"{self.config.data}: not the data the run was trained on ({difference}); "
+                                       "give --data the run's data")
+
+    def _resume_length(self, saved, then):
         """The run's own plan; or, when this resume gives a new length (--max-steps, --max-tokens,
-        --max-time), a plan re-made from this step, recorded in config.json and metrics.jsonl."""
-        then = load_run_config(self.run_dir.path)
+        --max-time), a plan re-made from this step, recorded in metrics.jsonl. config.json records
+        the settings the run goes on with (a new length, the data's new place, ...)."""
         new_length = any(then.get(k) != getattr(self.config, k) for k in LENGTH)
-        if self.ddp:  # every rank has read the old length before rank 0 records the new one below
+        if self.ddp:  # every rank has read the run's config.json before rank 0 records the new one below
             dist.barrier()
         self.planner.resume(saved, self.step, new_length)
-        if not new_length:
-            return
         total = self.planner.steps_asked
-        if total <= self.step:
+        if new_length and total <= self.step:
             setting = "max_tokens" if self.config.max_tokens else "max_steps"
             raise SettingError(setting, f"{getattr(self.config, setting)}: the run in {self.run_dir.path} has done "
                                         f"{self.step:,} steps, {'all' if total == self.step else 'more than'} the {total:,} asked for")
-        self.run_dir.write_config(self.config)
-        if not self.planner.seconds:  # a timed run's is planned from this session's throughput (Planner.resume)
+        if self.config.to_dict() != then:
+            self.run_dir.write_config(self.config)
+        if new_length and not self.planner.seconds:  # a timed run's is planned from this session's throughput (Planner.resume)
             self._replan(total, "--resume with a new length")
 
     def _on_signal(self, signum, frame):
         self.stop_signal = signal.Signals(signum).name
 
 
-def _data_as_recorded(config, resume):
-    """A new run records its data directory (and --eval-hellaswag's file) as an absolute path, so
-    that a resume from another working directory finds it; a resume given the run's directory
-    under another name (../data, a link to it) takes the run's spelling, since the settings a
-    resume must keep are compared as written."""
-    if not resume:
-        hellaswag = config.eval_hellaswag and str(Path(config.eval_hellaswag).resolve())
-        return dataclasses.replace(config, data=str(Path(config.data).resolve()), eval_hellaswag=hellaswag)
-    recorded = load_run_config(config.out).get("data")
-    if isinstance(recorded, str) and Path(recorded).resolve() == Path(config.data).resolve():
-        return dataclasses.replace(config, data=recorded)
-    return config
+def _as_recorded(config, then):
+    """`config` with its paths as the run records them. A new run records its data directory and
+    --eval-hellaswag's file as absolute paths (--init-from's: _initialized), so that a resume from
+    another working directory finds them. A resume (`then`: the run's config.json) keeps the run's
+    spelling of a path that names the same place (../data, a link to it) and records a new place
+    (the data's content is checked against the checkpoint's: Trainer._check_data); a recorded
+    place that is gone is an error naming the flag that gives the new one."""
+    recorded = then or {}
+
+    def place(name):
+        path, was = getattr(config, name), recorded.get(name)
+        if path is None or (isinstance(was, str) and (path == was or Path(path).resolve() == Path(was).resolve())):
+            return was
+        return str(Path(path).resolve())
+
+    data, hellaswag = place("data"), place("eval_hellaswag")
+    if then is None:
+        return dataclasses.replace(config, data=data, eval_hellaswag=hellaswag)
+    run = Path(config.out) / CONFIG_FILE
+    if data == then.get("data") and not Path(data).is_dir():
+        raise SettingError("data", f"{data}: no such directory (the run's data, as {run} records it); if it moved, give its "
+                                   "new place with --data DIR")
+    if hellaswag is not None and hellaswag == then.get("eval_hellaswag") and not Path(hellaswag).is_file():
+        raise SettingError("eval_hellaswag", f"{hellaswag}: no such file (the run's, as {run} records it); if it moved, give "
+                                             "its new place with --eval-hellaswag FILE")
+    return dataclasses.replace(config, data=data, eval_hellaswag=hellaswag)
 
 
 def _initialized(config, tokenizer):

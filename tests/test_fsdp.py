@@ -17,7 +17,8 @@ from safetensors.torch import load_file
 from gptkit.sample.cli import cli as sample_cli
 from tests.conftest import assert_input_error
 from tests.test_launch import train_in_two, two_processes
-from tests.test_trainer import ENV, ROOT, data, invoke, model_json, records, run_flags, torchrun, weights  # noqa: F401
+from tests.test_trainer import (ENV, ROOT, data, invoke, model_json, records, run_flags, stopped_after, torchrun,  # noqa: F401
+                                weights)
 
 COMPARED = ("loss", "grad_norm", "val_loss", "val_bpb")
 
@@ -67,11 +68,9 @@ def test_fsdp_and_ddp_in_two_processes_train_the_run_one_process_does(runs):
 
 def test_an_fsdp_resume_is_exact_on_two_processes_and_goes_on_in_one(runs, tmp_path):
     root, common, _ = runs
-    for name in ("two", "one"):  # as if stopped after step 10
+    for name in ("two", "one"):
         shutil.copytree(root / "fsdp", tmp_path / name, symlinks=True)
-        shutil.rmtree(next((tmp_path / name / "checkpoints").glob("step-000020_*")))
-        (tmp_path / name / "latest").unlink()
-        (tmp_path / name / "latest").symlink_to(next((tmp_path / name / "checkpoints").glob("step-000010_*")).relative_to(tmp_path / name))
+        stopped_after(tmp_path / name, 10)
     resumed = torchrun(2, "--out", tmp_path / "two", "--resume")
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert comparable(tmp_path / "two") == comparable(root / "fsdp")  # bit for bit
@@ -107,6 +106,19 @@ def test_a_signal_stops_fsdp_processes_at_a_checkpoint_they_resume_from(data, mo
     resumed = train_in_two("--out", run, "--resume", "--max-steps", stopped + 2)
     assert resumed.returncode == 0, resumed.stderr_text
     assert [r["step"] for r in records(run)][-2:] == [stopped + 1, stopped + 2]
+
+
+def test_fsdp_without_nproc_per_node_shards_over_its_one_process(data, model_json, tmp_path):
+    common = run_flags(data, None, model_json, max_steps=4, eval_interval=2, eval_tokens=160, checkpoint_interval=2)
+    plain = invoke(*common, "--out", tmp_path / "plain", "--threads", "1")
+    sharded = invoke(*common, "--out", tmp_path / "fsdp", "--threads", "1", "--parallel", "fsdp")
+    assert plain.exit_code == 0 and sharded.exit_code == 0, sharded.output
+    assert "cpu x 1 (torch.distributed gloo, FSDP2, 1 thread)" in sharded.stdout
+    assert_same_run(tmp_path / "fsdp", tmp_path / "plain", 1e-5)
+    stopped_after(tmp_path / "fsdp", 2)
+    resumed = invoke("--out", tmp_path / "fsdp", "--resume", "--threads", "1")  # sharded again, from the one format
+    assert resumed.exit_code == 0 and "FSDP2" in resumed.stdout, resumed.output
+    assert_same_run(tmp_path / "fsdp", tmp_path / "plain", 1e-5)
 
 
 def test_fsdp_refuses_muon_in_one_line(data, model_json, tmp_path):

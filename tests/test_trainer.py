@@ -659,7 +659,26 @@ def test_init_from_refuses_another_tokenizer_a_model_and_a_missing_checkpoint(da
     assert_input_error(res, "--init-from", "not both")
     res = invoke(*base, "--out", tmp_path / "c", "--init-from", tmp_path / "none")
     assert_input_error(res, "--init-from", "no such checkpoint directory")
-    assert not any((tmp_path / name / "checkpoints").exists() for name in "abc")
+    res = invoke(*base, "--out", tmp_path / "d", "--init-from", tmp_path / "other", "--config", "tiny")  # a preset's model
+    assert_input_error(res, "--config tiny: gives a model, and --init-from", "give one of them")
+    assert not any((tmp_path / name / "checkpoints").exists() for name in "abcd")
+
+
+def test_a_resume_keeps_its_own_weights_and_refuses_another_init_from(data, model_json, tmp_path):
+    source, run, scratch = tmp_path / "source", tmp_path / "run", tmp_path / "scratch"
+    train(config(data, source, model_json, max_steps=2))
+    train(config(data, run, None, init_from=source / "latest", max_steps=2))
+    train(config(data, scratch, model_json, max_steps=2))
+    res = invoke("--out", run, "--resume", "--init-from", source / "latest", "--max-steps", 3)  # the run's own, given again
+    assert res.exit_code == 0, res.output
+    started = str((source / "latest").resolve())
+    assert_input_error(invoke("--out", run, "--resume", "--init-from", run / "latest", "--max-steps", 4),
+                       f"--init-from {run / 'latest'}: a resumed run goes on from its own checkpoints", f"(it started from {started})")
+    assert_input_error(invoke("--out", scratch, "--resume", "--init-from", source / "latest", "--max-steps", 3),
+                       "--init-from", "(it started from a random initialization)")
+    assert latest_step(run) == 3 and latest_step(scratch) == 2
+    assert json.loads((run / "config.json").read_text())["init_from"] == started
+    assert json.loads((scratch / "config.json").read_text())["init_from"] is None
 
 
 def test_checkpoints_keep_only_the_state_a_resume_restores_and_old_ones_resume_exactly(data, model_json, tmp_path):

@@ -54,8 +54,8 @@ class TrainConfig:
                                     metavar="DIR")
     seed: int = setting(1337, "Seed of the model's initialization, the random loader and the samples.")
     device: str = setting("auto", "auto | cpu | cuda.")
-    parallel: str = setting("ddp", "With several processes: ddp (each holds the whole model, its gradients and optimizer "
-                                   "state) | fsdp (FSDP2: each holds a 1/N shard of them).")
+    parallel: str = setting("ddp", "ddp (each process holds the whole model, its gradients and optimizer state) | fsdp "
+                                   "(FSDP2: each of N processes holds a 1/N shard of them, N = 1 included).")
     activation_checkpointing: bool = setting(False, "Keep each block's input only and recompute its activations in the "
                                                     "backward pass: far less activation memory for about a third more "
                                                     "compute.")
@@ -276,6 +276,9 @@ def load_train_config(name_or_path, overrides) -> TrainConfig:
     unknown = sorted(set(settings) - set(FIELDS))
     if unknown:
         raise SettingError("config", f"{path}: unknown setting {unknown[0]!r} (known: {', '.join(FIELDS)})")
+    if settings.get("model") is not None and overrides.get("init_from") is not None and overrides.get("model") is None:
+        raise SettingError("config", f"{name_or_path}: gives a model, and --init-from {overrides['init_from']} starts "
+                                     "from the checkpoint's: give one of them")
     return from_layers(overrides, settings)
 
 

@@ -57,12 +57,17 @@ def train(config: TrainConfig, resume=False, threads=None):
     directory of the run to resume from. `threads`: torch's CPU threads (None: measured,
     model/threads.py)."""
     # Under torchrun (which sets RANK and WORLD_SIZE) the distributed path is taken even for one
-    # process, so that a single GPU runs NCCL, the DDP wrapper and every collective.
+    # process, so that a single GPU runs NCCL, the DDP wrapper and every collective; so it is for
+    # --parallel fsdp in one process, which shards over a group of this process alone, as asked.
     ddp = "RANK" in os.environ and "WORLD_SIZE" in os.environ
     rank, world = (int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])) if ddp else (0, 1)
     device = resolve_device(config.device, int(os.environ.get("LOCAL_RANK", "0")))
+    backend = {"backend": "nccl" if device.type == "cuda" else "gloo", "device_id": device if device.type == "cuda" else None}
     if ddp:
-        dist.init_process_group("nccl" if device.type == "cuda" else "gloo", device_id=device if device.type == "cuda" else None)
+        dist.init_process_group(**backend)
+    elif config.parallel == "fsdp":
+        dist.init_process_group(**backend, store=dist.HashStore(), rank=0, world_size=1)
+        ddp = True
     # One live run writes a run directory: rank 0, the writer, owns it until the run ends.
     owner = output_lock(config.out, "gptkit train") if rank == 0 else contextlib.nullcontext()
     try:
@@ -437,7 +442,8 @@ def _as_recorded(config, then):
     another working directory finds them. A resume (`then`: the run's config.json) keeps the run's
     spelling of a path that names the same place (../data, a link to it) and records a new place
     (the data's content is checked against the checkpoint's: Trainer._check_data); a recorded
-    place that is gone is an error naming the flag that gives the new one."""
+    place that is gone is an error naming the flag that gives the new one. A resumed run keeps its
+    own weights: an --init-from other than the run's is refused."""
     recorded = then or {}
 
     def place(name):
@@ -446,9 +452,12 @@ def _as_recorded(config, then):
             return was
         return str(Path(path).resolve())
 
-    data, hellaswag = place("data"), place("eval_hellaswag")
+    data, hellaswag, init_from = place("data"), place("eval_hellaswag"), place("init_from")
     if then is None:
         return dataclasses.replace(config, data=data, eval_hellaswag=hellaswag)
+    if init_from != then.get("init_from"):
+        raise SettingError("init_from", f"{config.init_from}: a resumed run goes on from its own checkpoints, not from other "
+                                        f"weights (it started from {then.get('init_from') or 'a random initialization'})")
     run = Path(config.out) / CONFIG_FILE
     if data == then.get("data") and not Path(data).is_dir():
         raise SettingError("data", f"{data}: no such directory (the run's data, as {run} records it); if it moved, give its "
@@ -456,7 +465,7 @@ def _as_recorded(config, then):
     if hellaswag is not None and hellaswag == then.get("eval_hellaswag") and not Path(hellaswag).is_file():
         raise SettingError("eval_hellaswag", f"{hellaswag}: no such file (the run's, as {run} records it); if it moved, give "
                                              "its new place with --eval-hellaswag FILE")
-    return dataclasses.replace(config, data=data, eval_hellaswag=hellaswag)
+    return dataclasses.replace(config, data=data, eval_hellaswag=hellaswag, init_from=init_from)
 
 
 def _initialized(config, tokenizer):

@@ -1175,3 +1175,44 @@ def test_a_model_file_without_a_vocabulary_size_takes_the_datas(data, tmp_path):
     assert res.exit_code == 0, res.output
     saved = json.loads((tmp_path / "run" / "latest" / "config.json").read_text())
     assert saved["model"]["vocab_size"] == saved["tokenizer"]["vocab_size"] == 450
+
+
+# -- what an earlier gptkit wrote -------------------------------------------------------------------------
+
+def tree(directory):
+    """Every path under `directory`, with a file's bytes and a link's target."""
+    return {p.relative_to(directory): os.readlink(p) if p.is_symlink() else p.read_bytes() if p.is_file() else None
+            for p in sorted(Path(directory).rglob("*"))}
+
+
+def test_a_data_directory_and_a_run_written_before_issue_30_sample_resume_and_train(tmp_path):
+    """tests/fixtures/main-eb0d129 (made by tests/fixtures/make-main-eb0d129.sh with the code of
+    eb0d129): a data directory and a run of 3 steps as if killed after its checkpoint of step 2,
+    the uninterrupted run's records of step 3 left in metrics.jsonl. Sampling it changes nothing;
+    the run resumes on the data at its new place and ends as the uninterrupted run did, writing
+    files of the same format; and a new run trains on the data."""
+    from gptkit.sample.cli import cli as sample_cli
+
+    shutil.copytree(ROOT / "tests/fixtures/main-eb0d129", tmp_path, symlinks=True, dirs_exist_ok=True)
+    run, data = tmp_path / "run", tmp_path / "data"
+    before, then = tree(run), comparable(run)
+    res = CliRunner().invoke(sample_cli, ["--checkpoint", str(run / "latest"), "--prompt", "the cat", "--max-new-tokens", "8",
+                                          "--seed", "1", "--device", "cpu"])
+    assert res.exit_code == 0 and res.stdout.startswith("the cat"), (res.output, res.exception)
+    assert tree(run) == before
+
+    res = invoke("--out", run, "--resume", "--data", data)
+    assert res.exit_code == 0, (res.output, res.exception)
+    now = comparable(run)
+    assert [sorted(r) for r in now] == [sorted(r) for r in then] and [r["step"] for r in now] == [1, 2, 3, 3]
+    assert now == [pytest.approx(r, rel=1e-5) for r in then]  # step 3 trained again, as the run of eb0d129 trained it
+    old, new = (run / "checkpoints" / name for name in ("step-000002_tokens-64", "step-000003_tokens-96"))
+    assert json.loads((new / "trainer_state.json").read_text()).keys() == json.loads((old / "trainer_state.json").read_text()).keys()
+    assert json.loads((new / "config.json").read_text()).keys() == json.loads((old / "config.json").read_text()).keys()
+    assert json.loads((run / "config.json").read_text())["data"] == str(data.resolve())
+    assert load_file(new / "optimizer.safetensors").keys() == load_file(old / "optimizer.safetensors").keys()
+
+    res = invoke(*flags(data=data, out=tmp_path / "new", model=run / "config.json", device="cpu", batch_size=2,
+                        context_length=16, max_steps=2, eval_tokens=32))
+    assert res.exit_code == 0, (res.output, res.exception)
+    assert latest_step(tmp_path / "new") == 2

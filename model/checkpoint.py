@@ -1,26 +1,12 @@
 """Checkpoint directories: a TransformerLM, its tokenizer and its config, which the model, train
-and sample stages pass each other. This module is the one place that knows the layout:
+and sample stages pass each other. This module is the one place that knows the layout
+(DIR/model.safetensors, DIR/config.json, DIR/tokenizer.json, and the trainer's `extra_files`),
+specified with config.json's fields and how a text is framed (`eot_id`, `bos_id`) in
+docs/formats.md#checkpoints.
 
-    DIR/model.safetensors   the weights (tied weights stored once, under the embedding's name)
-    DIR/config.json         {"format", "version", "model": {...ModelConfig...},
-                             "tokenizer": {fingerprint, vocab_size, eot_id[, bos_id]},
-                             "crc32": {file: CRC-32 of every other file of the directory}}
-    DIR/tokenizer.json      a copy of the tokenizer, so the directory is self-contained
-
-The trainer adds its own files beside these (`extra_files`). Nothing is pickled: tensors are
-safetensors, everything else JSON. safetensors has no checksum of its own, so config.json,
-written last, carries a CRC-32 of every other file, checked when a file is read. A directory is
-written under a temporary name and renamed into place (shared/files.py, atomic_directory); it
-replaces only a checkpoint of files it writes (an existing path that is anything else is refused
-unless `overwrite`).
-
-How a text is framed: `tokenizer.eot_id` is the end-of-text token, which decoding stops at;
-`tokenizer.bos_id`, the token put before a text (generate.prompt_ids), where it is not the
-end-of-text token. In gptkit's own data the end-of-text token ends, and so starts, every
-document: a checkpoint of ours records no bos_id, and puts its eot_id before a text. An imported
-model may start a text with another token (Llama 3: <|begin_of_text|>, stopping at
-<|end_of_text|>) or with none (Qwen2, Qwen3: "bos_id": null). Checkpoints written before
-eot_id was recorded take the tokenizer's <|endoftext|>.
+Nothing is pickled. A directory is written under a temporary name and renamed into place
+(shared/files.py, atomic_directory); config.json, written last, carries a CRC-32 of every other
+file, checked when a file is read.
 """
 from __future__ import annotations
 

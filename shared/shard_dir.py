@@ -1,29 +1,11 @@
 """Data directories: a corpus's token shards, their manifest and their tokenizer, which pretokenize
-writes and train reads. This module is the one place that knows the layout:
+writes and train reads. This module is the one place that knows the layout (DIR/NAME_val_000000.bin,
+DIR/NAME_train_000001.bin, ..., DIR/manifest.json, DIR/tokenizer.json), specified with every
+manifest field in docs/formats.md#data-directories.
 
-    DIR/NAME_val_000000.bin, DIR/NAME_train_000001.bin, ...
-                        the token shards (shared/shards.py), numbered in the order they were
-                        opened, validation first; NAME is the directory's own name
-    DIR/manifest.json   {"format": "gptkit-shards", "version": 1, "name": NAME,
-                         "tokenizer": {file, source, fingerprint, vocab_size},
-                         "eot_token", "eot_id" (what ends every document; null: --no-eot),
-                         "dtype", "shard_tokens", "split": {"rule", "text", ...},
-                         "sources": [{path, bytes}], "val_sources" (with --val-input),
-                         "invalid_utf8_replaced",
-                         "totals": {"train"/"val": {documents, tokens, unigram_entropy}},
-                         "shards": [{file, split, tokens, documents, crc32}], "seconds"}
-    DIR/tokenizer.json  the tokenizer the shards were encoded with: the directory is self-contained
-    DIR/.lock           while a pretokenize run writes the directory: its lock (shared/files.py,
-                        output_lock)
-    DIR/.NAME_train_000001.bin.tmp-PID, ...
-                        that run's files, not yet committed (a killed run's stay until the next
-                        run into the directory removes them)
-
-The manifest alone says which shards are the dataset: a run into the directory writes its shards
-under numbers no file there has and replaces the manifest last (`ShardSet.commit`), so readers
-go through it (`ShardDir`). A directory of plain llm.c shards (`fineweb_train_000001.bin`,
-`tiny_shakespeare_val.bin`, ...) has no manifest: its shards are listed by name, and its
-tokenizer.json is the one the user puts beside them.
+The manifest alone says which shards are the dataset: a run writes its shards under numbers no file
+of the directory has and replaces the manifest last (`ShardSet.commit`), so readers go through it
+(`ShardDir`). A directory of plain llm.c shards has no manifest: its shards are listed by name.
 """
 from __future__ import annotations
 

@@ -1,23 +1,8 @@
 """Token shards: llm.c's `.bin` files, with our own facts in header slots its readers ignore.
 
-A shard is a header of 256 little-endian int32 (1024 bytes), then the tokens:
-
-    slot  field
-    0     magic: 20240520 for uint16 tokens, 20240801 for uint32 tokens
-    1     version: 1 for uint16, 7 for uint32
-    2     number of tokens
-    3     EXTENSION_MARKER, "gptk" in ASCII (absent from plain llm.c shards: all slots 3+ are 0)
-    4     extension version (1)
-    5     vocabulary size
-    6     end-of-text id, or -1 for none
-    7     number of documents ending in the shard
-    8     CRC-32 of the token bytes (as an unsigned 32-bit pattern)
-    9-10  tokenizer fingerprint (16 hex digits as 8 bytes)
-    11+   0
-
-llm.c and modded-nanogpt read slots 0-2 and check the file size, so they read our shards;
-we read theirs (no extension: no vocabulary check, no checksum). A directory of shards, with
-its manifest and tokenizer, is shared/shard_dir.py's.
+A shard is a header of 256 little-endian int32 (1024 bytes), then the tokens (uint16, or uint32
+for a vocabulary of more than 65,536). The format, slot by slot: docs/formats.md#shards.
+A directory of shards, with its manifest and tokenizer, is shared/shard_dir.py's.
 """
 from __future__ import annotations
 

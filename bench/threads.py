@@ -1,4 +1,4 @@
-"""torch's thread count under load: the default (measured, model/threads.py) against --threads 1
+"""torch's thread count under load: the default (measured, runtime/threads.py) against --threads 1
 and --threads 2, on an idle machine and beside two busy processes.
 
     python bench/threads.py [--seconds 20] [--repeat 3] [--loads idle python torch] [--shape recipe tiny]
@@ -39,7 +39,7 @@ def one(shape, mode, seconds):
 
     from gptkit.model.config import ModelConfig
     from gptkit.model.model import TransformerLM
-    from gptkit.model.threads import torch_threads
+    from gptkit.runtime.threads import torch_threads
     from gptkit.train.optim import AdamW
 
     settings = dict(SHAPES[shape])

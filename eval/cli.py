@@ -186,9 +186,10 @@ class _Scorer:
     def __init__(self, checkpoint, device, threads):
         import torch
 
-        from gptkit.model import load_model, resolve_device
+        from gptkit.model import load_model
         from gptkit.model.checkpoint import bos_id
-        from gptkit.model.threads import torch_threads
+        from gptkit.runtime.device import resolve_device
+        from gptkit.runtime.threads import torch_threads
 
         self.checkpoint, self.device = checkpoint, resolve_device(device)
         self.threads = torch_threads(threads, self.device)
@@ -199,7 +200,7 @@ class _Scorer:
         self.autocast = torch.autocast("cuda", torch.bfloat16) if self.device.type == "cuda" else contextlib.nullcontext()
 
     def each_batch(self, progress, before=0):
-        """What follows each batch: its time, to the thread count (model/threads.py), and the
+        """What follows each batch: its time, to the thread count (runtime/threads.py), and the
         count done (`before` + the batch's own count), to the progress line."""
         last = time.perf_counter()
 

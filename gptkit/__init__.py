@@ -8,6 +8,7 @@ The stages are subpackages with a command each (`gptkit --help`):
     gptkit.train        the trainer: shards -> checkpoints
     gptkit.sample       checkpoints -> text
     gptkit.shared       what the stages agree on: corpora, shards, errors, atomic files
+    gptkit.runtime      where torch runs: the device, its memory, the CPU threads
     gptkit.stories      the generated demo corpus
 """
 

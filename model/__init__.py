@@ -11,7 +11,7 @@ the worker processes pretokenize forks).
 import importlib
 
 _MODULE_OF = {"KVCache": "model", "TransformerLM": "model", "ModelConfig": "config", "load_config": "config",
-              "load_model": "checkpoint", "save_model": "checkpoint", "resolve_device": "device"}
+              "load_model": "checkpoint", "save_model": "checkpoint"}
 __all__ = sorted(_MODULE_OF)
 
 

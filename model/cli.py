@@ -66,7 +66,8 @@ def init(config_name, tokenizer_path, out, seed, overwrite):
     import torch  # here, with the modules that import it: `gptkit model info` and --help do without torch (2-3 s)
 
     from .checkpoint import check_target, save_model
-    from .device import Memory
+    from gptkit.runtime.device import Memory
+
     from .model import TransformerLM
 
     config = load_config(config_name)

@@ -42,6 +42,7 @@ from pathlib import Path
 
 import torch
 
+from gptkit.runtime.device import available_memory, size
 from gptkit.shared.errors import InputError, SettingError
 from gptkit.shared.files import atomic_directory, check_apart, check_output, regular_file
 from gptkit.shared.jsonfile import read_json
@@ -50,8 +51,6 @@ from gptkit.tokenizer import Tokenizer
 from .checkpoint import (bos_id as checkpoint_bos_id, check_target, eot_id as checkpoint_eot_id, file_crc32, load_model,
                          model_tensors, save_model, save_tensors, stored_dtypes)
 from .config import LLAMA3_SCALING, ModelConfig
-from .device import available_memory
-from .info import size
 from .model import TransformerLM
 
 _LLAMA_TOP = {"embedding": "model.embed_tokens", "norm": "model.norm", "lm_head": "lm_head"}

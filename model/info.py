@@ -110,10 +110,3 @@ def count(n: int) -> str:
             return f"{n / scale:.1f}{unit}"
     return str(n)
 
-
-def size(n_bytes: int) -> str:
-    """Bytes for a message, in the binary units `gptkit model info` prints: 512.0 MiB, 1.50 GiB, 24.00 TiB."""
-    for unit, scale in (("PiB", 2**50), ("TiB", 2**40), ("GiB", 2**30)):
-        if n_bytes >= scale:
-            return f"{n_bytes / scale:.2f} {unit}"
-    return f"{n_bytes / 2**20:.1f} MiB"

@@ -51,11 +51,11 @@ def cli(checkpoint, prompt, prompt_file, max_new_tokens, temperature, top_p, top
     stops = [without_surrogates(stop)[0] for stop in stops]
 
     # torch's import cost (2-3 s) is paid only once the arguments are checked: --help and a bad flag answer at once
-    from gptkit.model import load_model, resolve_device
+    from gptkit.model import load_model
     from gptkit.model.checkpoint import bos_id as checkpoint_bos_id, eot_id as checkpoint_eot_id
-    from gptkit.model.device import Memory
     from gptkit.model.generate import generate, prompt_ids
-    from gptkit.model.threads import torch_threads
+    from gptkit.runtime.device import Memory, resolve_device
+    from gptkit.runtime.threads import torch_threads
 
     device = resolve_device(device)
     threads = torch_threads(threads, device)

@@ -159,7 +159,7 @@ def overwrite_option(ours: str | None):
 def threads_option(what: str, measured: bool = False):
     """`--threads N`, the same flag in every stage; `what` says what the threads do there.
     `measured`: torch's threads, which the stage chooses by measurement when the flag is not given
-    (model/threads.py)."""
+    (runtime/threads.py)."""
     if measured:
         return click.option("--threads", type=click.IntRange(1, MAX_THREADS), metavar="N", help=(
             f"{what}  [default: measured, 1 to {cores_per_process()} as the load allows; OMP_NUM_THREADS fixes it]"))

@@ -24,11 +24,12 @@ from click.testing import CliRunner
 from safetensors import SafetensorError
 
 from gptkit.eval.cli import cli as eval_cli
-from gptkit.model import device
 from gptkit.model.checkpoint import load_model
 from gptkit.model.cli import cli as model_cli
 from gptkit.model.config import ModelConfig
-from gptkit.model.info import describe, model_cost, size, training_memory
+from gptkit.model.info import describe, model_cost, training_memory
+from gptkit.runtime import device
+from gptkit.runtime.device import size
 from gptkit.sample.cli import cli as sample_cli
 from gptkit.shared.shards import HEADER_BYTES, ShardHeader
 from gptkit.train import trainer

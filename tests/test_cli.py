@@ -143,6 +143,6 @@ def test_installs_no_top_level_names_but_gptkit(tmp_path):
     """The distribution's modules are all under gptkit: `tokenizer`, `train`, `model`, ... stay free
     for the user and for other packages (PyPI's `tokenizer` installs `import tokenizer`)."""
     probe = ("import importlib.util as u; print(' '.join(n for n in ('tokenizer', 'pretokenize', 'model', 'train', "
-             "'sample', 'eval', 'shared', 'stories') if u.find_spec(n)))")
+             "'sample', 'eval', 'shared', 'runtime', 'stories') if u.find_spec(n)))")
     res = run([sys.executable, "-c", probe], tmp_path)
     assert res.returncode == 0 and res.stdout.strip() == "", res

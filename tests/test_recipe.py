@@ -9,7 +9,7 @@ from click.testing import CliRunner
 
 from gptkit.model.config import ModelConfig, load_config
 from gptkit.model.info import model_cost, training_memory
-from gptkit.model.threads import Threads
+from gptkit.runtime.threads import Threads
 from gptkit.train.cli import cli
 from gptkit.train.config import WITHOUT_RECIPE, TrainConfig, completed
 from gptkit.train.recipe import DEFAULT_BUDGET, LADDER, TOKENS_PER_PARAM, choose, recipe_config, step_timer

@@ -1,11 +1,11 @@
-"""torch's thread count (model/threads.py): chosen by timing the work on a simulated machine whose
+"""torch's thread count (runtime/threads.py): chosen by timing the work on a simulated machine whose
 speed and idle cores depend on the count and on the load beside it, and fixed where asked."""
 import os
 
 import pytest
 import torch
 
-from gptkit.model.threads import FIRST_LOOK, Threads, torch_threads
+from gptkit.runtime.threads import FIRST_LOOK, Threads, torch_threads
 
 
 class Machine:

@@ -59,7 +59,7 @@ MAX_PARAMS_PER_TOKEN = 4
 
 TIMED_STEPS = 2  # per shape, after one warm-up step
 TIMING_SHARE = 0.05  # of the budget: the most the timing may take; the climb stops when it is spent
-SETTLE_STEPS = 12  # at most, on the smallest shape, while the thread count settles (model/threads.py)
+SETTLE_STEPS = 12  # at most, on the smallest shape, while the thread count settles (runtime/threads.py)
 
 
 @dataclass(frozen=True)

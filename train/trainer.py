@@ -25,11 +25,11 @@ import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
-from gptkit.model.device import Memory, resolve_device
 from gptkit.model.generate import generate, prompt_ids
 from gptkit.model.info import describe, model_cost, training_memory
 from gptkit.model.model import TransformerLM
-from gptkit.model.threads import Threads, torch_threads
+from gptkit.runtime.device import Memory, resolve_device
+from gptkit.runtime.threads import Threads, torch_threads
 from gptkit.shared.errors import GptkitError, SettingError
 from gptkit.shared.files import output_lock
 from gptkit.shared.shard_dir import ShardDir
@@ -55,7 +55,7 @@ def train(config: TrainConfig, resume=False, threads=None):
     settings for its device (train/recipe.py), other settings left unset WITHOUT_RECIPE's.
     `resume`: False (a new run), True (from the run's latest checkpoint), or a checkpoint
     directory of the run to resume from. `threads`: torch's CPU threads (None: measured,
-    model/threads.py)."""
+    runtime/threads.py)."""
     # Under torchrun (which sets RANK and WORLD_SIZE) the distributed path is taken even for one
     # process, so that a single GPU runs NCCL, the DDP wrapper and every collective; so it is for
     # --parallel fsdp in one process, which shards over a group of this process alone, as asked.
@@ -115,7 +115,7 @@ class TooSlow(Exception):
 
 class Trainer:
     def __init__(self, config, resume, rank, world, device, ddp, threads=None, recipe=None):
-        """`threads`: a model.threads.Threads; None: torch's threads as they are. `recipe`: the
+        """`threads`: a runtime.threads.Threads; None: torch's threads as they are. `recipe`: the
         Recipe that chose `config`, whose timing a --max-time run holds its steps to until its
         first checkpoint (TooSlow)."""
         self.rank, self.world, self.device, self.ddp, self.recipe = rank, world, device, ddp, recipe

@@ -8,13 +8,19 @@ import torch
 
 from gptkit.shared.errors import SettingError
 
-from .info import size
-
 DEVICES = ("auto", "cpu", "cuda")
 MEMINFO = Path("/proc/meminfo")
 # What torch's CPU allocator says when malloc fails (a RuntimeError, not torch.OutOfMemoryError):
 # "can't allocate memory" on Linux, "not enough memory" on Windows.
 CPU_OUT_OF_MEMORY = ("DefaultCPUAllocator: can't allocate memory", "DefaultCPUAllocator: not enough memory")
+
+
+def size(n_bytes: int) -> str:
+    """Bytes for a message, in binary units: 512.0 MiB, 1.50 GiB, 24.00 TiB."""
+    for unit, scale in (("PiB", 2**50), ("TiB", 2**40), ("GiB", 2**30)):
+        if n_bytes >= scale:
+            return f"{n_bytes / scale:.2f} {unit}"
+    return f"{n_bytes / 2**20:.1f} MiB"
 
 
 def resolve_device(name: str, local_rank: int = 0) -> torch.device:

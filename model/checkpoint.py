@@ -30,7 +30,8 @@ from .model import TransformerLM
 FORMAT, VERSION = "gptkit-checkpoint", 1
 MODEL_FILE, CONFIG_FILE, TOKENIZER_FILE = "model.safetensors", "config.json", "tokenizer.json"
 EOT_FIRST = "eot_id"  # save_model's default bos_id: a text starts after the end-of-text token, as in gptkit's data
-_SAFETENSORS_DTYPES = {"F32": torch.float32, "BF16": torch.bfloat16, "F16": torch.float16}
+# The dtypes a checkpoint (and a Hugging Face model import-hf reads) may hold, by their safetensors names.
+DTYPES = {"F32": torch.float32, "BF16": torch.bfloat16, "F16": torch.float16}
 
 
 class CheckpointError(InputError):
@@ -106,18 +107,31 @@ def load_model(directory, device="cpu"):
         raise CheckpointError(f"{directory}/{CONFIG_FILE}: the model it describes cannot be built here "
                               f"({str(e).splitlines()[0]})") from None
     tensors = read_tensors(directory, config=config)
-    expected = model_tensors(model)
-    for name, tensor in expected.items():
-        if name not in tensors:
-            raise CheckpointError(f"{directory}/{MODEL_FILE}: no tensor {name!r}, which the config needs")
-        if tensors[name].shape != tensor.shape:
-            raise CheckpointError(f"{directory}/{MODEL_FILE}: {name!r} has shape {tuple(tensors[name].shape)}, "
-                                  f"the config needs {tuple(tensor.shape)}")
-    extra = sorted(set(tensors) - set(expected))
-    if extra:
-        raise CheckpointError(f"{directory}/{MODEL_FILE}: tensor {extra[0]!r} is not part of the model the config describes")
+    check_tensors(tensors, model_tensors(model), Path(directory) / MODEL_FILE)
     model.load_state_dict(tensors, strict=False)  # strict would miss a tied head, which is the embedding
     return model.to(device).eval(), tokenizer  # for inference: no dropout (training sets train mode itself)
+
+
+def check_tensors(tensors: dict, expected: dict, path, file_of=None):
+    """Refuse, in one line naming the file, `tensors` (name -> tensor) that are not the `expected`
+    ones (name -> a tensor of the shape the config gives it, on any device): one missing, of
+    another shape or of a dtype not in DTYPES, or one more. `path`: the file they were read from;
+    `file_of`: name -> file, where they were read from several."""
+    def where(name):
+        return (file_of or {}).get(name, path)
+
+    for name, tensor in expected.items():
+        if name not in tensors:
+            raise CheckpointError(f"{path}: no tensor {name!r}, which the config needs")
+        if tensors[name].shape != tensor.shape:
+            raise CheckpointError(f"{where(name)}: tensor {name!r} has shape {tuple(tensors[name].shape)}, the config "
+                                  f"needs {tuple(tensor.shape)}")
+        if tensors[name].dtype not in DTYPES.values():
+            raise CheckpointError(f"{where(name)}: tensor {name!r} is {tensors[name].dtype}; expected float32, bfloat16 or "
+                                  "float16 (quantized weights are not supported)")
+    extra = sorted(set(tensors) - set(expected))
+    if extra:
+        raise CheckpointError(f"{where(extra[0])}: tensor {extra[0]!r} is not part of the model the config describes")
 
 
 def eot_id(directory, tokenizer) -> int | None:
@@ -150,7 +164,7 @@ def stored_dtypes(directory) -> dict:
     from safetensors import safe_open
 
     with safe_open(Path(directory) / MODEL_FILE, framework="pt") as f:
-        return {name: _SAFETENSORS_DTYPES[f.get_slice(name).get_dtype()] for name in f.keys()}
+        return {name: DTYPES[f.get_slice(name).get_dtype()] for name in f.keys()}
 
 
 def check_target(directory, overwrite=False, extra_files=()):

@@ -18,7 +18,9 @@ from gptkit.model.checkpoint import bos_id, eot_id, load_model
 from gptkit.model.cli import cli
 from gptkit.model.config import load_config
 from gptkit.model.generate import generate, prompt_ids
-from gptkit.model.hf import GPT2, LLAMA_FAMILY, ROPE_THETA_DEFAULT, hf_tokenizer_json
+from gptkit.model.hf import ARCHITECTURES
+from gptkit.model.hf.framing import hf_tokenizer_json
+from gptkit.model.hf.llama import ROPE_THETA_DEFAULT
 from gptkit.model.info import model_cost
 from gptkit.model.model import rope_frequencies
 from gptkit.sample.cli import cli as sample_cli
@@ -76,7 +78,7 @@ def hf_config(case, tok, **overrides):
     else:
         shape = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
                      max_position_embeddings=128, rms_norm_eps=1e-5, rope_theta=500.0)
-    kind = (GPT2 if case.architecture == "GPT2LMHeadModel" else LLAMA_FAMILY[case.architecture])[0]
+    kind = ARCHITECTURES[case.architecture][0]
     return transformers.CONFIG_MAPPING[kind](vocab_size=tok.vocab_size + case.padded, initializer_range=0.2, **shape, **ids,
                                              **copy.deepcopy({**case.config, **overrides}))  # transformers edits it
 
@@ -235,10 +237,10 @@ def test_an_eos_list_stops_at_its_first_and_says_so(tmp_path, small_tokenizer):
     assert eot_id(tmp_path / "ckpt", tok) == ids[0] and bos_id(tmp_path / "ckpt", tok) is None
 
 
-@pytest.mark.parametrize("architecture", [*LLAMA_FAMILY, "GPT2LMHeadModel"])
+@pytest.mark.parametrize("architecture", ARCHITECTURES)
 def test_defaults_are_those_of_transformers(architecture):
     """What the import takes for a field config.json leaves out is what transformers takes."""
-    kind, defaults = GPT2 if architecture == "GPT2LMHeadModel" else LLAMA_FAMILY[architecture]
+    kind, defaults = ARCHITECTURES[architecture]
     shape = {"n_embd": 64, "n_head": 4} if kind == "gpt2" else {"hidden_size": 64, "num_attention_heads": 4}
     config = transformers.CONFIG_MAPPING[kind](**shape)
     derived = {"num_key_value_heads": 4, "head_dim": 16}  # what None stands for

@@ -729,6 +729,9 @@ def test_checkpoint_errors_name_the_problem(ckpt, tmp_path):
     save_file({k: v for k, v in tensors.items() if k != "norm.weight"}, weights)
     with pytest.raises(InputError, match="no tensor 'norm.weight'"):
         load_model(recorded_anew(ckpt))
+    save_file({**tensors, "norm.weight": tensors["norm.weight"].to(torch.int8)}, weights)  # import-hf's check too
+    with pytest.raises(InputError, match=f"{weights}: tensor 'norm.weight' is torch.int8; expected float32"):
+        load_model(recorded_anew(ckpt))
     weights.write_bytes(b"not safetensors at all")
     with pytest.raises(InputError, match="not a readable safetensors file"):
         load_model(recorded_anew(ckpt))

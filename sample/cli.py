@@ -1,17 +1,14 @@
 """`gptkit sample`: text from a checkpoint. Run `gptkit sample --help`."""
 import logging
-import random
 import sys
-import time
 
 import click
 
-from gptkit.model.info import describe, sampling_memory
 from gptkit.shared.cli import CONTEXT, Command, threads_option, version_option
 from gptkit.shared.errors import InputError
 from gptkit.shared.text import decode_utf8, without_surrogates
 
-from .stream import TextStream
+from .settings import Settings
 
 log = logging.getLogger(__name__)
 
@@ -32,12 +29,8 @@ log = logging.getLogger(__name__)
 @threads_option("Threads of torch's CPU kernels.", measured=True)
 def cli(checkpoint, prompt, prompt_file, max_new_tokens, temperature, top_p, top_k, num_samples, seed, device, stops, threads):
     """Continue a prompt with a trained model, streaming the text to standard output."""
-    if not temperature >= 0:  # NaN too
-        raise InputError(f"--temperature {temperature}: expected 0 (greedy) or more")
-    if not 0 < top_p <= 1:
-        raise InputError(f"--top-p {top_p}: expected a probability in (0, 1]")
-    if top_k is not None and top_k < 1:
-        raise InputError(f"--top-k {top_k}: expected 1 or more")
+    settings = Settings(max_new_tokens=max_new_tokens, num_samples=num_samples, temperature=temperature, top_p=top_p,
+                        top_k=top_k, seed=seed, stops=[without_surrogates(stop)[0] for stop in stops])
     if prompt is not None and prompt_file is not None:
         raise InputError("--prompt and --prompt-file: give one or the other")
     if prompt is None:
@@ -48,67 +41,20 @@ def cli(checkpoint, prompt, prompt_file, max_new_tokens, temperature, top_p, top
         where = "--prompt"
     if replaced:
         log.warning(f"{where}: {replaced} byte(s) that are not UTF-8 replaced by U+FFFD")
-    stops = [without_surrogates(stop)[0] for stop in stops]
 
-    # torch's import cost (2-3 s) is paid only once the arguments are checked: --help and a bad flag answer at once
-    from gptkit.model import load_model
-    from gptkit.model.checkpoint import bos_id as checkpoint_bos_id, eot_id as checkpoint_eot_id
-    from gptkit.model.generate import generate, prompt_ids
-    from gptkit.runtime.device import Memory, resolve_device
-    from gptkit.runtime.threads import torch_threads
+    from .sampling import sample  # torch's import cost (2-3 s) is paid only once the arguments are checked
 
-    device = resolve_device(device)
-    threads = torch_threads(threads, device)
-    model, tokenizer = load_model(checkpoint, device)
-    model.eval()
-    eot_id = checkpoint_eot_id(checkpoint, tokenizer)  # the token that stops a sample
-    ids = prompt_ids(tokenizer, prompt, checkpoint_bos_id(checkpoint, tokenizer))
-    if not ids:
-        raise InputError(f"--prompt is empty and {checkpoint} records no token to start a text with "
-                         "(no end-of-text token, no bos_id)")
-    context = model.config.context_length
-    if len(ids) > context:
-        log.warning(f"the prompt has {len(ids):,} tokens, more than the context of {context:,}: keeping the last {context:,}")
-        ids = ids[-context:]
-    # Checked before any work: a batch of samples too large for the memory left beside the weights.
-    memory = Memory(sampling_memory(model.config, num_samples, len(ids) + max_new_tokens), device, "num_samples",
-                    f"{num_samples:,} samples of {describe(model.config)}", "ask for fewer --num-samples")
-    memory.check()
+    samples = sample(checkpoint, prompt, settings, device=device, threads=threads)
     if seed is None:
-        seed = random.randrange(2**31)
-        click.echo(f"seed: {seed}", err=True)
-
-    streams = [TextStream(tokenizer, stops) for _ in range(num_samples)]
-    finished = [False] * num_samples
-    live = num_samples == 1  # one sample is printed as it grows; several, each when complete
-    texts = [[] for _ in range(num_samples)]
-    if live:
+        click.echo(f"seed: {samples.seed}", err=True)
+    if num_samples == 1:  # one sample is printed as it grows; several, each when complete
         _write(prompt)
-    started = time.perf_counter()
-    for step in generate(model, ids, max_new_tokens=max_new_tokens, num_samples=num_samples,
-                         temperature=temperature, top_p=top_p, top_k=top_k, seed=seed):
-        threads.record(time.perf_counter() - started)  # a token's time: the count for the next
-        for i, token in enumerate(step.tolist()):
-            if finished[i]:
-                continue
-            if token == eot_id:
-                finished[i] = True
-                continue
-            text = streams[i].add(token)
-            finished[i] = streams[i].done
-            if live:
-                _write(text)
-            else:
-                texts[i].append(text)
-        if all(finished):
-            break
-        started = time.perf_counter()
-    for i, stream in enumerate(streams):
-        tail = "" if stream.done else stream.finish()
-        if live:
-            _write(tail + "\n")
-        else:
-            _write(f"{'' if i == 0 else chr(10)}--- sample {i + 1} ---\n{prompt}{''.join(texts[i])}{tail}\n")
+        for _, piece in samples:
+            _write(piece)
+        _write("\n")
+    else:
+        for i, text in enumerate(samples.texts()):
+            _write(f"{'' if i == 0 else chr(10)}--- sample {i + 1} ---\n{prompt}{text}\n")
 
 
 def _write(text):

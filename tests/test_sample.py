@@ -13,7 +13,9 @@ from gptkit.model.config import ModelConfig
 from gptkit.model.generate import filter_probs, generate, next_tokens
 from gptkit.model.model import TransformerLM
 from gptkit.sample.cli import cli
+from gptkit.sample.sampling import Sampler, Settings, sample
 from gptkit.sample.stream import TextStream
+from gptkit.shared.errors import SettingError
 from tests.conftest import assert_input_error
 from gptkit.tokenizer.bpe import Tokenizer
 
@@ -360,6 +362,36 @@ def test_cli_long_stop(checkpoint, model, tok):
     assert len(stop) == 8, continuation
     res = ok("--checkpoint", checkpoint, "--prompt", PROMPT, "--max-new-tokens", 20, "--temperature", 0, "--stop", stop)
     assert res.stdout == PROMPT + continuation[: continuation.index(stop)] + "\n"
+
+
+def test_the_library_function_streams_what_the_cli_prints(checkpoint):
+    """`sample` (sampling.py), of which the command is a shell: the same text for the same seed,
+    as pieces of each sample while it is generated; a Sampler samples again with its model loaded."""
+    one = sample(checkpoint, PROMPT, Settings(max_new_tokens=12, seed=4), device="cpu")
+    pieces = list(one)
+    assert len(pieces) > 1 and all(i == 0 and piece for i, piece in pieces)
+    text = "".join(piece for _, piece in pieces)
+    assert ok("--checkpoint", checkpoint, "--prompt", PROMPT, "--max-new-tokens", 12, "--seed", 4).stdout == PROMPT + text + "\n"
+    assert one.texts() == [text] and one.seed == 4  # read once: nothing generated again
+
+    settings = Settings(max_new_tokens=10, num_samples=3, temperature=1.0, seed=1, stops=["λλ"])
+    several = sample(checkpoint, PROMPT, settings, device="cpu")
+    pieces = list(several)
+    assert len({i for i, _ in pieces}) == 3
+    texts = ["".join(piece for j, piece in pieces if j == i) for i in range(3)]
+    assert several.texts() == texts
+    res = ok("--checkpoint", checkpoint, "--prompt", PROMPT, "--max-new-tokens", 10, "--num-samples", 3, "--temperature", 1,
+             "--seed", 1, "--stop", "λλ")
+    assert res.stdout == "\n".join(f"--- sample {i + 1} ---\n{PROMPT}{text}\n" for i, text in enumerate(texts))
+
+    sampler = Sampler(checkpoint, device="cpu")
+    drawn = sampler.sample(PROMPT, Settings(max_new_tokens=8))  # a seed drawn, and told
+    assert drawn.texts() == sampler.sample(PROMPT, Settings(max_new_tokens=8, seed=drawn.seed)).texts()
+    for bad, setting in [({"top_p": 0}, "top_p"), ({"temperature": float("nan")}, "temperature"), ({"top_k": 0}, "top_k"),
+                         ({"num_samples": 0}, "num_samples"), ({"seed": -1}, "seed"), ({"stops": "e "}, "stops")]:
+        with pytest.raises(SettingError) as e:
+            Settings(**bad)
+        assert e.value.setting == setting
 
 
 @pytest.mark.parametrize("args, needle", [

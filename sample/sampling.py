@@ -1,0 +1,111 @@
+"""A checkpoint's continuations of a prompt, as text that streams: what `gptkit sample` prints,
+for any caller.
+
+    from gptkit.sample.sampling import Settings, sample
+
+    samples = sample("runs/demo/latest", "Once upon a time", Settings(max_new_tokens=50, seed=1))
+    for i, piece in samples:  # sample i's text, piece by piece as it is generated
+        print(piece, end="")
+
+A Sampler keeps the model loaded for one call of its `sample` after another (a server's).
+"""
+from __future__ import annotations
+
+import logging
+import random
+import time
+
+from gptkit.model.checkpoint import bos_id, eot_id, load_model
+from gptkit.model.generate import generate, prompt_ids
+from gptkit.model.info import describe, sampling_memory
+from gptkit.runtime.device import Memory, resolve_device
+from gptkit.runtime.threads import torch_threads
+from gptkit.shared.errors import SettingError
+
+from .settings import Settings
+from .stream import TextStream
+
+log = logging.getLogger(__name__)
+
+
+def sample(checkpoint, prompt: str, settings: Settings = Settings(), *, device="auto", threads=None) -> Samples:
+    """The samples of `prompt` by the checkpoint directory `checkpoint`, on `device` ("auto",
+    "cpu", "cuda"), with `threads` of torch's CPU kernels (None: measured under load)."""
+    return Sampler(checkpoint, device=device, threads=threads).sample(prompt, settings)
+
+
+class Sampler:
+    """A checkpoint loaded to sample from (see `sample`)."""
+
+    def __init__(self, checkpoint, *, device="auto", threads=None):
+        self.checkpoint, self.device = checkpoint, resolve_device(device)
+        self.threads = torch_threads(threads, self.device)
+        self.model, self.tokenizer = load_model(checkpoint, self.device)
+        self.bos_id = bos_id(checkpoint, self.tokenizer)  # what a text starts with
+        self.eot_id = eot_id(checkpoint, self.tokenizer)  # the token that stops a sample
+
+    def sample(self, prompt: str, settings: Settings = Settings()) -> Samples:
+        """The samples of `prompt` framed as the model saw its documents (generate.prompt_ids); a
+        prompt longer than the context keeps its last tokens, with a warning. A batch of samples
+        too large for the memory left beside the weights is refused before any work."""
+        ids = prompt_ids(self.tokenizer, prompt, self.bos_id)
+        if not ids:
+            raise SettingError("prompt", f"is empty and {self.checkpoint} records no token to start a text with "
+                                         "(no end-of-text token, no bos_id)")
+        context = self.model.config.context_length
+        if len(ids) > context:
+            log.warning(f"the prompt has {len(ids):,} tokens, more than the context of {context:,}: keeping the last "
+                        f"{context:,}")
+            ids = ids[-context:]
+        n = settings.num_samples
+        Memory(sampling_memory(self.model.config, n, len(ids) + settings.max_new_tokens), self.device, "num_samples",
+               f"{n:,} samples of {describe(self.model.config)}", "ask for fewer --num-samples").check()
+        return Samples(self, ids, settings)
+
+
+class Samples:
+    """Samples being generated, all of a batch at once. Iterating gives (i, piece): a piece of
+    sample i's text as soon as it is safe to show (whole characters, nothing of a stop string);
+    a sample ends at the end-of-text token, at a stop string or after max_new_tokens. `seed`
+    gives the same samples again; `texts()`, each sample's whole text."""
+
+    def __init__(self, sampler: Sampler, ids, settings: Settings):
+        self.seed = random.randrange(2**31) if settings.seed is None else settings.seed
+        self._pieces = [[] for _ in range(settings.num_samples)]
+        self._iterator = self._generate(sampler, ids, settings)
+
+    def __iter__(self):
+        return self._iterator  # once: the samples are generated as they are read
+
+    def texts(self) -> list[str]:
+        """Each sample's text, generating what is left of it."""
+        for _ in self:
+            pass
+        return ["".join(pieces) for pieces in self._pieces]
+
+    def _generate(self, sampler, ids, settings):
+        streams = [TextStream(sampler.tokenizer, settings.stops) for _ in range(settings.num_samples)]
+        finished = [False] * settings.num_samples
+        started = time.perf_counter()
+        for step in generate(sampler.model, ids, max_new_tokens=settings.max_new_tokens, num_samples=settings.num_samples,
+                             temperature=settings.temperature, top_p=settings.top_p, top_k=settings.top_k, seed=self.seed):
+            sampler.threads.record(time.perf_counter() - started)  # a token's time: the count for the next
+            for i, token in enumerate(step.tolist()):
+                if finished[i]:
+                    continue
+                if token == sampler.eot_id:
+                    finished[i] = True
+                    continue
+                yield from self._piece(i, streams[i].add(token))
+                finished[i] = streams[i].done
+            if all(finished):
+                break
+            started = time.perf_counter()  # the reader's time between steps is not the token's
+        for i, stream in enumerate(streams):
+            if not stream.done:
+                yield from self._piece(i, stream.finish())
+
+    def _piece(self, i, text):
+        if text:
+            self._pieces[i].append(text)
+            yield i, text

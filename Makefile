@@ -12,7 +12,7 @@ CORPUS_SIZE ?= 10MB
 DATASET    ?= tinystories
 DEMO       ?= out/demo
 # auto: 1024 or 4096 tokens, chosen for the corpus by its size and how often it repeats itself
-# (tokenizer/vocab.py, measured with the recipe: README, "The recipe").
+# (tokenizer/vocab.py, measured with the recipe: docs/train.md, "The recipe").
 VOCAB_SIZE ?= auto
 # Both named after the corpus (data/stories.txt: stories), so a second corpus replaces neither of the
 # first's. The tokenizer sits beside DATA, not in it: pretokenize writes its own copy into DATA, and a

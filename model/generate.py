@@ -5,12 +5,17 @@ each step then feeds one new token per sample. When the context is full the wind
 the cache is rebuilt from the last half of the context, so a long generation costs one
 prefill every context/2 tokens rather than one per token.
 
-The model runs on its device; the choice of the next token always runs on the CPU (the last
-position's logits, one row a sample, come back for it anyway), with random numbers from a CPU
-generator and one sort: a seed gives the same draws on every device, so a printed seed
-reproduces a sample anywhere, up to the devices' differences in the logits themselves.
+The model and the choice of the next token run on the model's device; the host waits for it
+once a step, for the tokens it yields. On CUDA the model computes in bf16 (autocast, which casts
+float32 weights each step; its KV cache is bf16 too): float32 reads twice the bytes and has no
+fused attention kernel for grouped-query attention. On a CPU it stays float32. The random numbers come from a CPU generator: a seed gives
+the same draws on every device, so a printed seed reproduces a sample anywhere, up to the
+devices' differences in the logits themselves (bf16's rounding on CUDA may reorder candidates
+of nearly equal probability).
 """
 from __future__ import annotations
+
+import contextlib
 
 import numpy as np
 import torch
@@ -44,16 +49,18 @@ def filter_probs(probs, top_p=1.0, top_k=None):
 
 
 def _sorted_descending(probs):
-    """`torch.sort(probs, descending=True)` along the last dim of a CPU tensor. numpy's quicksort
-    does it about 6x faster for a row of a vocabulary (0.08 vs 0.45 ms for 10,000), a third of a
-    small model's decoding step."""
+    """`torch.sort(probs, descending=True)` along the last dim. On a CPU numpy's quicksort does it
+    about 6x faster for a row of a vocabulary (0.08 vs 0.45 ms for 10,000), a third of a small
+    model's decoding step."""
+    if probs.device.type != "cpu":
+        return torch.sort(probs, dim=-1, descending=True)
     order = torch.from_numpy(np.argsort(-probs.numpy(), axis=-1))
     return probs.gather(-1, order), order
 
 
 def next_tokens(logits, temperature, top_p, top_k, generator):
-    """One token per row of `logits` (batch, vocab), on the CPU: greedy at temperature 0, else
-    sampled with the CPU `generator`."""
+    """One token per row of `logits` (batch, vocab), on their device: greedy at temperature 0,
+    else sampled with uniform numbers from the CPU `generator`."""
     if temperature == 0:
         return logits.argmax(-1)
     # Shifted so the largest logit is 0: at a temperature near 0 the others go to -inf, not the
@@ -67,7 +74,10 @@ def _draw(probs, generator):
     """An index per row, drawn with the row's probabilities: the inverse of its cumulative
     distribution at one uniform number (as torch.multinomial, at a tenth of its cost)."""
     cdf = probs.double().cumsum(-1)
-    u = torch.rand(*probs.shape[:-1], 1, generator=generator, dtype=cdf.dtype) * cdf[..., -1:]
+    u = torch.rand(*probs.shape[:-1], 1, generator=generator, dtype=cdf.dtype)
+    if cdf.is_cuda:  # from pinned memory: a pageable copy would wait for the device's queue
+        u = u.pin_memory().to(cdf.device, non_blocking=True)
+    u = u * cdf[..., -1:]
     index = torch.searchsorted(cdf, u, right=True).squeeze(-1)
     last_possible = probs.shape[-1] - 1 - (probs.flip(-1) > 0).int().argmax(-1)  # u may round up to the total
     return torch.minimum(index, last_possible)
@@ -80,21 +90,24 @@ def generate(model, prompt, *, max_new_tokens, num_samples=1, temperature=0.8, t
     The KV cache holds the positions the prompt and the new tokens need, at most the context."""
     config, device = model.config, next(model.parameters()).device
     generator = torch.Generator().manual_seed(seed)
+    # Entered each step, not across the yields: the caller's code must not run under it.
+    autocast = torch.autocast("cuda", torch.bfloat16) if device.type == "cuda" else contextlib.nullcontext()
 
     def last_logits(ids, cache):
-        return model(ids.to(device), cache=cache, last_only=True)[0][:, -1].float().cpu()
+        with autocast:
+            return model(ids, cache=cache, last_only=True)[0][:, -1].float()
 
-    window = torch.tensor(prompt).unsqueeze(0).expand(num_samples, -1)
-    cache = KVCache(config, 1, device, capacity=len(prompt) + max_new_tokens)
+    window = torch.tensor(prompt, device=device).unsqueeze(0).expand(num_samples, -1)
+    cache = KVCache(config, 1, capacity=len(prompt) + max_new_tokens)
     logits = last_logits(window[:1], cache).expand(num_samples, -1)
     cache.expand(num_samples)
     for _ in range(max_new_tokens):
         token = next_tokens(logits, temperature, top_p, top_k, generator)
-        yield token
+        yield token.cpu()  # the step's one wait for the device
         window = torch.cat([window, token[:, None]], dim=1)[:, -config.context_length :]
         if cache.length == config.context_length:  # full: slide the window by half
             window = window[:, -(config.context_length // 2) :]
-            cache = KVCache(config, num_samples, device)
+            cache = KVCache(config, num_samples)
             logits = last_logits(window, cache)
         else:
             logits = last_logits(token[:, None], cache)

@@ -89,10 +89,11 @@ def training_memory(config: ModelConfig, batch_size: int, activation_bytes: int,
 
 
 def sampling_memory(config: ModelConfig, num_samples: int, positions=None) -> dict:
-    """Bytes that sampling `num_samples` continuations at once takes beside the weights: the
-    float32 KV cache of `positions` positions (None: the whole context) for each (model.KVCache,
-    which generate sizes to the prompt and new tokens), and each step's float32 logits,
-    probabilities and their sorted copy and cumulative sum for top-p."""
+    """Bytes that sampling `num_samples` continuations at once takes beside the weights: the KV
+    cache of `positions` positions (None: the whole context) for each (model.KVCache, which
+    generate sizes to the prompt and new tokens), counted float32 (on CUDA it is bf16: half of
+    this), and each step's float32 logits, probabilities and their sorted copy and cumulative sum
+    for top-p."""
     positions = config.context_length if positions is None else min(positions, config.context_length)
     cache = 2 * 4 * config.n_layers * num_samples * config.n_kv_heads * positions * config.head_dim
     return {"KV cache": cache, "logits": 4 * 4 * num_samples * config.vocab_size}

@@ -89,22 +89,39 @@ class KVCache:
     """The keys and values of every layer for the tokens seen so far (incremental decoding), room
     for `capacity` positions (None: the whole context). A generation needs its prompt's and new
     tokens' positions alone: a model imported with a long context (Llama 3's 131,072) would
-    otherwise hold gigabytes of cache it never fills."""
+    otherwise hold gigabytes of cache it never fills.
 
-    def __init__(self, config: ModelConfig, batch_size, device=None, dtype=torch.float32, capacity=None):
+    Made at the first write, on the keys' device and in the dtype attention computes in: the
+    autocast dtype where autocast is on (its attention casts to it), else the keys' own (bf16
+    under FSDP's mixed precision). A float32 cache beside bf16 queries fails in attention."""
+
+    def __init__(self, config: ModelConfig, batch_size, capacity=None):
         capacity = config.context_length if capacity is None else min(capacity, config.context_length)
-        shape = (config.n_layers, batch_size, config.n_kv_heads, capacity, config.head_dim)
-        self.keys = torch.zeros(shape, device=device, dtype=dtype)
-        self.values = torch.zeros(shape, device=device, dtype=dtype)
+        self.shape = (config.n_layers, batch_size, config.n_kv_heads, capacity, config.head_dim)
+        self.keys = self.values = None
         self.length = 0  # positions filled
 
     @property
     def capacity(self):
         """The positions it has room for."""
-        return self.keys.shape[3]
+        return self.shape[3]
+
+    def write(self, layer, k, v):
+        """Store a layer's `k` and `v` (B, n_kv_heads, T, head_dim) after the `length` positions
+        filled; the layer's keys and values of every position up to them."""
+        if self.keys is None:
+            kind = k.device.type
+            dtype = torch.get_autocast_dtype(kind) if torch.is_autocast_enabled(kind) else k.dtype
+            self.keys = torch.zeros(self.shape, device=k.device, dtype=dtype)
+            self.values = torch.zeros(self.shape, device=k.device, dtype=dtype)
+        end = self.length + k.shape[2]
+        self.keys[layer, :, :, self.length : end] = k
+        self.values[layer, :, :, self.length : end] = v
+        return self.keys[layer, :, :, :end], self.values[layer, :, :, :end]
 
     def expand(self, batch_size):
-        """The cache of a batch of one, repeated: many samples share one prompt's prefill."""
+        """The cache of a batch of one after its prefill, repeated: many samples share one prompt's prefill."""
+        self.shape = (self.shape[0], batch_size, *self.shape[2:])
         self.keys = self.keys.expand(-1, batch_size, -1, -1, -1).contiguous()
         self.values = self.values.expand(-1, batch_size, -1, -1, -1).contiguous()
         return self
@@ -137,9 +154,7 @@ class Attention(nn.Module):
         mask, causal = None, True
         if cache is not None:
             start = cache.length
-            cache.keys[self.layer, :, :, start : start + T] = k
-            cache.values[self.layer, :, :, start : start + T] = v
-            k, v = cache.keys[self.layer, :, :, : start + T], cache.values[self.layer, :, :, : start + T]
+            k, v = cache.write(self.layer, k, v)
             if start > 0:  # new queries see every cached position and the new ones up to their own
                 causal = False
                 if T > 1:

@@ -283,13 +283,12 @@ def greedy_text(model, tok, prompt, n):
 
 def test_cli_prompt_and_seed(checkpoint):
     base = ["--checkpoint", checkpoint, "--prompt", PROMPT, "--max-new-tokens", 12]
-    first = ok(*base, "--device", "auto")  # CUDA where there is one: a seed gives the same text on any device
+    first = ok(*base, "--device", "auto")  # CUDA where there is one (in bf16: its text is tests/test_gpu.py's)
     assert first.stdout.startswith(PROMPT) and first.stdout.endswith("\n")
     seed_line = first.stderr.strip()
     assert seed_line.startswith("seed: ")  # a random seed is printed so the text can be had again
-    again = ok(*base, "--seed", seed_line.split()[1], "--device", "cpu")
+    again = ok(*base, "--seed", seed_line.split()[1], "--device", "auto")
     assert again.stdout == first.stdout and again.stderr == ""
-    assert ok(*base, "--seed", 7, "--device", "auto").stdout == ok(*base, "--seed", 7, "--device", "cpu").stdout
 
 
 def test_cli_greedy_equals_generate(checkpoint, model, tok):

@@ -28,17 +28,23 @@ from torch.distributed.tensor import DTensor, distribute_tensor
 def shard(model, device):
     """Shard `model` (a TransformerLM, in host memory) in place across the process group, onto
     `device`: each block, then the root; FSDP moves each unit's weights to the device as it shards
-    them, so the device never holds the whole model. On CUDA the blocks compute in bf16 from
-    gathered bf16 copies of the float32 weights, and gradients are reduced in float32
-    (MixedPrecisionPolicy), where DDP's autocast computes the same matrix products in bf16."""
+    them, so the device never holds the whole model."""
     mesh = init_device_mesh(device.type, (dist.get_world_size(),))
-    precision = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32) if device.type == "cuda" \
-        else MixedPrecisionPolicy()
     for block in model.layers:
-        fully_shard(block, mesh=mesh, mp_policy=precision)
-    fully_shard(model, mesh=mesh, mp_policy=precision)
+        fully_shard(block, mesh=mesh, mp_policy=precision(device))
+    fully_shard(model, mesh=mesh, mp_policy=precision(device))
     # Validation calls token_losses, not forward: it too must gather the root's weights first.
     register_fsdp_forward_method(model, "token_losses")
+
+
+def precision(device):
+    """On CUDA the blocks compute in bf16 from gathered bf16 copies of the float32 weights, and
+    gradients are reduced in float32, where DDP's autocast computes the same matrix products in
+    bf16. A block's inputs are not cast (as torchtitan): the RoPE tables stay float32 and rotate
+    in float32, as under DDP; the activations are bf16 already, from the root's bf16 embedding."""
+    if device.type != "cuda":
+        return MixedPrecisionPolicy()
+    return MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32, cast_forward_inputs=False)
 
 
 def whole(tensors: dict, keep: bool) -> dict:

@@ -148,3 +148,47 @@ def test_sampling_from_fsdp_on_one_gpu_between_training_steps(tmp_path, monkeypa
             assert sampled.min() >= 0 and sampled.max() < model.config.vocab_size
     finally:
         dist.destroy_process_group()
+
+
+def test_pinned_loader_delivers_the_loaders_batches_on_the_gpu(data, model_json, tmp_path):
+    trainer = Trainer(config(data, tmp_path / "run", model_json, device="cuda", grad_accum=2), False, 0, 1,
+                      torch.device("cuda", 0), False)
+    for step in range(3):
+        for micro in range(2):
+            inputs, targets = next(trainer.batches)
+            assert inputs.is_cuda and inputs.dtype == torch.int64
+            expected = torch.from_numpy(trainer.loader.batch(step, micro).astype(np.int64))
+            assert torch.equal(inputs.cpu(), expected[:, :-1]) and torch.equal(targets.cpu(), expected[:, 1:])
+
+
+def test_a_model_too_large_for_the_gpu_is_refused_before_it_is_built(data, tmp_path):
+    """The estimate is compared with the GPU's free memory (torch.cuda.mem_get_info): 34B
+    parameters, 16 GiB a matrix, are refused before the first one is made."""
+    huge = tmp_path / "huge.json"
+    huge.write_text(json.dumps({**MODEL, "d_model": 2**16, "n_heads": 2**9}))
+    with pytest.raises(SettingError, match=r"34\.\dB parameters.*more than the .* available on cuda") as refused:
+        train(config(data, tmp_path / "run", str(huge), device="cuda"))
+    assert refused.value.setting == "model" and not (tmp_path / "run").exists()
+
+
+def test_fsdp_on_one_gpu_trains_as_ddp_does_and_resumes_exactly(data, model_json, tmp_path):
+    """--parallel fsdp through NCCL (one process: every collective runs), with activation
+    checkpointing and FSDP's bf16 mixed precision: the losses of DDP's bf16 autocast, within bf16's
+    precision; a checkpoint one CPU process loads; a resume that repeats the run exactly."""
+    common = run_flags(data, None, model_json, device="cuda", max_steps=20, eval_interval=10, checkpoint_interval=10)
+    ddp = torchrun(1, *common, "--out", tmp_path / "ddp")
+    sharded = torchrun(1, *common, "--parallel", "fsdp", "--activation-checkpointing", "--out", tmp_path / "fsdp")
+    assert ddp.returncode == 0 and sharded.returncode == 0, (ddp.stderr + sharded.stderr)[-3000:]
+    assert "cuda:0 x 1 (torch.distributed nccl, FSDP2" in sharded.stdout
+    assert [r["loss"] for r in records(tmp_path / "fsdp")] == pytest.approx([r["loss"] for r in records(tmp_path / "ddp")], abs=0.05)
+    model, _ = load_model(tmp_path / "fsdp/latest")
+    assert all(p.dtype == torch.float32 and torch.isfinite(p).all() for p in model.parameters())
+
+    resumed = tmp_path / "resumed"
+    shutil.copytree(tmp_path / "fsdp", resumed, symlinks=True)
+    shutil.rmtree(next((resumed / "checkpoints").glob("step-000020_*")))
+    (resumed / "latest").unlink()
+    (resumed / "latest").symlink_to(next((resumed / "checkpoints").glob("step-000010_*")).relative_to(resumed))
+    again = torchrun(1, "--out", resumed, "--resume")
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert [r["loss"] for r in records(resumed)] == [r["loss"] for r in records(tmp_path / "fsdp")]

@@ -46,7 +46,7 @@ from bench.train import build_data  # noqa: E402
 from gptkit.model.config import load_config  # noqa: E402
 from gptkit.model.info import model_cost  # noqa: E402
 from gptkit.train.config import TrainConfig  # noqa: E402
-from gptkit.train.report import PEAK_BF16_FLOPS  # noqa: E402
+from gptkit.train.report import peak_bf16_flops  # noqa: E402
 from gptkit.train.trainer import Trainer  # noqa: E402
 
 SHAPES = {"tiny": (16, 256), "tinystories-17m": (64, 256), "gpt2-small": (32, 1024)}  # batch, context
@@ -185,7 +185,7 @@ def main():
         torch.cuda.set_device(device)
         torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = True
         name = torch.cuda.get_device_name(device)
-        peak = next((flops for key, flops in PEAK_BF16_FLOPS.items() if key in name), None)
+        peak = peak_bf16_flops(name)
     else:
         name, peak = "CPU (float32, no compile: a check of the script, not a measurement)", None
     print(f"device: {name}; torch {torch.__version__}; bf16 peak {peak / 1e12:.0f} TFLOP/s" if peak else f"device: {name}")

@@ -22,6 +22,8 @@ import torch
 from gptkit.model.generate import prompt_ids
 from gptkit.shared.errors import InputError
 
+from .loss import on_device
+
 log = logging.getLogger(__name__)
 
 
@@ -106,7 +108,7 @@ def score(model, items, batch_size, autocast, each_batch=None) -> Scores:
             inputs[r, : len(ids) - 1] = ids[:-1]
             targets[r, start - 1 : len(ids) - 1] = ids[start:]
         with autocast:
-            row_losses = model.token_losses(torch.from_numpy(inputs).to(device), torch.from_numpy(targets).to(device))
+            row_losses = model.token_losses(on_device(inputs, device), on_device(targets, device))
         losses.append(row_losses.sum(1, dtype=torch.float64))
         if each_batch:
             each_batch(bisect.bisect_right(last_row, b + len(batch)))

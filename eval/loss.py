@@ -49,6 +49,15 @@ def windows(flat, context_length):
         else np.empty((0, context_length + 1), flat.dtype)
 
 
+def on_device(array, device):
+    """A numpy array as a tensor on `device`. To CUDA from pinned memory, without waiting: a copy
+    from pageable memory blocks the host until the GPU has done the work queued before it."""
+    tensor = torch.from_numpy(array)
+    if device.type == "cuda":
+        return tensor.pin_memory().to(device, non_blocking=True)
+    return tensor.to(device)
+
+
 def token_bytes(tokenizer):
     """The length in bytes of each token's text; 0 for special tokens, which stand for no text."""
     special = set(tokenizer.special_tokens.values())
@@ -63,7 +72,7 @@ def loss_sums(model, sequences, nbytes, batch_size, autocast, each_batch=None):
     batch, for the ranks to add up. `each_batch(windows done)` after each batch."""
     sums = torch.zeros(4, device=nbytes.device, dtype=torch.float64)
     for i in range(0, len(sequences), batch_size):
-        batch = torch.from_numpy(sequences[i : i + batch_size]).to(nbytes.device).long()
+        batch = on_device(sequences[i : i + batch_size], nbytes.device).long()
         targets = batch[:, 1:]
         with autocast:
             losses = model.token_losses(batch[:, :-1], targets)

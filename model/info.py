@@ -20,13 +20,15 @@ class ModelCost:
         return self.flops_per_token - 6 * self.matmul_params
 
 
-def model_cost(config: ModelConfig) -> ModelCost:
+def model_cost(config: ModelConfig, context_length=None) -> ModelCost:
     """Counts in closed form from the shape model.py builds (tests/test_model.py checks them against
     built models), so that `gptkit model info` answers without importing torch.
 
     Training FLOPs per token follow PaLM's accounting (as nanoGPT's MFU does): 6 per matmul
     weight (2 forward, 4 backward) plus 12 * layers * (n_heads * head_dim, d_model unless the
-    head size is set apart) * context for the attention scores and the weighted values.
+    head size is set apart) * context for the attention scores and the weighted values, at the
+    `context_length` trained (None: the model's; an imported 131,072-context model trained at
+    2,048 attends over 2,048 positions).
     """
     d, q_width, kv_width = config.d_model, config.n_heads * config.head_dim, config.n_kv_heads * config.head_dim
     gpt2 = config.architecture == "gpt2"
@@ -45,7 +47,7 @@ def model_cost(config: ModelConfig) -> ModelCost:
     non_embedding = config.n_layers * layer + norm + lm_head  # norm: the final one
     # The token and position embeddings are lookups, no matmul, unless the token embedding is also the LM head.
     matmul = non_embedding + (embedding if config.tie_embeddings else 0)
-    attention_scores = 12 * config.n_layers * q_width * config.context_length
+    attention_scores = 12 * config.n_layers * q_width * (context_length or config.context_length)
     block_matrices = config.n_layers * (attention + feed_forward)
     return ModelCost(embedding + positions + non_embedding, non_embedding, matmul, 6 * matmul + attention_scores, block_matrices,
                      layer)

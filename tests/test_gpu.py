@@ -5,6 +5,7 @@ without CUDA (CI has none); on a GPU machine `make test` runs them with the rest
 bf16 autocast with torch.compile, a one-process NCCL run stopped by SIGTERM and resumed
 exactly, FSDP on one GPU, CUDA sampling against the CPU, and the pinned, non-blocking loader.
 """
+import contextlib
 import copy
 import json
 import shutil
@@ -148,6 +149,28 @@ def test_sampling_from_fsdp_on_one_gpu_between_training_steps(tmp_path, monkeypa
             assert sampled.min() >= 0 and sampled.max() < model.config.vocab_size
     finally:
         dist.destroy_process_group()
+
+
+def test_evaluation_copies_its_batches_from_pinned_memory(monkeypatch):
+    """Evaluation's batches reach the GPU from pinned memory (a copy the host does not wait for),
+    and give the CPU's losses."""
+    from gptkit.eval.loss import loss_sums, on_device
+    from gptkit.model.config import ModelConfig
+    from gptkit.model.model import TransformerLM
+
+    pinned, pin = [], torch.Tensor.pin_memory
+    monkeypatch.setattr(torch.Tensor, "pin_memory", lambda self, *a: pinned.append(self.shape) or pin(self, *a))
+    array = np.arange(12, dtype=np.uint16).reshape(3, 4)
+    tensor = on_device(array, torch.device("cuda"))
+    assert tensor.is_cuda and pinned == [(3, 4)] and torch.equal(tensor.cpu(), torch.from_numpy(array))
+    torch.manual_seed(0)
+    model = TransformerLM(ModelConfig(vocab_size=97, context_length=16, d_model=32, n_layers=2, n_heads=4, d_ff=64)).eval()
+    sequences = np.random.default_rng(0).integers(0, 97, (10, 17)).astype(np.uint16)
+    sums = {}
+    for device in ("cpu", "cuda"):
+        nbytes = torch.ones(97, dtype=torch.long, device=device)
+        sums[device] = loss_sums(model.to(device), sequences, nbytes, 4, contextlib.nullcontext()).cpu()
+    torch.testing.assert_close(sums["cuda"], sums["cpu"], rtol=1e-4, atol=0)
 
 
 def test_pinned_loader_delivers_the_loaders_batches_on_the_gpu(data, model_json, tmp_path):

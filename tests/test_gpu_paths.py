@@ -1,17 +1,23 @@
 """The GPU paths of issue 31, checked where they can be without a GPU: FSDP's bf16 mixed precision
 (the policy CUDA gets) on one gloo process, sampling from it and its RoPE tables; the KV cache's
-dtype. What needs CUDA itself is in tests/test_gpu.py."""
+dtype; evaluation's copies to the device; the FLOPs and peak behind MFU. What needs CUDA itself is
+in tests/test_gpu.py."""
 import copy
 
+import numpy as np
 import pytest
 import torch
 import torch.distributed as dist
 
+from gptkit.eval.loss import on_device
 from gptkit.model import model as model_module
 from gptkit.model.config import ModelConfig
 from gptkit.model.generate import generate
+from gptkit.model.info import model_cost
 from gptkit.model.model import KVCache, TransformerLM
 from gptkit.train import fsdp
+from gptkit.train.report import peak_bf16_flops
+from tests.test_trainer import MODEL, data, invoke, model_json, records, run_flags  # noqa: F401
 
 SHAPE = dict(vocab_size=97, context_length=32, d_model=32, n_layers=2, n_heads=4, n_kv_heads=2, d_ff=64, init_std=0.2)
 PROMPT = [3, 14, 15, 92, 65]
@@ -100,3 +106,47 @@ def test_the_kv_cache_is_made_in_the_dtype_attention_computes_in(kw):
             full = model(idx)[0]
     assert cache.keys.dtype == cache.values.dtype == torch.bfloat16
     torch.testing.assert_close(torch.cat(pieces, 1).float(), full.float(), atol=0.05, rtol=0)
+
+
+def test_evaluation_batches_reach_a_cpu_as_they_are():
+    """On a CPU the copy is no copy (pinning is for CUDA: tests/test_gpu.py)."""
+    array = np.arange(12, dtype=np.uint16).reshape(3, 4)
+    tensor = on_device(array, torch.device("cpu"))
+    assert tensor.data_ptr() == array.ctypes.data and torch.equal(tensor, torch.from_numpy(array))
+
+
+def test_attention_flops_are_counted_at_the_trained_context():
+    """A Llama 3-like context of 131,072 trained at 2,048: its attention is 64 times cheaper than
+    at the model's context, its matrix products the same."""
+    config = ModelConfig(vocab_size=1000, context_length=131072, d_model=64, n_layers=3, n_heads=4, n_kv_heads=2, d_ff=128)
+    full, trained = model_cost(config), model_cost(config, 2048)
+    assert trained.matmul_params == full.matmul_params and trained.params == full.params
+    assert trained.attention_flops_per_token == 12 * 3 * 64 * 2048 == full.attention_flops_per_token // 64
+    assert trained.flops_per_token == 6 * full.matmul_params + 12 * 3 * 64 * 2048
+
+
+def test_mfu_counts_the_attention_of_the_trained_context(data, model_json, tmp_path, monkeypatch):  # noqa: F811
+    """A run at context 32 of a model of context 64, with a peak given to the CPU so that MFU is
+    reported: the FLOPs behind it are those of context 32."""
+    monkeypatch.setattr("gptkit.train.report._peak_flops", lambda device: 1e12)
+    res = invoke(*run_flags(data, tmp_path / "run", model_json, max_steps=2, threads=1))
+    assert res.exit_code == 0, res.output
+    trained, whole = model_cost(ModelConfig(**MODEL), 32).flops_per_token, model_cost(ModelConfig(**MODEL)).flops_per_token
+    logged = records(tmp_path / "run")
+    assert len(logged) == 2 and trained < whole
+    for r in logged:
+        assert r["mfu"] == pytest.approx(trained * r["tokens_per_s"] / 1e12, rel=1e-9)
+
+
+@pytest.mark.parametrize("name, peak", [
+    ("NVIDIA H100 80GB HBM3", 989e12),  # SXM
+    ("NVIDIA H100 PCIe", 756e12),
+    ("NVIDIA H100 NVL", 835e12),
+    ("NVIDIA H200", 989e12),
+    ("NVIDIA H200 NVL", 835e12),
+    ("NVIDIA A100-SXM4-80GB", 312e12),
+    ("NVIDIA A100 80GB PCIe", 312e12),
+    ("NVIDIA GeForce RTX 4090", None),  # not listed: no MFU
+])
+def test_peak_flops_by_device_name(name, peak):
+    assert peak_bf16_flops(name) == peak

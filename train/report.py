@@ -7,7 +7,12 @@ import math
 
 import torch
 
-PEAK_BF16_FLOPS = {"H100": 989e12, "H200": 989e12, "A100": 312e12}  # dense, per GPU
+# Dense bf16 FLOP/s of one GPU, by what its name (torch.cuda.get_device_name) contains, the first
+# match. NVIDIA's H100 and H200 datasheets give bf16 with sparsity, twice the dense figure: H100
+# SXM ("NVIDIA H100 80GB HBM3") 1,979 -> 989 TFLOP/s, PCIe 1,513 -> 756, NVL 1,671 -> 835; H200
+# SXM 989, NVL 835. The A100's (SXM and PCIe): 312 dense.
+PEAK_BF16_FLOPS = (("H100 PCIe", 756e12), ("H100 NVL", 835e12), ("H200 NVL", 835e12), ("H100", 989e12),
+                   ("H200", 989e12), ("A100", 312e12))
 
 
 class StepReport:
@@ -42,10 +47,12 @@ class StepReport:
 
 
 def _peak_flops(device):
-    if device.type != "cuda":
-        return None
-    name = torch.cuda.get_device_name(device)
-    return next((flops for key, flops in PEAK_BF16_FLOPS.items() if key in name), None)
+    return peak_bf16_flops(torch.cuda.get_device_name(device)) if device.type == "cuda" else None
+
+
+def peak_bf16_flops(name):
+    """The dense bf16 FLOP/s of the GPU `name`d (PEAK_BF16_FLOPS); None for one not listed."""
+    return next((flops for key, flops in PEAK_BF16_FLOPS if key in name), None)
 
 
 def validation_report(step, tokens, val_loss, val_bpb, count, hellaswag=None):

@@ -166,7 +166,8 @@ class Trainer:
         else:
             self.run_dir.start(self.config)
         self.batches = self._batches()
-        self.step_report = StepReport(self.planner, self.step, device, world, self.threads, model_cost(model_config).flops_per_token)
+        self.step_report = StepReport(self.planner, self.step, device, world, self.threads,
+                                       model_cost(model_config, self.context).flops_per_token)
         self.autocast = torch.autocast("cuda", torch.bfloat16) if device.type == "cuda" else contextlib.nullcontext()
         if device.type == "cuda":
             torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = True

@@ -30,6 +30,7 @@ ARGS       ?=
 PROMPT     ?= Once upon a time
 THREADS    ?=# empty: every stage's --threads default (workers: one per physical core; torch: measured)
 BENCH_DATA ?= data/bench
+GPU_CHECK_OUT ?= out/gpu-check
 
 PY := $(VENV)/bin/python
 GPTKIT := $(VENV)/bin/gptkit
@@ -41,11 +42,11 @@ needs = @ls -d $(1) >/dev/null 2>&1 || { echo "Error: $(1): no such $(2); $(3)" 
 .PHONY: help install demo test bench corpus data tokenizer encode train sample plot
 
 help: ## List the targets and their variables.
-	@grep -E '^[a-z]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
 	@echo "variables: CORPUS=$(CORPUS) VAL_CORPUS=$(VAL_CORPUS) CORPUS_SIZE=$(CORPUS_SIZE) DATASET=$(DATASET) VOCAB_SIZE=$(VOCAB_SIZE)"
 	@echo "           TOKENIZER=$(TOKENIZER) DATA=$(DATA) CONFIG=$(CONFIG)"
 	@echo "           RUN=$(RUN) GPUS=$(GPUS) ARGS='$(ARGS)' CKPT=$(CKPT) PROMPT='$(PROMPT)' THREADS=$(THREADS)"
-	@echo "           BENCH_DATA=$(BENCH_DATA)"
+	@echo "           BENCH_DATA=$(BENCH_DATA) GPU_CHECK_OUT=$(GPU_CHECK_OUT)"
 
 install: $(VENV)/.installed ## Create .venv with torch and this project (editable, with test extras).
 
@@ -71,6 +72,12 @@ bench: install ## Benchmarks against the reference clients; corpora from ../shar
 	$(PY) bench/encode.py $(BENCH_DATA)/corpus_5mb.txt $(BENCH_DATA)/corpus_36mb.txt --threads 1 2
 	$(PY) bench/sample.py
 	$(PY) bench/train.py
+
+# bench/gpu_check.py (issue 31): rows run as child processes; GPU_CHECK_DRY=1 (from the environment or
+# the command line) runs the CPU dry run that tests/test_gpu_check.py runs.
+.PHONY: gpu-check
+gpu-check: install ## Every GPU promise in one call (<= 10 min on one H100): a table, GPU_CHECK_OUT/report.json.
+	GPU_CHECK_OUT=$(GPU_CHECK_OUT) GPU_CHECK_DRY=$(GPU_CHECK_DRY) $(PY) bench/gpu_check.py
 
 NO_CORPUS = make corpus CORPUS=$(CORPUS) generates stories there (or make data downloads a corpus into data/DATASET)
 

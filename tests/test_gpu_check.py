@@ -1,0 +1,52 @@
+"""bench/gpu_check.py (`make gpu-check`, issue 31) cannot rot: its dry run (GPU_CHECK_DRY=1: every
+row's code on the CPU with tiny shapes, no torch.compile) writes a report with every row and its
+verdict, and every row passes; without CUDA and without the dry run it says so in one line and
+exits 2, writing nothing. The dry run takes about a minute on 2 cores."""
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SCRIPT = ROOT / "bench" / "gpu_check.py"
+ROWS = ["gpu-tier", "train-step", "resume", "fsdp", "recipe", "import-eval", "sampling", "loader"]
+
+
+def env(**settings):
+    return {**{k: v for k, v in os.environ.items() if not k.startswith("GPU_CHECK_")}, **settings}
+
+
+def test_the_dry_run_reports_every_row_with_a_verdict_and_passes(tmp_path):
+    res = subprocess.run([sys.executable, SCRIPT], cwd=ROOT, env=env(GPU_CHECK_DRY="1", GPU_CHECK_OUT=str(tmp_path)),
+                         capture_output=True, text=True, timeout=600)
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert report["mode"] == "dry" and [row["name"] for row in report["rows"]] == ROWS
+    for row in report["rows"]:
+        assert row["verdict"] in ("PASS", "FAIL", "SKIP") and "figures" in row and "target" in row and row["seconds"] >= 0
+    failed = {row["name"]: row.get("why") for row in report["rows"] if row["verdict"] != "PASS"}
+    assert not failed and res.returncode == 0, (failed, res.stdout[-4000:], res.stderr[-2000:])
+    table = [line for line in res.stdout.splitlines() if line.startswith("| ") and not line.startswith("| #")]
+    assert [line.split(" | ")[2] for line in table] == ["PASS"] * len(ROWS)
+    assert report["seconds"] < report["budget_s"]
+
+
+def test_without_cuda_and_without_the_dry_run_it_says_so_in_one_line_and_exits_2(tmp_path):
+    res = subprocess.run([sys.executable, SCRIPT], cwd=ROOT, env=env(GPU_CHECK_OUT=str(tmp_path / "out"), CUDA_VISIBLE_DEVICES=""),
+                         capture_output=True, text=True, timeout=120)
+    assert res.returncode == 2 and res.stdout == "", res
+    lines = res.stderr.splitlines()
+    assert len(lines) == 1 and "no CUDA" in lines[0] and "GPU_CHECK_DRY=1" in lines[0], res.stderr
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.skipif(shutil.which("make") is None, reason="no make")
+def test_make_gpu_check_runs_the_script_with_its_output_directory(tmp_path):
+    venv = Path(sys.executable).parents[1]
+    res = subprocess.run(["make", "-n", "-o", f"{venv}/.installed", "gpu-check", f"VENV={venv}", f"GPU_CHECK_OUT={tmp_path}"],
+                         cwd=ROOT, env=env(), capture_output=True, text=True, timeout=60)
+    assert res.returncode == 0 and f"GPU_CHECK_OUT={tmp_path} " in res.stdout and "bench/gpu_check.py" in res.stdout, res
+    assert "make gpu-check" in subprocess.run(["make", "-s", "help"], cwd=ROOT, capture_output=True, text=True).stdout

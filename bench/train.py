@@ -98,11 +98,10 @@ def train_config(tmp, out, a):
 
 
 def trainer(tmp, out, a):
+    from gptkit.train.prepare import Dist, prepare_run
     from gptkit.train.trainer import Trainer
 
-    import torch
-
-    return Trainer(train_config(tmp, out, a), resume=False, rank=0, world=1, device=torch.device("cpu"), ddp=False)
+    return Trainer(prepare_run(train_config(tmp, out, a)), Dist())
 
 
 # -- the reference: transformers + torch.optim.AdamW ---------------------------------------------
@@ -120,6 +119,7 @@ class HFStep:
         from gptkit.train.data import Loader, ShardData, data_tokenizer
         from gptkit.train.config import completed
         from gptkit.train.optim import Schedule
+        from gptkit.train.prepare import Dist
 
         self.config = config = completed(train_config(tmp, "unused", a))
         logging.disable_progress_bar()
@@ -127,7 +127,7 @@ class HFStep:
         data_dir = ShardDir(config.data)
         tokenizer = data_tokenizer(data_dir)
         data = ShardData(data_dir, "train", tokenizer.vocab_size, tokenizer.fingerprint, a.context)
-        self.loader = Loader(data, config.loader, config.batch_size, a.context, config.seed)
+        self.loader = Loader(data, config, a.context, Dist())
         decayed, plain = [], []  # as build_optimizers: decay on matrices, not on norms or embeddings
         for name, p in self.model.named_parameters():
             embedding = name in ("model.embed_tokens.weight", "lm_head.weight")
@@ -180,7 +180,7 @@ def child_check(tmp, a):
     export_hf(tmp / "ckpt", tmp / "hf")
     hf = HFStep(tmp, a)
     with torch.no_grad():
-        inputs = torch.from_numpy(ours.loader.batch(0)).long()[:, :-1]
+        inputs = torch.from_numpy(ours.prepared.loader.batch(0)).long()[:, :-1]
         reference = hf.model(input_ids=inputs, use_cache=False).logits
         difference = (ours.model(inputs)[0] - reference).abs().max().item()
     steps = {"ours": [], "hf": []}

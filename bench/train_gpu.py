@@ -47,6 +47,7 @@ from gptkit.model.config import load_config  # noqa: E402
 from gptkit.model.info import model_cost  # noqa: E402
 from gptkit.train.config import TrainConfig  # noqa: E402
 from gptkit.train.report import peak_bf16_flops  # noqa: E402
+from gptkit.train.prepare import Dist, prepare_run  # noqa: E402
 from gptkit.train.trainer import Trainer  # noqa: E402
 
 SHAPES = {"tiny": (16, 256), "tinystories-17m": (64, 256), "gpt2-small": (32, 1024)}  # batch, context
@@ -131,10 +132,10 @@ def contenders(shape, data, run_dir, device, compile_model):
     config.context_length = context
 
     def ours():
-        trainer = Trainer(TrainConfig(data=str(data), out=str(run_dir), model=shape, device=device.type, batch_size=batch,
-                                      context_length=context, compile=compile_model, warmup_steps=10, max_steps=10**6,
-                                      eval_tokens=context), False, 0, 1, device, False)
-        return trainer
+        here = Dist(device=device)
+        return Trainer(prepare_run(TrainConfig(data=str(data), out=str(run_dir), model=shape, device=device.type,
+                                               batch_size=batch, context_length=context, compile=compile_model,
+                                               warmup_steps=10, max_steps=10**6, eval_tokens=context), dist=here), here)
 
     def hf_llama():
         from transformers import AutoConfig, AutoModelForCausalLM
@@ -199,7 +200,7 @@ def main():
             results, trainer = {}, None
             for name_, build, flops in contenders(shape, data, Path(tmp) / f"run-{shape}", device, compile_model):
                 if trainer is not None:  # the references read the trainer's batches; its model and optimizer go first
-                    trainer.model = trainer.forward = trainer.optimizers = None
+                    trainer.model = trainer.parallel = trainer.optimizers = trainer.checkpoints = None
                 gc.collect()
                 if device.type == "cuda":
                     torch.cuda.empty_cache()

@@ -32,7 +32,7 @@ from gptkit.runtime import device
 from gptkit.runtime.device import size
 from gptkit.sample.cli import cli as sample_cli
 from gptkit.shared.shards import HEADER_BYTES, ShardHeader
-from gptkit.train import trainer
+from gptkit.train import parallel, trainer
 from tests.conftest import assert_input_error, english_like
 from tests.test_trainer import MODEL, data, flags, model_json, python_train, records, write_model  # noqa: F401 (fixtures)
 from gptkit.train.cli import cli as train_cli
@@ -716,7 +716,7 @@ def test_running_out_of_memory_all_the_same_is_one_line_naming_the_estimate(wher
         raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 20.00 GiB")
 
     if where == "train: building the model":
-        monkeypatch.setattr(trainer, "TransformerLM", cpu_allocator_fails)
+        monkeypatch.setattr(parallel, "TransformerLM", cpu_allocator_fails)
     elif where == "train: the first step":
         monkeypatch.setattr(trainer.Trainer, "_train_step", cuda_allocator_fails)
     else:

@@ -22,8 +22,10 @@ from gptkit.eval.cli import cli
 from gptkit.model.checkpoint import load_model, save_model
 from gptkit.model.config import ModelConfig
 from gptkit.model.model import TransformerLM
+from gptkit.train.config import TrainConfig
 from gptkit.train.evaluate import HellaSwag
-from gptkit.train.trainer import train
+from gptkit.train.prepare import Dist
+from gptkit.train.run import train
 from tests.conftest import assert_input_error, english_like
 from tests.test_download import FakeResponse
 from tests.test_trainer import config, data, records, write_model  # noqa: F401 (data: a fixture)
@@ -440,8 +442,9 @@ def test_the_ranks_share_the_items_and_add_up_to_one_process(checkpoint, tok, tm
     file = write_jsonl(tmp_path / "hs.jsonl", hellaswag_items(5))
     model, _ = load_model(checkpoint)
     eot, nothing = tok.special_tokens[EOT], contextlib.nullcontext()
-    whole = HellaSwag(file, tok, eot, CONTEXT, 4, 0, 1, False)(model, nothing)
-    ranks = [HellaSwag(file, tok, eot, CONTEXT, 2, rank, 2, False)(model, nothing) for rank in range(2)]
+    settings = TrainConfig(data="d", out="o", eval_hellaswag=file, batch_size=4)  # 4 sequences of all processes together
+    whole = HellaSwag(tok, eot, CONTEXT, settings, Dist())(model, nothing)
+    ranks = [HellaSwag(tok, eot, CONTEXT, settings, Dist(rank=rank, world=2))(model, nothing) for rank in range(2)]
     assert [r[2] for r in ranks] == [3, 2]
     assert whole[2] == 5 and sum(r[0] * r[2] for r in ranks) == pytest.approx(whole[0] * 5)
     assert sum(r[1] * r[2] for r in ranks) == pytest.approx(whole[1] * 5)

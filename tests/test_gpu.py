@@ -22,7 +22,9 @@ from gptkit.model.checkpoint import load_model
 from gptkit.shared.errors import SettingError
 from tests.test_trainer import (ENV, MODEL, ROOT, config, data, latest_step, model_json, records, run_flags,  # noqa: F401
                                 torchrun, wait_for)
-from gptkit.train.trainer import Trainer, train
+from gptkit.train.prepare import Dist, prepare_run
+from gptkit.train.run import train
+from gptkit.train.trainer import Trainer
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")]
 
@@ -174,13 +176,13 @@ def test_evaluation_copies_its_batches_from_pinned_memory(monkeypatch):
 
 
 def test_pinned_loader_delivers_the_loaders_batches_on_the_gpu(data, model_json, tmp_path):
-    trainer = Trainer(config(data, tmp_path / "run", model_json, device="cuda", grad_accum=2), False, 0, 1,
-                      torch.device("cuda", 0), False)
+    cuda = Dist(device=torch.device("cuda", 0))
+    trainer = Trainer(prepare_run(config(data, tmp_path / "run", model_json, device="cuda", grad_accum=2), dist=cuda), cuda)
     for step in range(3):
         for micro in range(2):
             inputs, targets = next(trainer.batches)
             assert inputs.is_cuda and inputs.dtype == torch.int64
-            expected = torch.from_numpy(trainer.loader.batch(step, micro).astype(np.int64))
+            expected = torch.from_numpy(trainer.prepared.loader.batch(step, micro).astype(np.int64))
             assert torch.equal(inputs.cpu(), expected[:, :-1]) and torch.equal(targets.cpu(), expected[:, 1:])
 
 

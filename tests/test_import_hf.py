@@ -547,7 +547,7 @@ def data(small_tokenizer, tmp_path_factory):
 @pytest.mark.parametrize("optimizer", ["adamw", "muon"])
 def test_the_gpt2_architecture_trains_samples_and_exports(data, small_tokenizer, tmp_path, optimizer):
     from gptkit.train.config import TrainConfig
-    from gptkit.train.trainer import train
+    from gptkit.train.run import train
 
     model = {"architecture": "gpt2", "context_length": 64, "d_model": 32, "n_layers": 2, "n_heads": 2, "d_ff": 128,
              "tie_embeddings": True}

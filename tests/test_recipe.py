@@ -170,18 +170,26 @@ def test_config_bypasses_the_recipe(data, tmp_path):
 
 def test_a_run_far_slower_than_timed_lets_the_recipe_choose_again(data, tmp_path, monkeypatch):
     """The machine gets busy after the recipe timed it: the run stops before its first checkpoint
-    and the recipe chooses again for the time left, once."""
+    and the recipe chooses again for the time left, once. The first run's model is freed before
+    the second's is built."""
     import time
+    import weakref
 
     from gptkit.train.trainer import Trainer
 
-    step = Trainer._train_step
+    step, init, models, freed = Trainer._train_step, Trainer.__init__, [], []
 
     def slow_step(self):
         time.sleep(0.3)  # many times the recipe's steps of the smallest shape (~10 ms idle, a few times that under load)
         return step(self)
 
+    def recorded_init(self, *args, **kwargs):
+        freed.append([model() is None for model in models])  # the earlier runs' models, as this one is built
+        init(self, *args, **kwargs)
+        models.append(weakref.ref(self.model))
+
     monkeypatch.setattr(Trainer, "_train_step", slow_step)
+    monkeypatch.setattr(Trainer, "__init__", recorded_init)
     run = tmp_path / "run"
     res = CliRunner().invoke(cli, ["--data", str(data), "--out", str(run), "--device", "cpu", "--max-time", "8s",
                                    "--threads", "1", "--eval-tokens", "256"])
@@ -191,7 +199,7 @@ def test_a_run_far_slower_than_timed_lets_the_recipe_choose_again(data, tmp_path
     assert lines[again + 1].startswith("recipe for ") and sum(line.startswith("recipe for ") for line in lines) == 2
     saved = json.loads((run / "config.json").read_text())
     assert saved["max_time"].endswith("s") and float(saved["max_time"][:-1]) < 8  # the time that was left
-    assert (run / "latest").exists()
+    assert (run / "latest").exists() and freed == [[], [True]]
 
 
 def test_help_shows_what_a_run_uses():

@@ -40,7 +40,9 @@ from gptkit.train.data import Loader, ShardData
 from gptkit.train.optim import AdamW, Muon, Schedule, build_optimizers, cosine_lr, orthogonalize, warmup_steps, wsd_lr
 from gptkit.train.budget import Planner
 from gptkit.train.data import identity_difference
-from gptkit.train.trainer import Trainer, TrainingError, train
+from gptkit.train.prepare import Dist, prepare_run
+from gptkit.train.run import train
+from gptkit.train.trainer import Trainer, TrainingError
 
 ROOT = Path(__file__).resolve().parents[1]
 ENV = {**{k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK")}, "OMP_NUM_THREADS": "1"}
@@ -282,7 +284,7 @@ def test_the_memory_estimate_counts_what_the_optimizers_keep(optimizer, tied):
     counts the optimizers' state as they hold it: Muon's one momentum where it is used."""
     model = small_model(tie_embeddings=tied)
     optimizers = build_optimizers(model, TrainConfig(data="d", out="o", optimizer=optimizer))
-    kept = {k: sum(t.numel() * t.element_size() for t in o.state_tensors().values()) for k, o in optimizers.items()}
+    kept = {k: sum(t.numel() * t.element_size() for t in o.state_dict()["tensors"].values()) for k, o in optimizers.items()}
     memory = training_memory(model.config, 4, 4, muon=optimizer == "muon")
     assert {k: memory[k] for k in ("weights", "gradients", *kept)} == {"weights": 4 * model.num_params(),
                                                                        "gradients": 4 * model.num_params(), **kept}
@@ -406,11 +408,11 @@ def test_a_checkpoint_from_before_resumes_on_the_warmup_it_was_cut_to():
     checkpoints' schedules hold no warmup, and they go on with the one they had."""
     planner = Planner(TrainConfig(data="d", out="o", warmup_steps=4, max_steps=80), 1, True)
     saved = {"total_steps": 80, "replanned_at": None, "scale_then": None, "rising": False}
-    planner.resume(saved, 40, False)
+    planner.load_state_dict(saved)
     assert planner.schedule.warmup == 4
-    planner.resume({**saved, "total_steps": 30}, 20, False)
+    planner.load_state_dict({**saved, "total_steps": 30})
     assert planner.schedule.warmup == 3
-    planner.resume({**saved, "warmup": 4}, 40, False)
+    planner.load_state_dict({**saved, "warmup": 4})
     assert planner.schedule.warmup == 4
 
 
@@ -453,6 +455,12 @@ def open_positions(directory, T=16):
     return ShardData(ShardDir(directory), "train", 65536, "0" * 16, T)
 
 
+def loader(data, mode, batch_size, context_length, seed, rank=0, world=1, grad_accum=1):
+    """A Loader of `batch_size` sequences a process, the `rank`th of `world`."""
+    settings = TrainConfig(data="d", out="o", loader=mode, batch_size=batch_size * world, seed=seed, grad_accum=grad_accum)
+    return Loader(data, settings, context_length, Dist(rank=rank, world=world))
+
+
 def inputs_targets(loader, step, micro=0):
     sequences = loader.batch(step, micro)
     return sequences[:, :-1], sequences[:, 1:]
@@ -460,19 +468,19 @@ def inputs_targets(loader, step, micro=0):
 
 def test_loader_is_deterministic_in_seed_step_micro_rank(positions):
     data = open_positions(positions)
-    a, b = (Loader(data, "random", 4, 16, seed=7, grad_accum=2) for _ in range(2))
+    a, b = (loader(data, "random", 4, 16, seed=7, grad_accum=2) for _ in range(2))
     x = a.batch(3, 1)
     assert x.shape == (4, 17) and x.dtype == np.uint16  # the shards' width: widened on the device
     assert np.array_equal(x, b.batch(3, 1))
     assert not np.array_equal(x, a.batch(4, 1)) and not np.array_equal(x, a.batch(3, 0))
-    assert not np.array_equal(x, Loader(data, "random", 4, 16, seed=8, grad_accum=2).batch(3, 1))
+    assert not np.array_equal(x, loader(data, "random", 4, 16, seed=8, grad_accum=2).batch(3, 1))
 
 
 def test_random_offsets_stay_inside_one_shard(positions):
     data, T = open_positions(positions), 16
     starts = np.concatenate([[0], np.cumsum(SIZES)])
     for step in range(50):
-        x, y = inputs_targets(Loader(data, "random", 8, T, seed=1), step)
+        x, y = inputs_targets(loader(data, "random", 8, T, seed=1), step)
         assert np.array_equal(x[:, 1:], y[:, :-1])
         for row, target in zip(x, y):
             assert np.array_equal(np.diff(np.append(row, target[-1])), np.ones(T))  # T + 1 consecutive tokens
@@ -484,18 +492,18 @@ def test_random_offsets_stay_inside_one_shard(positions):
 def test_ranks_take_disjoint_slices_of_the_global_batch(positions, mode):
     data = open_positions(positions)
     for step, micro in [(0, 0), (2, 1), (5, 0)]:
-        whole = Loader(data, mode, 4, 16, seed=3, grad_accum=2).batch(step, micro)
-        parts = [Loader(data, mode, 2, 16, seed=3, rank=r, world_size=2, grad_accum=2).batch(step, micro) for r in (0, 1)]
+        whole = loader(data, mode, 4, 16, seed=3, grad_accum=2).batch(step, micro)
+        parts = [loader(data, mode, 2, 16, seed=3, rank=r, world=2, grad_accum=2).batch(step, micro) for r in (0, 1)]
         assert np.array_equal(np.concatenate(parts), whole)
 
 
 def test_sequential_reads_the_stream_across_shards_and_wraps(positions):
     data, T, B = open_positions(positions), 16, 3
     total = sum(SIZES)
-    loader = Loader(data, "sequential", B, T, seed=0, grad_accum=2)
+    sequential = loader(data, "sequential", B, T, seed=0, grad_accum=2)
     for step in range(12):  # 12 * 2 * 48 tokens: across every shard boundary and twice around
         for micro in (0, 1):
-            x, y = inputs_targets(loader, step, micro)
+            x, y = inputs_targets(sequential, step, micro)
             start = (step * 2 + micro) * B * T
             expected = (start + np.arange(B * T + 1)) % total
             assert np.array_equal(x.reshape(-1), expected[:-1]) and np.array_equal(y[:, -1], expected[T::T])
@@ -1089,15 +1097,15 @@ def test_bad_settings(data, model_json, tmp_path):
     assert_input_error(invoke(*base_flags(data, out, model_json, loader="shuffled")), "--loader", "sequential")
     assert_input_error(invoke(*base_flags(data, out, model_json, grad_accum=0)), "--grad-accum")
     with pytest.raises(SettingError, match="^batch_size 3: not divisible among 2 processes"):
-        Trainer(config(data, out, model_json, batch_size=3), False, 0, 2, torch.device("cpu"), False)
+        prepare_run(config(data, out, model_json, batch_size=3), dist=Dist(world=2))
     assert not out.exists()
 
 
 def test_library_errors_name_the_setting(data, model_json, tmp_path):
-    """Trainer, data and model errors name TrainConfig's fields (the CLI shows them as flags,
+    """Settings, data and model errors name TrainConfig's fields (the CLI shows them as flags,
     test_bad_settings and test_bad_data_directories)."""
     with pytest.raises(SettingError, match="^context_length 128: longer than the model's context of 64"):
-        Trainer(config(data, tmp_path / "r", model_json, context_length=128), False, 0, 1, torch.device("cpu"), False)
+        prepare_run(config(data, tmp_path / "r", model_json, context_length=128))
     with pytest.raises(SettingError, match=f"^data {re.escape(str(tmp_path))}: no tokenizer.json"):
         train(config(tmp_path, tmp_path / "r", model_json))
     (tmp_path / "bad.json").write_text("{oops")

@@ -31,19 +31,25 @@ PLAN_AT = (0.05, 0.1, 0.25, 0.5, 0.75, 0.9)  # fractions of the budget where the
 CHECKS = 100  # syncs the budget asks for over a run: it is checked about every 1% of it
 
 
+def steps_asked(config, tokens_per_step) -> int | None:
+    """The steps of a run's length: max_steps, or the steps that train on max_tokens (the last one
+    whole); None where the length is --max-time's, planned while the run trains."""
+    if config.max_tokens:
+        return -(-config.max_tokens // tokens_per_step)
+    return None if config.max_time else config.max_steps
+
+
 class Planner:
     """The run's length and its learning-rate schedule (train/optim.py): fixed by the settings, or
     planned by a TimeBudget while a --max-time run trains. `master`: rank 0, whose clock every rank
     plans by."""
 
-    def __init__(self, config, tokens_per_step, master):
-        self.config, self.master = config, master
+    def __init__(self, config, tokens_per_step, master, new_length=False):
+        """`new_length`: a resume gives the run a length other than its own (prepare.Run)."""
+        self.config, self.master, self.new_length = config, master, new_length
         # the --max-time budget; None where the length is fixed (or, on a resume, already planned)
         self.seconds = parse_duration(config.max_time) if config.max_time else None
-        if config.max_tokens:
-            self.steps_asked = -(-config.max_tokens // tokens_per_step)
-        else:
-            self.steps_asked = UNPLANNED if self.seconds else config.max_steps
+        self.steps_asked = steps_asked(config, tokens_per_step) or UNPLANNED
         self.schedule = Schedule(config, self.steps_asked)
         self.budget = None  # a TimeBudget, from the loop's start, where the length is planned by time
 
@@ -56,18 +62,20 @@ class Planner:
         """Whether the length is known: a --max-time run's is not until its steps are timed."""
         return self.total_steps != UNPLANNED
 
-    def resume(self, saved, step, new_length):
-        """Go on from `step` with the run's own schedule (`saved`: Schedule.state(); None from a
-        checkpoint older than it). A timed run resumes on the plan it made; given a new --max-time,
-        it plans again from this session's throughput (a new fixed length: `replan`)."""
-        if saved is None or "warmup" not in saved:  # a checkpoint of before: a given warmup was cut to a tenth of the steps
-            saved = {"total_steps": self.steps_asked, **(saved or {})}
+    def state_dict(self):
+        """The schedule, which a checkpoint keeps (checkpointing.py)."""
+        return self.schedule.state()
+
+    def load_state_dict(self, state):
+        """Go on with the run's own schedule (`state`: state_dict(); None from a checkpoint older
+        than it). A timed run goes on with the plan it made, unless the resume gives it a new
+        length (the trainer plans that one: a new --max-time from this session's throughput)."""
+        if state is None or "warmup" not in state:  # a checkpoint of before: a given warmup was cut to a tenth of the steps
+            state = {"total_steps": self.steps_asked, **(state or {})}
             if self.config.warmup_steps is not None:
-                saved["warmup"] = min(self.config.warmup_steps, saved["total_steps"] // 10)
-        self.schedule = Schedule(self.config, **saved)
-        if self.seconds and new_length:
-            self.schedule = self.schedule.replan(step, UNPLANNED)
-        elif self.planned:
+                state["warmup"] = min(self.config.warmup_steps, state["total_steps"] // 10)
+        self.schedule = Schedule(self.config, **state)
+        if self.planned and not self.new_length:
             self.seconds = None
 
     def replan(self, step, total_steps):

@@ -1,10 +1,25 @@
-"""A run's checkpoints: written whole or not at all, the newest few kept, read back checked.
+"""A run's checkpoints: the one owner of what a checkpoint holds, written whole or not at all, the
+newest few kept, read back checked.
 
-    checkpoints/step-000500_tokens-2048000/   a model checkpoint (model/checkpoint.py: what `sample`
-                       needs) + optimizer.safetensors (every optimizer's state tensors, under
-                       "adamw/..." and "muon/...") + trainer_state.json (step, tokens, settings
-                       digest, optimizer step counts, schedule, random-number state)
+    checkpoints/step-000500_tokens-2048000/   a model checkpoint (model/checkpoint.py, the directory
+                       format: what `sample` needs) + optimizer.safetensors + trainer_state.json
     latest             a symlink to the newest checkpoint, moved only once that one is whole
+
+A checkpoint holds the state of each of the run's Parts, its state_dict(), which a resume puts
+back with load_state_dict():
+
+    trainer     step, tokens                      trainer_state.json
+    model       the weights (whole, gathered      model.safetensors
+                from the shards where sharded)
+    optimizers  each one's step count             trainer_state.json "optimizer_steps"
+                and state tensors                 optimizer.safetensors ("adamw/...", "muon/...")
+    schedule    the Planner's schedule            trainer_state.json "schedule"
+    rng         torch's CPU generator             trainer_state.json "rng"
+
+and beside them what makes the checkpoint the run's, which a resume checks (prepare.py): the
+settings' digest ("config_digest") and what the data holds ("data"). The loader has no state: its
+batches are a function of (seed, step, rank) alone; nor do the CUDA generators, which nothing in
+training draws from. Checkpoints that hold them ("loader", "rng.cuda") resume all the same.
 
 A resume reads a checkpoint back with every file checked (its CRC-32, and every field and
 tensor the resume needs); a damaged one is an error that names the newest intact checkpoint
@@ -13,8 +28,8 @@ to resume from instead.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 import torch
@@ -22,7 +37,6 @@ import torch
 from gptkit.model.checkpoint import (CheckpointError, check_file, load_model, model_tensors, read_checkpoint_config,
                                      read_tensors, save_model, save_tensors)
 from gptkit.model.config import ModelConfig
-from gptkit.model.model import TransformerLM
 from gptkit.shared.errors import GptkitError, SettingError
 from gptkit.shared.files import atomic_symlink, remove_directory, remove_stale_temporaries, sync_directory
 from gptkit.shared.jsonfile import is_count, read_json
@@ -33,33 +47,55 @@ from .run_dir import CHECKPOINTS, LATEST
 OPTIMIZER_FILE, STATE_FILE = "optimizer.safetensors", "trainer_state.json"
 
 
+class Rng:
+    """torch's CPU generator: what dropout draws from, so that a resumed run draws what an
+    uninterrupted one would."""
+
+    def state_dict(self):
+        return {"torch": torch.get_rng_state().numpy().tobytes().hex()}
+
+    def load_state_dict(self, state):
+        torch.set_rng_state(torch.from_numpy(np.frombuffer(bytes.fromhex(state["torch"]), np.uint8).copy()))
+
+
+class Parts(NamedTuple):
+    """What a checkpoint saves and restores, each by its state_dict() and load_state_dict()."""
+
+    trainer: object  # step and tokens
+    model: torch.nn.Module
+    optimizers: object  # optim.Optimizers
+    schedule: object  # budget.Planner
+    rng: Rng = Rng()
+
+
 class Checkpoints:
-    def __init__(self, run_dir, keep_last, master=True):
-        """`master`: this process writes (rank 0); the others only take part in gathering sharded tensors."""
-        self.run_dir, self.keep_last, self.master = Path(run_dir), keep_last, master
+    def __init__(self, run, parts: Parts, dist):
+        """The checkpoints of `run` (prepare.Run) of its `parts`. Every process of `dist` takes part
+        in gathering sharded tensors; the master alone writes."""
+        self.run_dir, self.keep_last, self.parts, self.master = Path(run.config.out), run.config.keep_last, parts, dist.master
+        self.tokenizer, self.eot_id = run.tokenizer, run.eot_id
+        self.identity = {"config_digest": run.config.digest(), "data": run.data_identity}
         self.directory, self.latest = self.run_dir / CHECKPOINTS, self.run_dir / LATEST
 
-    def save(self, model, tokenizer, eot_id, optimizers, state) -> Path | None:
-        """Write a checkpoint of `model` and `optimizers` with the trainer's `state` (step, tokens,
-        config_digest, schedule), point `latest` at it, and delete the oldest beyond keep_last. A
-        checkpoint that cannot be written (a full disk) is an error naming it and the last one,
-        which `latest` still points at, and leaves nothing under its name. Every process calls it
-        (the tensors of a sharded model are gathered from all of them); the master writes, and
-        returns the checkpoint's directory (the others: None)."""
-        weights = whole(model_tensors(model), self.master)
-        tensors = whole({f"{k}/{n}": t for k, o in optimizers.items() for n, t in o.state_tensors().items()}, self.master)
+    def save(self) -> Path | None:
+        """Write a checkpoint of the parts, point `latest` at it, and delete the oldest beyond
+        keep_last. A checkpoint that cannot be written (a full disk) is an error naming it and the
+        last one, which `latest` still points at, and leaves nothing under its name. Every process
+        calls it (the tensors of a sharded model are gathered from all of them); the master writes,
+        and returns the checkpoint's directory (the others: None)."""
+        parts = self.parts
+        optimizers = parts.optimizers.state_dict()
+        weights = whole(model_tensors(parts.model), self.master)
+        tensors = whole({f"{k}/{n}": t for k, o in optimizers.items() for n, t in o["tensors"].items()}, self.master)
         if not self.master:
             return None
-        name = f"step-{state['step']:06d}_tokens-{state['tokens']}"
+        trainer = parts.trainer.state_dict()
+        name = f"step-{trainer['step']:06d}_tokens-{trainer['tokens']}"
         directory = self.directory / name
-        # Of the random-number state only torch's CPU generator is saved, and a resume restores it.
-        # The CUDA generators are not (nothing in training draws from them), nor is the loader,
-        # whose batches are a function of (seed, step, rank) alone. Checkpoints that hold them
-        # ("rng.cuda", "loader") resume all the same: the resume never read them.
-        state = {**state, "optimizer_steps": {k: getattr(o, "steps", state["step"]) for k, o in optimizers.items()},
-                 "rng": {"torch": torch.get_rng_state().numpy().tobytes().hex()}}
+        state = {**trainer, **self.identity, "schedule": parts.schedule.state_dict(),
+                 "optimizer_steps": {k: o["steps"] for k, o in optimizers.items()}, "rng": parts.rng.state_dict()}
         try:
-            save_model(model, tokenizer, directory, eot_id=eot_id, tensors=weights, extra_files={
+            save_model(parts.model, self.tokenizer, directory, eot_id=self.eot_id, tensors=weights, extra_files={
                 OPTIMIZER_FILE: lambda path: save_tensors({k: v.contiguous() for k, v in tensors.items()}, path),
                 STATE_FILE: lambda path: path.write_text(json.dumps(state, indent=2) + "\n"),
             })
@@ -73,23 +109,28 @@ class Checkpoints:
             remove_stale_temporaries(self.directory / stale.name[1:].rsplit(".tmp-", 1)[0])
         return directory
 
-    def read(self, checkpoint, model_config, tokenizer, data, optimizers) -> Saved:
-        """What a resume takes from `checkpoint`, every file checked, nothing applied yet. A
-        checkpoint of another tokenizer than that of the run's `data`, or of another model than
-        `model_config`, the run's, is refused."""
-        checkpoint = Path(checkpoint)
-        if not checkpoint.exists():
-            raise SettingError("out", f"{self.run_dir}: no checkpoint to resume from ({checkpoint} is missing)")
+    def load(self, checkpoint):
+        """Put the state `checkpoint` holds back into every part, every file checked before any
+        is applied: each tensor whole, or as the shard of it this process holds where the model is
+        sharded. Its settings are checked already (read_state, by prepare.py)."""
+        optimizers = self.parts.optimizers
         try:
-            config = read_checkpoint_config(checkpoint)  # once, for every check below
-            _check_tokenizer(checkpoint, config, tokenizer, data)
-            _check_model(checkpoint, config, model_config)
+            config = read_checkpoint_config(checkpoint)
             state = _read_state(checkpoint, config, optimizers)
-            model, _ = load_model(checkpoint)  # whole, in host memory: restore() puts each tensor in place
+            model, _ = load_model(checkpoint)  # whole, in host memory: each tensor is put in place below
             tensors = _read_optimizer_tensors(checkpoint, config, optimizers)
         except CheckpointError as e:
-            raise CheckpointError(f"{e}; {self._intact_note(checkpoint, optimizers)}") from None
-        return Saved(state, model, tensors)
+            raise CheckpointError(f"{e}; {_intact_note(checkpoint, self.directory, optimizers)}") from None
+        saved, now = model.state_dict(), optimizers.state_dict()
+        with torch.no_grad():
+            for name, tensor in self.parts.model.state_dict().items():
+                tensor.copy_(placed(saved[name], tensor))
+        optimizers.load_state_dict({k: {"steps": state["optimizer_steps"][k],
+                                        "tensors": {n: placed(tensors[f"{k}/{n}"], t) for n, t in o["tensors"].items()}}
+                                    for k, o in now.items()})
+        self.parts.trainer.load_state_dict(state)
+        self.parts.schedule.load_state_dict(state.get("schedule"))
+        self.parts.rng.load_state_dict(state["rng"])
 
     def last_note(self):
         """Which checkpoint a run that cannot go on leaves, for its error."""
@@ -102,42 +143,21 @@ class Checkpoints:
         then = f"resume with: gptkit train --out {self.run_dir} --resume" if self.latest.exists() else "run the same command again"
         return f"{self.last_note()}; make room, then {then}"
 
-    def _intact_note(self, damaged, optimizers):
-        """Which checkpoint of the run a resume could start from instead of a damaged one."""
-        for candidate in sorted(self.directory.glob("step-*"), reverse=True):
-            if candidate.resolve() == damaged.resolve():
-                continue
-            try:
-                config = read_checkpoint_config(candidate)
-                for name in config.get("crc32", {}):
-                    check_file(candidate, name, config)
-                _read_state(candidate, config, optimizers)
-            except CheckpointError:
-                continue
-            return f"{candidate.name} is intact: resume from it with --resume --from-checkpoint {candidate}"
-        return f"no intact checkpoint in {self.directory} to resume from"
 
-
-@dataclass
-class Saved:
-    """A checkpoint read back and checked: its trainer state, model and optimizer tensors."""
-
-    state: dict
-    model: TransformerLM
-    optimizer_tensors: dict
-
-    @torch.no_grad()
-    def restore(self, model, optimizers):
-        """Put the checkpoint's weights, optimizer state and random-number state in place: each
-        tensor whole, or as the shard of it this process holds where the model is sharded."""
-        saved = self.model.state_dict()
-        for name, tensor in model.state_dict().items():
-            tensor.copy_(placed(saved[name], tensor))
-        for key, optimizer in optimizers.items():
-            prefix = f"{key}/"
-            optimizer.load_state_tensors({n: placed(self.optimizer_tensors[prefix + n], t) for n, t in optimizer.state_tensors().items()},
-                                         self.state["optimizer_steps"][key])
-        torch.set_rng_state(torch.from_numpy(np.frombuffer(bytes.fromhex(self.state["rng"]["torch"]), np.uint8).copy()))
+def read_state(checkpoint, config, tokenizer, model_config) -> dict:
+    """The trainer state of `checkpoint`, which a resume of the run of `config` goes on from,
+    checked and nothing applied: a checkpoint of another tokenizer than `tokenizer`, the run's
+    data's, or of another model than `model_config`, the run's, is refused."""
+    checkpoint = Path(checkpoint)
+    if not checkpoint.exists():
+        raise SettingError("out", f"{config.out}: no checkpoint to resume from ({checkpoint} is missing)")
+    try:
+        saved = read_checkpoint_config(checkpoint)  # once, for every check below
+        _check_tokenizer(checkpoint, saved, tokenizer, config.data)
+        _check_model(checkpoint, saved, model_config)
+        return _read_state(checkpoint, saved)
+    except CheckpointError as e:
+        raise CheckpointError(f"{e}; {_intact_note(checkpoint, Path(config.out) / CHECKPOINTS)}") from None
 
 
 def initial_model(checkpoint, tokenizer, data) -> dict:
@@ -152,10 +172,20 @@ def initial_model(checkpoint, tokenizer, data) -> dict:
     return config["model"]
 
 
-def load_initial_weights(model, checkpoint):
-    """Put the weights of `checkpoint` (--init-from), checked, into `model`, a model of its config."""
-    initial, _ = load_model(checkpoint)
-    model.load_state_dict(initial.state_dict())
+def _intact_note(damaged, directory, optimizers=()):
+    """Which checkpoint in `directory` (the run's) a resume could start from instead of a damaged one."""
+    for candidate in sorted(directory.glob("step-*"), reverse=True):
+        if candidate.resolve() == Path(damaged).resolve():
+            continue
+        try:
+            config = read_checkpoint_config(candidate)
+            for name in config.get("crc32", {}):
+                check_file(candidate, name, config)
+            _read_state(candidate, config, optimizers)
+        except CheckpointError:
+            continue
+        return f"{candidate.name} is intact: resume from it with --resume --from-checkpoint {candidate}"
+    return f"no intact checkpoint in {directory} to resume from"
 
 
 def _check_tokenizer(checkpoint, config, tokenizer, data, whose="the run was trained on",
@@ -176,9 +206,9 @@ def _check_model(checkpoint, config, model_config):
                                      f"{now[differs[0]]!r} (a checkpoint of another run, or the run's config.json was edited)")
 
 
-def _read_state(checkpoint, config, optimizers):
+def _read_state(checkpoint, config, optimizers=()):
     """A checkpoint's trainer_state.json, checked (its CRC-32 in the checkpoint's `config` and
-    every field a resume reads)."""
+    every field a resume reads, a step count of each of `optimizers` among them)."""
     path = check_file(checkpoint, STATE_FILE, config)
     try:
         state = read_json(path)
@@ -210,10 +240,10 @@ def _state_problem(state, optimizers):
 
 
 def _read_optimizer_tensors(checkpoint, config, optimizers):
-    path = checkpoint / OPTIMIZER_FILE
+    path = Path(checkpoint) / OPTIMIZER_FILE
     tensors = read_tensors(checkpoint, OPTIMIZER_FILE, config)
-    for key, optimizer in optimizers.items():
-        for name, tensor in optimizer.state_tensors().items():
+    for key, state in optimizers.state_dict().items():
+        for name, tensor in state["tensors"].items():
             saved = tensors.get(f"{key}/{name}")
             if saved is None or saved.shape != tensor.shape:
                 raise CheckpointError(f"{path}: damaged ({'no' if saved is None else 'a wrong shape of'} tensor {key}/{name})")

@@ -15,7 +15,7 @@ from gptkit.shared.errors import InputError
 
 from .config import PATHS, TrainConfig, from_layers, load_train_config, preset_names
 from .plot import plot_run
-from .run_dir import RunDir, load_run_config
+from .run_dir import RunDir, resume_config
 
 
 def _setting_options(command):
@@ -65,7 +65,7 @@ def run(config_name, resume, from_checkpoint, threads, nproc_per_node, nnodes, n
     """Train a Llama-style model on the shards of a pretokenize directory; checkpoints and
     metrics go to --out. Several processes (GPUs): gptkit train --nproc-per-node N ..., the same
     as torchrun --nproc-per-node N -m gptkit train ..."""
-    from .trainer import train  # imports torch (2-3 s): not for --help, a bad flag or `plot`
+    from .run import train  # imports torch (2-3 s): not for --help, a bad flag or `plot`
 
     overrides = {k: v for k, v in settings.items() if v is not None}
     if from_checkpoint and not resume:
@@ -75,21 +75,16 @@ def run(config_name, resume, from_checkpoint, threads, nproc_per_node, nnodes, n
     if launcher and nproc_per_node is None:
         raise InputError(f"{flag(next(iter(launcher)))}: only with --nproc-per-node")
     if resume:
-        if "out" not in overrides:
-            raise InputError("--resume: give the run directory with --out")
-        saved = load_run_config(overrides["out"])
+        config = resume_config(overrides)
         if config_name:  # `make train ARGS=--resume` passes the Makefile's CONFIG whatever the run was made with
-            click.echo(f"note: --resume continues with the settings saved in {overrides['out']}/config.json; "
+            click.echo(f"note: --resume continues with the settings saved in {config.out}/config.json; "
                        f"--config {config_name} is not applied", err=True)
-        config = from_layers(overrides, saved)
     elif config_name:
         config = load_train_config(config_name, overrides)
     else:  # no preset: without --model, the recipe sizes the model, batch and schedule when the run starts
         config = from_layers(overrides)
-    if not resume:
-        # --out checked before the recipe's timing or any worker starts; master=False: nothing is
-        # written yet (rank 0 writes the run when it starts)
-        RunDir(config.out, master=False).start(config)
+    if not resume:  # before the recipe's timing or any worker starts (rank 0 writes the run when it starts)
+        RunDir(config.out).check_new()
     one_process = functools.partial(train, config, resume=from_checkpoint or resume, threads=threads)
     if nproc_per_node is None:
         one_process()

@@ -26,9 +26,11 @@ class Loader:
     """Training batches: `batch(step, micro)` -> (B, T + 1) token sequences in the shards' dtype
     (inputs are [:, :-1], targets [:, 1:]); they travel to the GPU at that width, not as int64."""
 
-    def __init__(self, data: ShardData, mode, batch_size, context_length, seed, rank=0, world_size=1, grad_accum=1):
-        self.data, self.mode, self.B, self.T = data, mode, batch_size, context_length
-        self.seed, self.rank, self.world, self.grad_accum = seed, rank, world_size, grad_accum
+    def __init__(self, data: ShardData, config, context_length, dist):
+        """`config`: the run's loader, batch_size (of all processes: this one takes its share),
+        seed and grad_accum; `dist`: this process's place (prepare.Dist)."""
+        self.data, self.mode, self.B, self.T = data, config.loader, config.batch_size // dist.world, context_length
+        self.seed, self.rank, self.world, self.grad_accum = config.seed, dist.rank, dist.world, config.grad_accum
         usable = np.maximum(data.sizes - context_length, 0)  # sequence start positions, shard by shard
         self.cumulative, self.first_pick = np.cumsum(usable), np.cumsum(usable) - usable
 

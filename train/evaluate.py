@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import numpy as np
 import torch
-import torch.distributed as dist
 
 from gptkit.eval.choice import frame, score
 from gptkit.eval.loss import eval_sequences, loss_sums, summary, token_bytes
@@ -15,51 +14,52 @@ from gptkit.eval.tasks import read_hellaswag
 class Evaluator:
     """The validation loss of a model on the first `eval_tokens` tokens of the val split, the same
     sequences in every evaluation of every run. The ranks share the sequences, each in batches of
-    its own batch size, and add up their sums. `sharded`: the model is (train/fsdp.py)."""
+    its own share of the run's batch size (`config`), and add up their sums."""
 
-    def __init__(self, val_data, tokenizer, context_length, config, rank, world, device, ddp, sharded=False):
+    def __init__(self, val_data, tokenizer, context_length, config, dist):
+        """`dist`: this process's place (prepare.Dist)."""
         sequences = eval_sequences(val_data, context_length, config.eval_tokens)
-        self.sequences = sequences[rank::world]
-        self.batch_size = config.batch_size // world
-        self.token_bytes = torch.tensor(token_bytes(tokenizer), device=device)
-        self.ddp = ddp
+        self.sequences = sequences[dist.rank::dist.world]
+        self.batch_size = config.batch_size // dist.world
+        self.token_bytes = torch.tensor(token_bytes(tokenizer), device=dist.device)
+        self.dist = dist
         # rank 0's share is the largest: [0::world] takes the first of every group of `world`
-        self.idle = Idle(sequences[:1], _passes(len(sequences[0::world]), self.batch_size)
-                         - _passes(len(self.sequences), self.batch_size) if sharded else 0)
+        self.idle = Idle(sequences[:1], _passes(len(sequences[0::dist.world]), self.batch_size)
+                         - _passes(len(self.sequences), self.batch_size) if dist.sharded else 0)
 
     def __call__(self, model, autocast) -> tuple[float, float, int]:
         """(loss in nats per token, bits per byte, tokens)."""
         model.eval()
         sums = loss_sums(model, self.sequences, self.token_bytes, self.batch_size, autocast)
         self.idle(model, autocast)
-        if self.ddp:
-            dist.all_reduce(sums)
+        self.dist.all_reduce(sums)
         return summary(sums)[:3]
 
 
 class HellaSwag:
-    """Accuracy on a HellaSwag jsonl (--eval-hellaswag), scored as `gptkit eval hellaswag` scores
-    it. Every rank reads and checks the whole file (a bad line stops them all at the start), then
-    scores its share of the items; the ranks add up their counts."""
+    """Accuracy on a HellaSwag jsonl (--eval-hellaswag, of `config`), scored as `gptkit eval
+    hellaswag` scores it. Every rank reads and checks the whole file (a bad line stops them all at
+    the start), then scores its share of the items in its share of the run's batch size; the ranks
+    add up their counts."""
 
-    def __init__(self, path, tokenizer, bos_id, context_length, batch_size, rank, world, ddp, sharded=False):
+    def __init__(self, tokenizer, bos_id, context_length, config, dist):
         """`bos_id`: what a text starts with, as in the run's samples (its data's end-of-text id);
-        `sharded`: the model is (train/fsdp.py)."""
+        `dist`: this process's place (prepare.Dist)."""
+        path, world = config.eval_hellaswag, dist.world
         items = frame(read_hellaswag(path), tokenizer, bos_id, context_length, path).items
-        self.items = items[rank::world]
-        self.batch_size, self.ddp = batch_size, ddp
+        self.items = items[dist.rank::world]
+        self.batch_size, self.dist = config.batch_size // world, dist
         rows = [sum(len(item.choices) for item in items[r::world]) for r in range(world)]  # score() passes batches of rows
         first = items[0].prompt + items[0].choices[0]
-        self.idle = Idle(np.array([first]), _passes(max(rows), batch_size) - _passes(rows[rank], batch_size)
-                         if sharded else 0)
+        self.idle = Idle(np.array([first]), _passes(max(rows), self.batch_size) - _passes(rows[dist.rank], self.batch_size)
+                         if dist.sharded else 0)
 
     def __call__(self, model, autocast) -> tuple[float, float, int]:
         """(acc, acc_norm, items)."""
         model.eval()
         totals = score(model, self.items, self.batch_size, autocast).totals()
         self.idle(model, autocast)
-        if self.ddp:
-            dist.all_reduce(totals)
+        self.dist.all_reduce(totals)
         right, right_norm, count = totals.tolist()
         return right / count, right_norm / count, int(count)
 

@@ -1,7 +1,8 @@
 """AdamW and Muon, and the learning-rate schedules.
 
-Both optimizers keep their state as plain named tensors (`state_tensors()`), which checkpoints
-store in safetensors; the step count lives in the trainer's state.
+Both optimizers give their state as a step count and plain named tensors (`state_dict()`), which
+checkpoints store (train/checkpointing.py: the tensors in safetensors, the count in the trainer's
+state); `Optimizers` holds the run's, stepped and saved together.
 """
 from __future__ import annotations
 
@@ -65,15 +66,15 @@ class AdamW:
         torch._foreach_add_(denom, self.eps)
         torch._foreach_addcdiv_(params, exp_avgs, denom, -lr / bias1)
 
-    def state_tensors(self):
-        return {**{f"{n}.exp_avg": t for n, t in self.exp_avg.items()},
-                **{f"{n}.exp_avg_sq": t for n, t in self.exp_avg_sq.items()}}
+    def state_dict(self):
+        return {"steps": self.steps, "tensors": {**{f"{n}.exp_avg": t for n, t in self.exp_avg.items()},
+                                                 **{f"{n}.exp_avg_sq": t for n, t in self.exp_avg_sq.items()}}}
 
-    def load_state_tensors(self, tensors, steps):
+    def load_state_dict(self, state):
         for n in self.exp_avg:
-            self.exp_avg[n].copy_(tensors[f"{n}.exp_avg"])
-            self.exp_avg_sq[n].copy_(tensors[f"{n}.exp_avg_sq"])
-        self.steps = steps
+            self.exp_avg[n].copy_(state["tensors"][f"{n}.exp_avg"])
+            self.exp_avg_sq[n].copy_(state["tensors"][f"{n}.exp_avg_sq"])
+        self.steps = state["steps"]
 
 
 def orthogonalize(G, steps=5):
@@ -107,6 +108,7 @@ class Muon:
     def __init__(self, params, lr, momentum=0.95, rank=0, world_size=1):
         self.params = [(n, p) for n, p in params]
         self.lr, self.momentum, self.rank, self.world = lr, momentum, rank, world_size
+        self.steps = 0
         self.momentum_buffer = {n: torch.zeros_like(p) for n, p in self.params}
         shapes = {}
         for n, p in self.params:
@@ -115,6 +117,7 @@ class Muon:
 
     @torch.no_grad()
     def step(self, lr_scale=1.0):
+        self.steps += 1
         lr = self.lr * lr_scale
         for group in self.same_shape:
             live = [(n, p) for n, p in group if p.grad is not None]
@@ -138,12 +141,28 @@ class Muon:
         dist.all_gather(gathered, mine)
         return torch.cat(gathered)[: len(batch)]
 
-    def state_tensors(self):
-        return {f"{n}.momentum_buffer": t for n, t in self.momentum_buffer.items()}
+    def state_dict(self):
+        return {"steps": self.steps, "tensors": {f"{n}.momentum_buffer": t for n, t in self.momentum_buffer.items()}}
 
-    def load_state_tensors(self, tensors, steps):
+    def load_state_dict(self, state):
         for n, t in self.momentum_buffer.items():
-            t.copy_(tensors[f"{n}.momentum_buffer"])
+            t.copy_(state["tensors"][f"{n}.momentum_buffer"])
+        self.steps = state["steps"]
+
+
+class Optimizers(dict):
+    """The run's optimizers by name: "adamw", and "muon" where Muon trains the hidden matrices."""
+
+    def step(self, lr_scale=1.0):
+        for optimizer in self.values():
+            optimizer.step(lr_scale)
+
+    def state_dict(self):
+        return {name: optimizer.state_dict() for name, optimizer in self.items()}
+
+    def load_state_dict(self, state):
+        for name, optimizer in self.items():
+            optimizer.load_state_dict(state[name])
 
 
 WARMUP_FRACTION = 0.05  # of the planned steps, where warmup_steps is not given
@@ -247,7 +266,7 @@ def build_optimizers(model, config, rank=0, world_size=1):
             plain.append((name, p))
     fused = next(model.parameters()).is_cuda
     adamw = AdamW([(decayed, config.weight_decay), (plain, 0.0)], config.lr, (config.beta1, config.beta2), config.eps, fused)
-    optimizers = {"adamw": adamw}
+    optimizers = Optimizers(adamw=adamw)
     if hidden:
         optimizers["muon"] = Muon(hidden, config.muon_lr, config.muon_momentum, rank, world_size)
     return optimizers

@@ -19,10 +19,11 @@ class StepReport:
     """A logged training step: its loss, learning rate and throughput (MFU on CUDA, the threads
     on a CPU), and how far the run is (`planner`: train/budget.py) since `first_step`."""
 
-    def __init__(self, planner, first_step, device, world, threads, flops_per_token):
-        self.planner, self.first_step = planner, first_step
-        self.device, self.world, self.threads, self.flops_per_token = device, world, threads, flops_per_token
-        self.peak_flops = _peak_flops(device)  # per GPU; None on a CPU or an unlisted GPU: no MFU
+    def __init__(self, planner, first_step, threads, flops_per_token, dist):
+        """`dist`: this process's place (prepare.Dist), on its device among `dist.world` processes."""
+        self.planner, self.first_step, self.threads, self.flops_per_token = planner, first_step, threads, flops_per_token
+        self.device, self.world = dist.device, dist.world
+        self.peak_flops = _peak_flops(dist.device)  # per GPU; None on a CPU or an unlisted GPU: no MFU
 
     def __call__(self, step, tokens, loss, grad_norm, lr, tokens_per_s, elapsed):
         record = {"step": step, "tokens": tokens, "loss": loss, "ppl": math.exp(min(loss, 50)), "lr": lr,

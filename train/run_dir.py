@@ -17,7 +17,7 @@ from gptkit.shared.errors import InputError, SettingError
 from gptkit.shared.files import atomic_write
 from gptkit.shared.jsonfile import parse_json, read_json
 
-from .config import FIELDS
+from .config import FIELDS, TrainConfig, from_layers
 
 CONFIG_FILE, METRICS_FILE = "config.json", "metrics.jsonl"
 CHECKPOINTS, LATEST = "checkpoints", "latest"  # what checkpointing.py writes there
@@ -31,9 +31,19 @@ class RunDir:
         self.config_file, self.metrics = self.path / CONFIG_FILE, self.path / METRICS_FILE
 
     def start(self, config):
-        """A new run: `config.out` is a new directory, or one a run of ours left without a
-        checkpoint. Anything else (a file, a directory of other files, a run with checkpoints)
-        is refused."""
+        """A new run: its directory checked (check_new), then its config.json written."""
+        self.check_new()
+        if self.master:
+            try:
+                self.path.mkdir(parents=True, exist_ok=True)
+                self.write_config(config)
+                self.metrics.unlink(missing_ok=True)
+            except OSError as e:
+                raise SettingError("out", f"{self.path}: cannot write there ({e.strerror})") from None
+
+    def check_new(self):
+        """Refuse a new run anywhere but in a new directory or one a run of ours left without a
+        checkpoint: a file, a directory of other files, a run with checkpoints."""
         out = self.path
         if (out / LATEST).exists():
             raise SettingError("out", f"{out}: holds a run already; pass --resume to continue it, or choose another directory")
@@ -44,13 +54,6 @@ class RunDir:
         if foreign or (self.config_file.exists() and not _is_run_dir(out)):
             raise SettingError("out", f"{out}: a directory of other files ({(foreign or [CONFIG_FILE])[0]}, ...), not a run; "
                                       "choose a new directory")
-        if self.master:
-            try:
-                out.mkdir(parents=True, exist_ok=True)
-                self.write_config(config)
-                self.metrics.unlink(missing_ok=True)
-            except OSError as e:
-                raise SettingError("out", f"{out}: cannot write there ({e.strerror})") from None
 
     def write_config(self, config):
         if self.master:
@@ -86,6 +89,14 @@ def load_run_config(run_dir) -> dict:
     if unknown:
         raise InputError(f"{path}: unknown setting {unknown[0]!r}; was the file edited?")
     return saved
+
+
+def resume_config(settings: dict) -> TrainConfig:
+    """The settings a resume goes on with: `settings` (the flags) over those the run in
+    settings["out"] saved."""
+    if settings.get("out") is None:
+        raise SettingError("out", "is needed with --resume: the run directory")
+    return from_layers(settings, load_run_config(settings["out"]))
 
 
 def read_metrics(run_dir) -> list[dict]:

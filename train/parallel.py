@@ -1,0 +1,62 @@
+"""The model as the run's processes train it: built within the memory the Run checked, from
+--init-from's weights or at random; whole in every process with its gradients averaged by DDP,
+or sharded across them (FSDP2, fsdp.py); compiled where asked; with its optimizers over the
+parameters a process holds (optim.py)."""
+from __future__ import annotations
+
+import contextlib
+
+import torch
+import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel
+
+from gptkit.model.checkpoint import load_model
+from gptkit.model.model import TransformerLM
+
+from .fsdp import local, shard
+from .optim import build_optimizers
+
+
+class ParallelModel:
+    """`model`: the TransformerLM whose parameters train (sharded in place under FSDP2), which
+    evaluations, samples and checkpoints use; `forward`: what a training step calls (the model
+    compiled, and wrapped by DDP where the processes hold it whole); `optimizers`."""
+
+    def __init__(self, run, dist):
+        """The model of `run` (prepare.Run) on this process's place `dist` (prepare.Dist)."""
+        config, device = run.config, dist.device
+        self.dist = dist
+        torch.manual_seed(config.seed)
+        with run.memory.guard():
+            # A model to shard is made whole in host memory and reaches the device one shard at a time.
+            self.model = TransformerLM(run.model).to("cpu" if dist.sharded else device)
+            self.model.activation_checkpointing = config.activation_checkpointing
+            if config.init_from and run.checkpoint is None:  # a new run from a checkpoint's weights, checked
+                self.model.load_state_dict(load_model(config.init_from)[0].state_dict())
+            if dist.sharded:
+                shard(self.model, device)
+            self.optimizers = build_optimizers(self.model, config, dist.rank, dist.world)
+        self.compiled = device.type == "cuda" if config.compile is None else config.compile
+        self.forward = torch.compile(self.model) if self.compiled else self.model
+        if dist.distributed and not dist.sharded:
+            self.forward = DistributedDataParallel(self.forward, device_ids=[device.index] if device.type == "cuda" else None,
+                                                   gradient_as_bucket_view=True)
+
+    def describe(self):
+        """How the processes run the model, for the run's first line."""
+        if not self.dist.distributed:
+            return "one process"
+        return f"torch.distributed {dist.get_backend()}, {'FSDP2' if self.dist.sharded else 'DDP'}"
+
+    def gradient_sync(self, last_micro_step):
+        """Where the gradients of a micro-step's backward are reduced among the processes: on the
+        last micro-step only, the others accumulate locally."""
+        if self.dist.sharded:
+            self.model.set_requires_gradient_sync(last_micro_step)
+        elif self.dist.distributed and not last_micro_step:
+            return self.forward.no_sync()
+        return contextlib.nullcontext()
+
+    def clip(self, max_norm):
+        """Clip the gradients to a global L2 norm of `max_norm`; their norm before, a plain tensor."""
+        return local(torch.nn.utils.clip_grad_norm_(self.model.parameters(), max_norm))

@@ -19,7 +19,7 @@ from pathlib import Path
 import torch
 
 from gptkit.shared.errors import InputError
-from gptkit.shared.files import atomic_directory, check_output, settle_directory
+from gptkit.shared.files import atomic_directory, check_output, settled
 from gptkit.shared.jsonfile import read_json
 from gptkit.shared.text import EOT
 from gptkit.tokenizer import Tokenizer
@@ -93,6 +93,7 @@ def load_model(directory, device="cpu"):
     tokenizer agree; the first disagreement is an error naming it. The model is float32 whatever
     dtype the file holds (an imported bf16 model is widened, exactly): CPUs have no fast bf16
     kernels, and decoding and training keep float32 weights."""
+    directory = settled(directory)  # once: every file from the same version
     config = read_checkpoint_config(directory)
     model_config = ModelConfig.from_dict(config["model"], source=f"{directory}/config.json")
     tokenizer = Tokenizer.from_file(check_file(directory, TOKENIZER_FILE, config))
@@ -163,7 +164,7 @@ def stored_dtypes(directory) -> dict:
     float32), read from the file's header alone (no checksum: load_model checks the file)."""
     from safetensors import safe_open
 
-    with safe_open(Path(directory) / MODEL_FILE, framework="pt") as f:
+    with safe_open(settled(directory) / MODEL_FILE, framework="pt") as f:
         return {name: DTYPES[f.get_slice(name).get_dtype()] for name in f.keys()}
 
 
@@ -203,7 +204,7 @@ def file_crc32(path) -> int:
 def check_file(directory, name, config=None):
     """The path of file `name` of a checkpoint, after checking its CRC-32 against the one
     config.json records (checkpoints written before checksums were recorded pass)."""
-    path = Path(directory) / name
+    path = settled(directory) / name
     if not path.is_file():
         raise CheckpointError(f"{path}: missing")
     expected = (config if config is not None else read_checkpoint_config(directory)).get("crc32", {}).get(name)
@@ -214,8 +215,7 @@ def check_file(directory, name, config=None):
 
 def read_checkpoint_config(directory) -> dict:
     """The checked config.json of a checkpoint directory whose three files are all present."""
-    directory = Path(directory)
-    settle_directory(directory)  # a writer killed while swapping it for a new one left it aside
+    directory = settled(directory)  # a writer killed while swapping it for a new one left it aside: read that
     if not directory.is_dir():
         raise CheckpointError(f"{directory}: no such checkpoint directory; `gptkit train` (make train) writes one")
     for name in (MODEL_FILE, CONFIG_FILE, TOKENIZER_FILE):

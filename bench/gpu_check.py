@@ -539,7 +539,7 @@ def row_train_step(r):
         build_data(data, load_config(shape).vocab_size, train_tokens=max(1 << 20, 4 * batch * (context + 1)))
         for name_, build, flops in train_gpu.contenders(shape, data, Path(tmp) / "run", device, compile_model):
             if trainer is not None:  # the references read the trainer's batches; its model and optimizer go first
-                trainer.model = trainer.forward = trainer.optimizers = None
+                trainer.model = trainer.parallel = trainer.optimizers = trainer.checkpoints = None
             gc.collect()
             if device.type == "cuda":
                 torch.cuda.empty_cache()

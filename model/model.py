@@ -203,8 +203,18 @@ class Block(nn.Module):
         self.ffn_norm = norm(config, config.d_model)
         self.ffn = MLP(config) if config.architecture == "gpt2" else FeedForward(config)
         self.dropout = config.dropout
+        # Training with gradients keeps the block's input alone and recomputes the rest of its
+        # activations in the backward pass (the trainer's --activation-checkpointing). Inside the
+        # block, within FSDP's hooks on it, so that torch.compile traces the recomputation with
+        # the block; around the block, the hooks inside the checkpoint make dynamo run it eager.
+        self.activation_checkpointing = False
 
     def forward(self, x, cos, sin, cache=None):
+        if self.activation_checkpointing and cache is None and torch.is_grad_enabled():
+            return checkpoint(self.residual, x, cos, sin, use_reentrant=False)
+        return self.residual(x, cos, sin, cache)
+
+    def residual(self, x, cos, sin, cache=None):
         x = x + self.attention(self.attention_norm(x), cos, sin, cache)
         return x + F.dropout(self.ffn(self.ffn_norm(x)), self.dropout, self.training)
 
@@ -217,9 +227,6 @@ class TransformerLM(nn.Module):
         gpt2 = config.architecture == "gpt2"
         self.position_embedding = nn.Embedding(config.context_length, config.d_model) if gpt2 else None
         self.layers = nn.ModuleList(Block(config, i) for i in range(config.n_layers))
-        # Training with gradients keeps each block's input alone and recomputes the rest of its
-        # activations in the backward pass (the trainer's --activation-checkpointing).
-        self.activation_checkpointing = False
         self.norm = norm(config, config.d_model)
         self.lm_head = nn.Linear(config.d_model, config.vocab_size, bias=False)
         if config.tie_embeddings:
@@ -276,9 +283,8 @@ class TransformerLM(nn.Module):
         else:
             cos, sin = self.rope_cos[start : start + T], self.rope_sin[start : start + T]
         x = F.dropout(x, self.config.dropout, self.training)
-        recompute = self.activation_checkpointing and torch.is_grad_enabled()
         for layer in self.layers:
-            x = checkpoint(layer, x, cos, sin, use_reentrant=False) if recompute else layer(x, cos, sin, cache)
+            x = layer(x, cos, sin, cache)
         if cache is not None:
             cache.length += T
         return self.norm(x)

@@ -29,6 +29,7 @@ writer killed mid-swap left (shared/files.py) before it writes.
 from __future__ import annotations
 
 import json
+from datetime import timedelta
 from pathlib import Path
 from typing import NamedTuple
 
@@ -47,6 +48,16 @@ from .fsdp import placed, whole
 from .run_dir import CHECKPOINTS, LATEST
 
 OPTIMIZER_FILE, STATE_FILE = "optimizer.safetensors", "trainer_state.json"
+# While the master writes a checkpoint the other processes wait for it (Checkpoints.save), in a
+# gloo barrier of its own timeout: NCCL's collectives time out after 10 minutes, which writing a
+# large model's checkpoint may take. The timeout is the write at a slow network disk's rate,
+# checksums included, and a margin for the gathering, fsync, renames and a busy host.
+WRITE_RATE, WRITE_MARGIN_S = 20e6, 600  # bytes a second, seconds
+
+
+def save_timeout(nbytes) -> timedelta:
+    """How long the other processes wait for the master to write a checkpoint of `nbytes`."""
+    return timedelta(seconds=WRITE_MARGIN_S + nbytes / WRITE_RATE)
 
 
 class Rng:
@@ -78,19 +89,27 @@ class Checkpoints:
         self.tokenizer, self.eot_id = run.tokenizer, run.eot_id
         self.identity = {"config_digest": run.config.digest(), "data": run.data_identity}
         self.directory, self.latest = self.run_dir / CHECKPOINTS, self.run_dir / LATEST
+        # the weights and at most two float32 optimizer tensors of each (AdamW's moments)
+        nbytes = 3 * sum(t.numel() * t.element_size() for t in model_tensors(parts.model).values())
+        self.written = torch.distributed.new_group(backend="gloo", timeout=save_timeout(nbytes)) if dist.distributed else None
 
     def save(self) -> Path | None:
         """Write a checkpoint of the parts, point `latest` at it, and delete the oldest beyond
         keep_last. A checkpoint that cannot be written (a full disk) is an error naming it and the
         last one, which `latest` still points at, and leaves nothing under its name. Every process
         calls it (the tensors of a sharded model are gathered from all of them); the master writes,
-        and returns the checkpoint's directory (the others: None)."""
+        and returns the checkpoint's directory, the others wait for it (save_timeout) and return None."""
         parts = self.parts
         optimizers = parts.optimizers.state_dict()
         weights = whole(model_tensors(parts.model), self.master)
         tensors = whole({f"{k}/{n}": t for k, o in optimizers.items() for n, t in o["tensors"].items()}, self.master)
-        if not self.master:
-            return None
+        directory = self._write(optimizers, weights, tensors) if self.master else None
+        if self.written is not None:
+            torch.distributed.barrier(group=self.written)
+        return directory
+
+    def _write(self, optimizers, weights, tensors):
+        parts = self.parts
         trainer = parts.trainer.state_dict()
         name = f"step-{trainer['step']:06d}_tokens-{trainer['tokens']}"
         directory = self.directory / name

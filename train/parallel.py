@@ -30,7 +30,8 @@ class ParallelModel:
         with run.memory.guard():
             # A model to shard is made whole in host memory and reaches the device one shard at a time.
             self.model = TransformerLM(run.model).to("cpu" if dist.sharded else device)
-            self.model.activation_checkpointing = config.activation_checkpointing
+            for block in self.model.layers:
+                block.activation_checkpointing = config.activation_checkpointing
             if config.init_from and run.checkpoint is None:  # a new run from a checkpoint's weights, checked
                 self.model.load_state_dict(load_model(config.init_from)[0].state_dict())
             if dist.sharded:
@@ -39,8 +40,13 @@ class ParallelModel:
         self.compiled = device.type == "cuda" if config.compile is None else config.compile
         self.forward = torch.compile(self.model) if self.compiled else self.model
         if dist.distributed and not dist.sharded:
+            # DDP around the compiled model (nanoGPT's order): dynamo compiles the model's frame
+            # inside DDP's forward, where it finds the active DDP module and splits the graph at
+            # DDP's bucket boundaries (DDPOptimizer, torch/_dynamo/convert_frame.py), so each
+            # bucket's all-reduce overlaps the rest of the backward. No buffer broadcast: the RoPE
+            # tables, the only buffers, are the same in every process by construction.
             self.forward = DistributedDataParallel(self.forward, device_ids=[device.index] if device.type == "cuda" else None,
-                                                   gradient_as_bucket_view=True)
+                                                   gradient_as_bucket_view=True, forward_sync_buffers=False)
 
     def describe(self):
         """How the processes run the model, for the run's first line."""
@@ -49,11 +55,12 @@ class ParallelModel:
         return f"torch.distributed {dist.get_backend()}, {'FSDP2' if self.dist.sharded else 'DDP'}"
 
     def gradient_sync(self, last_micro_step):
-        """Where the gradients of a micro-step's backward are reduced among the processes: on the
-        last micro-step only, the others accumulate locally."""
-        if self.dist.sharded:
-            self.model.set_requires_gradient_sync(last_micro_step)
-        elif self.dist.distributed and not last_micro_step:
+        """Where the gradients of a micro-step's backward are reduced among the processes. DDP: on
+        the last micro-step only, the others accumulate whole gradients locally, as DDP holds them
+        anyway. FSDP2: on every micro-step, each reduce-scattered into the shards at once; without
+        sync it would keep every block's whole float32 gradient until the last micro-step
+        (torch's _fsdp_param_group.py), memory model/info.py's training_memory does not count."""
+        if self.dist.distributed and not self.dist.sharded and not last_micro_step:
             return self.forward.no_sync()
         return contextlib.nullcontext()
 

@@ -3,7 +3,9 @@ for a training step, an evaluation, a sample and a re-planned schedule, as (reco
 that the trainer writes."""
 from __future__ import annotations
 
+import contextlib
 import math
+import time
 
 import torch
 
@@ -45,6 +47,30 @@ class StepReport:
 
     def _mfu(self, tokens_per_s):
         return None if self.peak_flops is None else self.flops_per_token * tokens_per_s / (self.peak_flops * self.world)
+
+
+class LogWindow:
+    """The seconds the training steps between two log lines took: the `clock` since the window
+    began, less the time `paused` within it (the evaluations, samples and checkpoints after a
+    line), which would otherwise lower the next line's tokens/s and MFU."""
+
+    def __init__(self, clock=time.perf_counter):
+        self.clock = clock
+        self.restart()
+
+    def restart(self):
+        self.start, self.excluded = self.clock(), 0.0
+
+    @contextlib.contextmanager
+    def paused(self):
+        start = self.clock()
+        try:
+            yield
+        finally:
+            self.excluded += self.clock() - start
+
+    def seconds(self):
+        return self.clock() - self.start - self.excluded
 
 
 def _peak_flops(device):

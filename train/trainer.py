@@ -30,7 +30,7 @@ from .budget import UNPLANNED, Planner
 from .checkpointing import Checkpoints, Parts
 from .evaluate import Evaluator, HellaSwag, unigram_comparison
 from .parallel import ParallelModel
-from .report import StepReport, replan_report, sample_report, validation_report
+from .report import LogWindow, StepReport, replan_report, sample_report, validation_report
 from .run_dir import RunDir
 
 
@@ -74,8 +74,6 @@ class Trainer:
         self.step_report = StepReport(self.planner, self.step, self.threads, model_cost(run.model, run.context).flops_per_token,
                                       dist)
         self.autocast = torch.autocast("cuda", torch.bfloat16) if self.device.type == "cuda" else contextlib.nullcontext()
-        if self.device.type == "cuda":
-            torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = True
         self.stop_signal = None
 
     def state_dict(self):
@@ -89,10 +87,16 @@ class Trainer:
 
     def run(self):
         handlers = {sig: signal.signal(sig, self._on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
+        # TF32 for the run's float32 matrix products on CUDA, and the process's settings back
+        # after it: a process that goes on (the recipe's second choice, a test) computes as before.
+        tf32 = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
+        if self.device.type == "cuda":
+            torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = True
         try:
             with self.prepared.memory.guard(self.checkpoints.last_note):
                 return self._loop()
         finally:
+            torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = tf32
             for sig, handler in handlers.items():
                 signal.signal(sig, handler)
 
@@ -103,7 +107,8 @@ class Trainer:
         self._log(f"training {self.model.num_params():,} parameters on {self.device} x {self.world} ({self.parallel.describe()}"
                   f"{', compiled' if self.parallel.compiled else ''}{threads}), {self.tokens_per_step:,} tokens per step, "
                   f"steps {self.step} -> {length}")
-        start_time = last_log = time.perf_counter()
+        start_time = time.perf_counter()
+        log_window = LogWindow()  # the throughput a line reports: its steps' alone
         planner.start(self.step)
         self.threads.new_loop()  # training steps: the thread count is judged by them from here
         timed_tokens, window = 0, []
@@ -124,18 +129,20 @@ class Trainer:
                 self._replan(*planned)  # before deciding what this step does: a plan may move the last step
             last, log_due, eval_due, sample_due, save_due = self._due()
             if log_due or stopping:
-                now, lr = time.perf_counter(), config.lr * planner.schedule(self.step - 1)
-                self._record(*self.step_report(self.step, self.tokens, loss, grad_norm, lr, timed_tokens / (now - last_log),
-                                               now - start_time))
-                timed_tokens, last_log = 0, now
-            if eval_due:
-                val_loss, val_bpb = self._validation_loss()
-                if last:
-                    self._log(unigram_comparison(val_loss, val_bpb, self.prepared.data.unigram_entropy))
-            if sample_due and (self.master or self.dist.sharded):  # a sharded model decodes on every process
-                self._sample()
-            if save_due or stopping:
-                self._save()
+                lr = config.lr * planner.schedule(self.step - 1)
+                self._record(*self.step_report(self.step, self.tokens, loss, grad_norm, lr, timed_tokens / log_window.seconds(),
+                                               time.perf_counter() - start_time))
+                timed_tokens = 0
+                log_window.restart()
+            with log_window.paused():
+                if eval_due:
+                    val_loss, val_bpb = self._validation_loss()
+                    if last:
+                        self._log(unigram_comparison(val_loss, val_bpb, self.prepared.data.unigram_entropy))
+                if sample_due and (self.master or self.dist.sharded):  # a sharded model decodes on every process
+                    self._sample()
+                if save_due or stopping:
+                    self._save()
             if stopping:
                 self._log(f"stopped by {self.stop_signal or 'a signal to another rank'} after step {self.step}; "
                           f"resume with: gptkit train --out {self.run_dir.path} --resume")

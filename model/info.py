@@ -21,7 +21,7 @@ class ModelCost:
 
 
 def model_cost(config: ModelConfig, context_length=None) -> ModelCost:
-    """Counts in closed form from the shape model.py builds (tests/test_model.py checks them against
+    """Counts in closed form from the shape model.py builds (tests/unit/test_model.py checks them against
     built models), so that `gptkit model info` answers without importing torch.
 
     Training FLOPs per token follow PaLM's accounting (as nanoGPT's MFU does): 6 per matmul

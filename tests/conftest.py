@@ -1,14 +1,17 @@
 import os
 import random
+import signal
 from pathlib import Path
 
 # One thread for torch in every test, set before torch is imported: runs compared bit for bit must
 # not differ by the thread count the default would measure (the order of float sums differs), and
 # tests that run train and sample as a user does then see a fixed count. Tests of the measured
-# count remove it (tests/test_threads.py).
+# count remove it (tests/unit/test_threads.py).
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import pytest
+
+from tests.training import SIGNALS, write_model
 
 # Reference material beside the checkout (never part of the repo): tests using it skip without it.
 SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
@@ -49,6 +52,36 @@ def small_tokenizer(small_text, tmp_path_factory):
     path = corpus_path.parent / "tokenizer.json"
     train_bpe(Corpus([corpus_path]), 450, quiet=True).save(path)
     return Tokenizer.from_file(path), path
+
+
+@pytest.fixture(scope="module")
+def data(small_tokenizer, tmp_path_factory):
+    """A pretokenize directory: 60 documents (54 train, 6 val) in several train shards (a module's own:
+    the training tests of both tiers, eval, bad input, launch, FSDP, the GPU tier)."""
+    from gptkit.pretokenize.encode import Split, encode_corpus
+    from gptkit.shared.corpus import Corpus
+
+    tok, _ = small_tokenizer
+    root = tmp_path_factory.mktemp("trainer-data")
+    (root / "docs.txt").write_text("<|endoftext|>".join(english_like(200, seed=i) for i in range(60)))
+    encode_corpus(Corpus([root / "docs.txt"]), tok, root / "data", split=Split(val_fraction=0.1), shard_tokens=4000,
+                  workers=1, quiet=True)
+    return root / "data"
+
+
+@pytest.fixture(scope="module")
+def model_json(tmp_path_factory):
+    """tests/training.py's tiny MODEL as a model file."""
+    return write_model(tmp_path_factory.mktemp("model") / "model.json")
+
+
+@pytest.fixture(autouse=True)
+def restore_signal_handlers():
+    """train() installs SIGINT/SIGTERM handlers; keep pytest's own afterwards."""
+    saved = {s: signal.getsignal(s) for s in SIGNALS}
+    yield
+    for s, handler in saved.items():
+        signal.signal(s, handler)
 
 
 def shared_file(name):

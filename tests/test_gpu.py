@@ -20,8 +20,7 @@ from click.testing import CliRunner
 
 from gptkit.model.checkpoint import load_model
 from gptkit.shared.errors import SettingError
-from tests.test_trainer import (ENV, MODEL, ROOT, config, data, latest_step, model_json, records, run_flags,  # noqa: F401
-                                torchrun, wait_for)
+from tests.training import ENV, MODEL, ROOT, config, latest_step, records, run_flags, torchrun, wait_for
 from gptkit.train.prepare import Dist, prepare_run
 from gptkit.train.run import train
 from gptkit.train.trainer import Trainer

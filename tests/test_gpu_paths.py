@@ -17,7 +17,7 @@ from gptkit.model.info import model_cost
 from gptkit.model.model import KVCache, TransformerLM
 from gptkit.train import fsdp
 from gptkit.train.report import peak_bf16_flops
-from tests.test_trainer import MODEL, data, invoke, model_json, records, run_flags  # noqa: F401
+from tests.training import MODEL, invoke, records, run_flags
 
 SHAPE = dict(vocab_size=97, context_length=32, d_model=32, n_layers=2, n_heads=4, n_kv_heads=2, d_ff=64, init_std=0.2)
 PROMPT = [3, 14, 15, 92, 65]

@@ -30,7 +30,7 @@ class Family:
     """An adapter. `names`: our module ("layers.{}." for every layer's) -> Theirs;
     `architectures`: the Hugging Face architectures read -> (model_type, what its config class
     takes for a field config.json leaves out, for the fields that change what the model computes;
-    tests/test_import_hf.py checks them against transformers); `config_names`: ModelConfig's
+    tests/integration/test_import_hf.py checks them against transformers); `config_names`: ModelConfig's
     fields -> config.json's, for messages; `ignored`: buffers some files hold beside the weights,
     skipped as transformers skips them."""
 

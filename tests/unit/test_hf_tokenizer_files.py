@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from gptkit.tokenizer import Tokenizer, split
 from gptkit.tokenizer.cli import cli
 
-from .conftest import SHARED_DATA, assert_input_error, english_like
+from tests.conftest import SHARED_DATA, assert_input_error, english_like
 
 tokenizers = pytest.importorskip("tokenizers")
 from tokenizers import Regex, decoders, normalizers, pre_tokenizers, trainers  # noqa: E402 (after the skip)

@@ -180,7 +180,7 @@ def test_cli_writes_the_file_and_reports(tmp_path):
 def test_python_dash_m_stories(tmp_path):
     out = tmp_path / "c.txt"
     proc = subprocess.run([sys.executable, "-m", "gptkit.stories", "--out", str(out), "--size", "3000", "--seed", "1"],
-                          capture_output=True, text=True, cwd=Path(__file__).resolve().parents[1])
+                          capture_output=True, text=True, cwd=Path(__file__).resolve().parents[2])
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.startswith(f"wrote {out}: ") and out.stat().st_size >= 3000
 

@@ -7,7 +7,7 @@ from gptkit.shared.corpus import Corpus
 from gptkit.tokenizer.cli import cli
 from gptkit.tokenizer.vocab import LARGE, SMALL, auto_vocab_size, repeated_span_share
 
-from .conftest import english_like
+from tests.conftest import english_like
 
 
 def test_the_repeated_span_share_counts_positions_that_repeat_within_a_kib():

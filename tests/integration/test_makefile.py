@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 VENV = Path(sys.executable).parents[1]
 
 pytestmark = pytest.mark.skipif(shutil.which("make") is None, reason="no make")

@@ -27,8 +27,8 @@ from gptkit.train.evaluate import HellaSwag
 from gptkit.train.prepare import Dist
 from gptkit.train.run import train
 from tests.conftest import assert_input_error, english_like
-from tests.test_download import FakeResponse
-from tests.test_trainer import config, data, records, write_model  # noqa: F401 (data: a fixture)
+from tests.integration.test_download import FakeResponse
+from tests.training import config, records, write_model
 
 EOT = "<|endoftext|>"
 CONTEXT = 64

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "bench" / "gpu_check.py"
 ROWS = ["gpu-tier", "train-step", "resume", "fsdp", "recipe", "import-eval", "sampling", "loader"]
 

@@ -7,7 +7,7 @@ import pytest
 
 import gptkit.shared.shard_dir
 from gptkit.shared.shard_dir import ShardDir
-from tests.test_shards import U16, shard_error, write_llmc, write_ours
+from tests.unit.test_shards import U16, shard_error, write_llmc, write_ours
 
 
 def a_manifest(shards):

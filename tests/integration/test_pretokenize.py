@@ -869,7 +869,7 @@ def test_a_kill_at_any_step_of_the_commit_leaves_the_old_dataset_or_the_new(tmp_
         args = ["--tokenizer", tok_path, "--input", corpora[target], "--out", out, "--val-fraction", "0.25",
                 "--shard-tokens", 2000, "--threads", 1, "--quiet"]
         proc = subprocess.Popen([sys.executable, "-c", STOPPING_PRETOKENIZE, *map(str, args)],
-                                cwd=Path(__file__).resolve().parents[1], stderr=subprocess.PIPE, text=True,
+                                cwd=Path(__file__).resolve().parents[2], stderr=subprocess.PIPE, text=True,
                                 env={**os.environ, "PAUSE_AT": str(pause_at), "PAUSE_MARKER": str(marker)})
         while not marker.exists() and proc.poll() is None and time.monotonic() - started < 120:
             time.sleep(0.005)

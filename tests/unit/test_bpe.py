@@ -11,7 +11,7 @@ from gptkit.tokenizer import Tokenizer, split
 from gptkit.tokenizer.bpe import _LONG, _groups
 from gptkit.tokenizer.files import BYTE_TO_CHAR
 
-from .conftest import SHARED_DATA, english_like, shared_file
+from tests.conftest import SHARED_DATA, english_like, shared_file
 
 # Text rich in what makes pre-tokenization subtle: runs and kinds of whitespace,
 # apostrophes, digits, punctuation, non-Latin letters, and the characters U+001C..U+001F

@@ -102,7 +102,7 @@ def test_the_same_flag_for_the_same_thing_in_every_stage():
 
 def test_worker_threads_default_to_one_per_physical_core_shared_by_torchrun_processes(monkeypatch):
     """tokenizer train's and pretokenize's --threads (worker processes); torch's threads are measured
-    up to the same share (tests/test_threads.py)."""
+    up to the same share (tests/unit/test_threads.py)."""
     from gptkit.shared import workers
 
     cores = workers.physical_cores()

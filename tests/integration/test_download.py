@@ -128,7 +128,7 @@ def test_make_encode_takes_the_validation_text_beside_the_corpus(tmp_path, with_
     corpus.mkdir(parents=True)
     if with_val:
         (tmp_path / "data/tinystories-val").mkdir()
-    res = subprocess.run(["make", "-n", "-C", str(Path(__file__).parents[1]), "encode", f"CORPUS={corpus}"],
+    res = subprocess.run(["make", "-n", "-C", str(Path(__file__).parents[2]), "encode", f"CORPUS={corpus}"],
                          capture_output=True, text=True, check=True)
     line = next(line for line in res.stdout.splitlines() if "gptkit pretokenize" in line)
     assert f"--input {corpus} " in line

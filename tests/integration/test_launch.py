@@ -16,8 +16,8 @@ from click.testing import CliRunner
 from gptkit.train import launch
 from gptkit.train.cli import cli
 from tests.conftest import assert_input_error
-from tests.test_bad_input import copy_data, past_the_vocabulary
-from tests.test_trainer import ROOT, data, model_json, records  # noqa: F401 (fixtures)
+from tests.integration.test_bad_input import copy_data, past_the_vocabulary
+from tests.training import ROOT, records
 
 GPTKIT = os.path.join(os.path.dirname(sys.executable), "gptkit")
 # The launcher's own environment: not under torchrun, and OMP_NUM_THREADS left to the launcher.
@@ -26,7 +26,7 @@ ENV = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "L
 
 @pytest.fixture(scope="module")
 def settings(model_json, tmp_path_factory):
-    """A --config file: the tiny model of test_trainer, 3 steps."""
+    """A --config file: the tiny model of tests/training.py, 3 steps."""
     path = tmp_path_factory.mktemp("launch") / "settings.json"
     path.write_text(json.dumps({"model": model_json, "device": "cpu", "batch_size": 4, "context_length": 32, "max_steps": 3,
                                 "warmup_steps": 1, "lr": 3e-3, "eval_interval": 0, "eval_tokens": 256, "log_interval": 1}))

@@ -20,7 +20,7 @@ from gptkit.tokenizer.cli import cli
 import gptkit.tokenizer.files
 import gptkit.tokenizer.train
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 GPT2_DATA = REPO.parent / "shared" / "data"
 EOT = "<|endoftext|>"
 

@@ -16,9 +16,8 @@ from safetensors.torch import load_file
 
 from gptkit.sample.cli import cli as sample_cli
 from tests.conftest import assert_input_error
-from tests.test_launch import train_in_two, two_processes
-from tests.test_trainer import (ENV, ROOT, data, invoke, model_json, records, run_flags, stopped_after, torchrun,  # noqa: F401
-                                weights)
+from tests.integration.test_launch import train_in_two, two_processes
+from tests.training import ENV, ROOT, invoke, records, run_flags, stopped_after, torchrun, weights
 
 COMPARED = ("loss", "grad_norm", "val_loss", "val_bpb")
 

@@ -21,8 +21,8 @@ from gptkit.shared.errors import SettingError
 from gptkit.shared.files import LOCK_FILE, output_lock, settle_directory
 from gptkit.train.run_dir import RunDir
 from tests.conftest import assert_input_error
-from tests.test_download import PAYLOAD, FakeServer
-from tests.test_trainer import ENV, ROOT, data, flags, model_json  # noqa: F401 (fixtures)
+from tests.integration.test_download import PAYLOAD, FakeServer
+from tests.training import ENV, ROOT, flags
 
 # Holds the lock of a directory, as a live command does, until killed.
 HOLDER = textwrap.dedent("""

@@ -17,7 +17,7 @@ from gptkit.shared.text import EOT
 from gptkit.tokenizer.files import BYTE_TO_CHAR, CHAR_TO_BYTE
 from gptkit.tokenizer.train import learn_merges
 
-from .conftest import english_like, shared_file
+from tests.conftest import english_like, shared_file
 
 
 def reference_merges(pretoken_counts, n_merges, tie_break):

@@ -34,7 +34,7 @@ from gptkit.sample.cli import cli as sample_cli
 from gptkit.shared.shards import HEADER_BYTES, ShardHeader
 from gptkit.train import parallel, trainer
 from tests.conftest import assert_input_error, english_like
-from tests.test_trainer import MODEL, data, flags, model_json, python_train, records, write_model  # noqa: F401 (fixtures)
+from tests.training import MODEL, flags, python_train, records, write_model
 from gptkit.train.cli import cli as train_cli
 
 
@@ -269,7 +269,7 @@ def test_usage_errors_are_one_line(module, args, needle):
     import sys
 
     res = subprocess.run([sys.executable, "-m", module, *args], capture_output=True, text=True, timeout=60,
-                         cwd=Path(__file__).resolve().parents[1])
+                         cwd=Path(__file__).resolve().parents[2])
     assert res.returncode == 2 and res.stdout == "", res
     lines = res.stderr.splitlines()
     assert len(lines) == 1 and lines[0].startswith("Error: ") and needle in lines[0], res.stderr
@@ -319,7 +319,7 @@ def test_workers_die_with_a_killed_parent_and_its_temporaries_are_cleaned(tmp_pa
     out = tmp_path / "tok.json"
     (tmp_path / ".tok.json.tmp-999999999").write_text("left by a writer killed long ago")
     proc = subprocess.Popen([sys.executable, "-m", "gptkit.tokenizer", "train", "--input", str(corpus), "--vocab-size", "4000",
-                             "--out", str(out), "--threads", "2", "--quiet"], cwd=Path(__file__).resolve().parents[1])
+                             "--out", str(out), "--threads", "2", "--quiet"], cwd=Path(__file__).resolve().parents[2])
 
     def children():
         try:
@@ -345,7 +345,7 @@ def test_workers_die_with_a_killed_parent_and_its_temporaries_are_cleaned(tmp_pa
     assert not alive, "workers outlived their killed parent"
 
     res = subprocess.run([sys.executable, "-m", "gptkit.tokenizer", "train", "--input", str(corpus), "--vocab-size", "300",
-                          "--out", str(out), "--quiet"], cwd=Path(__file__).resolve().parents[1], capture_output=True, text=True, timeout=120)
+                          "--out", str(out), "--quiet"], cwd=Path(__file__).resolve().parents[2], capture_output=True, text=True, timeout=120)
     assert res.returncode == 0, res.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["corpus.txt", "tok.json"]  # the stale temporary is gone
 

@@ -57,6 +57,14 @@ TOKENS_PER_PARAM = 6
 # 4 parameters per training token (it binds only on long budgets over small corpora).
 MAX_PARAMS_PER_TOKEN = 4
 
+# Dropout for the passes the run will make over its corpus (epochs), measured at the shapes the
+# recipe takes, each run a whole schedule (1 thread, fixed steps; held-out bits per byte, docs/train.md,
+# "Dropout"). A 100 KB text (d 64): at 30 epochs 2.26 without dropout, 2.37 with 0.1, 2.36 with 0.2;
+# at 63 epochs 2.68, 2.22, 2.19; at 126 epochs 4.00, 2.38, 2.21 (0.3 no better). Tiny Shakespeare
+# (d 96) at 6.5 epochs: 2.10, 2.16, 2.27. Where each token is seen a few dozen times or fewer,
+# dropout only slows learning; past that, memorizing the corpus costs more than dropout does.
+DROPOUT = ((32, 0.0), (64, 0.1), (math.inf, 0.2))  # (epochs below, dropout)
+
 TIMED_STEPS = 2  # per shape, after one warm-up step
 TIMING_SHARE = 0.05  # of the budget: the most the timing may take; the climb stops when it is spent
 SETTLE_STEPS = 12  # at most, on the smallest shape, while the thread count settles (runtime/threads.py)
@@ -96,6 +104,11 @@ LADDER = (
 EVALS = 5  # validations in a run (the last one included)
 
 
+def dropout_for(epochs):
+    """The model's dropout for a run that makes `epochs` passes over its training tokens (DROPOUT)."""
+    return next(dropout for below, dropout in DROPOUT if epochs < below)
+
+
 @dataclass(frozen=True)
 class Recipe:
     shape: Shape
@@ -103,13 +116,19 @@ class Recipe:
     params: int
     seconds_per_step: float  # as timed on the run's device
     steps: int  # in the budget at that speed (--max-time measures the real number)
+    train_tokens: int
+
+    def epochs(self, steps=None):
+        """The passes over the training tokens that `steps` (the budget's, as timed) make."""
+        return (steps or self.steps) * self.shape.batch * self.shape.context / max(self.train_tokens, 1)
 
     def settings(self, steps=None):
         """TrainConfig fields; `steps`: the length of the run where it is fixed in steps. The
         warmup is the schedule's default, a fraction of the steps however many they turn out, and
-        min_lr the default tenth of lr."""
-        s, steps = self.shape, steps or self.steps
-        return {"model": s.model(self.vocab_size), "batch_size": s.batch, "lr": s.lr, "eval_interval": max(1, steps // EVALS)}
+        min_lr the default tenth of lr; the model's dropout is the epochs' (dropout_for)."""
+        s, dropout = self.shape, dropout_for(self.epochs(steps))
+        model = {**s.model(self.vocab_size), **({"dropout": dropout} if dropout else {})}
+        return {"model": model, "batch_size": s.batch, "lr": s.lr, "eval_interval": max(1, (steps or self.steps) // EVALS)}
 
     def line(self, train_tokens, budget, device, config):
         """What train logs at its start: the corpus, the budget, the choice and why (`config`:
@@ -121,8 +140,8 @@ class Recipe:
                 f"d {model['d_model']}, {model['n_layers']} layers, {model['n_heads']} heads, d_ff {model['d_ff']}, "
                 f"{self.params / 1e6:.2f}M parameters, batch {config.batch_size} x {context}, lr {config.lr:g}: "
                 f"{1000 * self.seconds_per_step:.0f} ms a step as timed here, about {self.steps:,} steps in the budget, "
-                f"{epochs:.1f} epochs (the largest shape that gets {TOKENS_PER_PARAM} tokens a non-embedding parameter; "
-                f"pass --config for a preset)")
+                f"{epochs:.1f} epochs (the largest shape that gets {TOKENS_PER_PARAM} tokens a non-embedding parameter), "
+                f"dropout {model.get('dropout', 0.0):g} (for {epochs:.0f} passes over the corpus); pass --config for a preset")
 
 
 def choose(train_tokens, vocab_size, budget_seconds, seconds_per_step) -> Recipe:
@@ -139,7 +158,7 @@ def choose(train_tokens, vocab_size, budget_seconds, seconds_per_step) -> Recipe
         seconds = seconds_per_step(shape)
         if seconds is None:
             break
-        candidate = Recipe(shape, vocab_size, cost.params, seconds, int(budget_seconds / seconds))
+        candidate = Recipe(shape, vocab_size, cost.params, seconds, int(budget_seconds / seconds), train_tokens)
         if chosen is not None and candidate.steps * shape.batch * shape.context < TOKENS_PER_PARAM * cost.non_embedding_params:
             break
         chosen = candidate

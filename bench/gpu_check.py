@@ -15,7 +15,7 @@ CUDA (one line; GPU_CHECK_DRY=1 runs the dry run instead). No network: the data 
 The rows (each a child process of its own, in its own process group, killed at its time limit;
 a row that fails or runs out of time leaves the others to run):
 
-  1 gpu-tier     `pytest -m gpu` (tests/test_gpu.py): all pass, none skipped.
+  1 gpu-tier     `pytest -m gpu` (tests/integration/test_gpu.py): all pass, none skipped.
   2 train-step   the training step at GPT-2 small (bf16 autocast, torch.compile, batch 32 x 1024)
                  with bench/train_gpu.py's own contenders in one process: ours (Trainer._train_step),
                  HF LlamaForCausalLM of the same size, a nanoGPT-style GPT-2; tokens/s and MFU =

@@ -134,12 +134,12 @@ def test_cuda_draws_are_the_cpus_for_a_seed():
 
 
 def test_sampling_from_fsdp_on_one_gpu_between_training_steps(tmp_path, monkeypatch):
-    """FSDP's bf16 policy on NCCL (tests/test_gpu_paths.py runs it on gloo): sampling works
+    """FSDP's bf16 policy on NCCL (tests/integration/test_gpu_paths.py runs it on gloo): sampling works
     between training steps, its greedy tokens the unsharded bf16 model's up to a near-tie."""
     import torch.distributed as dist
 
     from gptkit.model.generate import generate
-    from tests.test_gpu_paths import PROMPT, bf16_sharded
+    from tests.integration.test_gpu_paths import PROMPT, bf16_sharded
 
     device = torch.device("cuda", 0)
     torch.cuda.set_device(device)

@@ -508,7 +508,6 @@ def row_gpu_tier(r):
 
 
 def row_train_step(r):
-    import gc
     import tempfile
 
     import torch
@@ -533,35 +532,20 @@ def row_train_step(r):
         peak = device_peak(name)
         r.values.update(device=name, peak_flops=peak, peak_assumed=peak is None)
         peak = peak or H100_PEAK  # an unlisted GPU: MFU against the H100 SXM's peak, said in the values
-    results, trainer = {}, None
+    results = {}
     with tempfile.TemporaryDirectory(dir=WORK) as tmp:
         data = Path(tmp) / "data"
         build_data(data, load_config(shape).vocab_size, train_tokens=max(1 << 20, 4 * batch * (context + 1)))
-        for name_, build, flops in train_gpu.contenders(shape, data, Path(tmp) / "run", device, compile_model):
-            if trainer is not None:  # the references read the trainer's batches; its model and optimizer go first
-                trainer.model = trainer.parallel = trainer.optimizers = trainer.checkpoints = None
-            gc.collect()
-            if device.type == "cuda":
-                torch.cuda.empty_cache()
-                torch.cuda.reset_peak_memory_stats(device)
-            if name_ == "ours":
-                trainer = build()
-                step = trainer._train_step
-            else:
-                model, loss_of = build()
-                flops = flops or model.flops_per_token(context)
-                step = train_gpu.reference_step(model, loss_of, trainer.batches, device, compile_model)
-            seconds = train_gpu.measure(step, c["steps"], c["warmup"], device)
-            tok_s = c["steps"] * batch * context / seconds
+        for name_, tok_s, flops, memory, trainer in train_gpu.race(shape, data, Path(tmp) / "run", device, compile_model,
+                                                                  c["steps"], c["warmup"]):
             results[name_] = {"tokens_per_s": tok_s, "flops_per_token": flops, "mfu": flops * tok_s / peak if peak else None,
-                              "peak_memory_bytes": torch.cuda.max_memory_allocated(device) if device.type == "cuda" else None}
+                              "peak_memory_bytes": memory}
             print(f"{name_}: {results[name_]}", flush=True)
             r.values.update(shape=shape, batch=batch, context=context, contenders=results)
             r.figures = train_step_figures(results, shape, batch, context, peak)
             partial(r, started, f"no figures yet for {', '.join(n for n in ('ours', 'hf-llama', 'nanogpt') if n not in results)}")
             if name_ == "ours":
                 loader_row(trainer, device)
-            step = model = None
     ours = results["ours"]
     r.check("every contender ran", all(v["tokens_per_s"] > 0 and math.isfinite(v["tokens_per_s"]) for v in results.values()))
     if MODE["mfu_min"] is not None:
@@ -582,12 +566,9 @@ def train_step_figures(results, shape, batch, context, peak):
 
 def device_peak(name):
     """gptkit's dense bf16 peak for the GPU `name`d (train/report.py's table), or None."""
-    from gptkit.train import report
+    from gptkit.train.report import peak_bf16_flops
 
-    if hasattr(report, "peak_bf16_flops"):
-        return report.peak_bf16_flops(name)
-    table = report.PEAK_BF16_FLOPS
-    return next((flops for key, flops in (table.items() if isinstance(table, dict) else table) if key in name), None)
+    return peak_bf16_flops(name)
 
 
 def loader_row(trainer, device):

@@ -220,7 +220,6 @@ def child_time(tmp, a):
 
 def child_profile(tmp, a):
     """One step of each (after the warm-up) under torch.profiler: top ops by self CPU time."""
-    import torch
     from torch.profiler import ProfilerActivity, profile
 
     ours = trainer(tmp, "run-profile", a)

@@ -197,30 +197,40 @@ def main():
             data = Path(tmp) / shape
             vocab = load_config(shape).vocab_size
             build_data(data, vocab, train_tokens=max(1 << 20, 4 * batch * (context + 1)))
-            results, trainer = {}, None
-            for name_, build, flops in contenders(shape, data, Path(tmp) / f"run-{shape}", device, compile_model):
-                if trainer is not None:  # the references read the trainer's batches; its model and optimizer go first
-                    trainer.model = trainer.parallel = trainer.optimizers = trainer.checkpoints = None
-                gc.collect()
-                if device.type == "cuda":
-                    torch.cuda.empty_cache()
-                    torch.cuda.reset_peak_memory_stats(device)
-                if name_ == "ours":
-                    trainer = build()
-                    step = trainer._train_step
-                else:
-                    model, loss_of = build()
-                    flops = flops or model.flops_per_token(context)
-                    step = reference_step(model, loss_of, trainer.batches, device, compile_model)
-                seconds = measure(step, a.steps, a.warmup, device)
-                tokens_per_s = a.steps * batch * context / seconds
-                memory = torch.cuda.max_memory_allocated(device) / 2**30 if device.type == "cuda" else float("nan")
+            results = {}
+            for name_, tokens_per_s, flops, memory, _ in race(shape, data, Path(tmp) / f"run-{shape}", device, compile_model,
+                                                              a.steps, a.warmup):
                 results[name_] = tokens_per_s
                 mfu = f"{100 * flops * tokens_per_s / peak:.1f}%" if peak else "n/a"
-                print(f"{shape:<16} {name_:<10} {tokens_per_s:>12,.0f} {mfu:>7} {memory:>9.2f} "
+                gib = memory / 2**30 if memory is not None else float("nan")
+                print(f"{shape:<16} {name_:<10} {tokens_per_s:>12,.0f} {mfu:>7} {gib:>9.2f} "
                       f"{results['ours'] / tokens_per_s:>12.2f}", flush=True)
-                step = model = None
 
+
+def race(shape, data, run_dir, device, compile_model, steps, warmup):
+    """Each contender's training step at `shape`, one after the other on `device`: yields (name,
+    tokens/s, FLOPs per token, peak memory in bytes (None off CUDA), ours' trainer), while the
+    contender is still built (the trainer's batches feed the references)."""
+    batch, context = SHAPES[shape]
+    trainer = None
+    for name, build, flops in contenders(shape, data, run_dir, device, compile_model):
+        if trainer is not None:  # the references read the trainer's batches; its model and optimizer go first
+            trainer.model = trainer.parallel = trainer.optimizers = trainer.checkpoints = None
+        gc.collect()
+        if device.type == "cuda":
+            torch.cuda.empty_cache()
+            torch.cuda.reset_peak_memory_stats(device)
+        if name == "ours":
+            trainer = build()
+            step = trainer._train_step
+        else:
+            model, loss_of = build()
+            flops = flops or model.flops_per_token(context)
+            step = reference_step(model, loss_of, trainer.batches, device, compile_model)
+        seconds = measure(step, steps, warmup, device)
+        memory = torch.cuda.max_memory_allocated(device) if device.type == "cuda" else None
+        yield name, steps * batch * context / seconds, flops, memory, trainer
+        step = model = None
 
 if __name__ == "__main__":
     main()

@@ -14,7 +14,6 @@ import difflib
 import logging
 import os
 import sys
-from pathlib import Path
 
 import click
 

@@ -12,7 +12,6 @@ import time
 import types
 from datetime import timedelta
 
-import pytest
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
@@ -28,7 +27,6 @@ from gptkit.train.parallel import ParallelModel
 from gptkit.train.prepare import Dist
 from gptkit.train.report import LogWindow
 from gptkit.train.run import train
-from tests.conftest import english_like
 
 MODEL = dict(vocab_size=450, context_length=64, d_model=32, n_layers=2, n_heads=2, d_ff=64)
 
@@ -150,20 +148,7 @@ def test_a_log_window_leaves_out_the_time_paused():
     assert window.seconds() == 0.5
 
 
-@pytest.fixture(scope="module")
-def train_data(small_tokenizer, tmp_path_factory):
-    from gptkit.pretokenize.encode import Split, encode_corpus
-    from gptkit.shared.corpus import Corpus
-
-    tok, _ = small_tokenizer
-    root = tmp_path_factory.mktemp("data")
-    (root / "docs.txt").write_text("<|endoftext|>".join(english_like(200, seed=i) for i in range(60)))
-    encode_corpus(Corpus([root / "docs.txt"]), tok, root / "data", split=Split(val_fraction=0.1), shard_tokens=4000,
-                  workers=1, quiet=True)
-    return root / "data"
-
-
-def test_the_throughput_logged_after_an_evaluation_is_the_steps_alone(train_data, tmp_path, monkeypatch):
+def test_the_throughput_logged_after_an_evaluation_is_the_steps_alone(data, tmp_path, monkeypatch):
     evaluate, pause = Evaluator.__call__, 2.0
 
     def slow(self, *args):
@@ -172,7 +157,7 @@ def test_the_throughput_logged_after_an_evaluation_is_the_steps_alone(train_data
 
     monkeypatch.setattr(Evaluator, "__call__", slow)
     (tmp_path / "model.json").write_text(json.dumps(MODEL))
-    train(TrainConfig(data=str(train_data), out=str(tmp_path / "run"), model=str(tmp_path / "model.json"), device="cpu",
+    train(TrainConfig(data=str(data), out=str(tmp_path / "run"), model=str(tmp_path / "model.json"), device="cpu",
                       batch_size=4, context_length=32, max_steps=4, warmup_steps=2, lr=3e-3, eval_interval=2, eval_tokens=256,
                       log_interval=2, checkpoint_interval=0), threads=1)
     lines = [json.loads(line) for line in (tmp_path / "run/metrics.jsonl").read_text().splitlines()]

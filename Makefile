@@ -28,6 +28,7 @@ CKPT       ?= $(RUN)/latest
 GPUS       ?= 1
 ARGS       ?=
 PROMPT     ?= Once upon a time
+PORT       ?= 8000
 THREADS    ?=# empty: every stage's --threads default (workers: one per physical core; torch: measured)
 BENCH_DATA ?= data/bench
 GPU_CHECK_OUT ?= out/gpu-check
@@ -39,13 +40,13 @@ THREADS_FLAG = $(if $(THREADS),--threads $(THREADS))
 # step taken too soon says which one to run (ls: CORPUS may be a glob).
 needs = @ls -d $(1) >/dev/null 2>&1 || { echo "Error: $(1): no such $(2); $(3)" >&2; exit 2; }
 
-.PHONY: help install demo test bench corpus data tokenizer encode train sample plot
+.PHONY: help install demo test bench corpus data tokenizer encode train sample serve plot
 
 help: ## List the targets and their variables.
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
 	@echo "variables: CORPUS=$(CORPUS) VAL_CORPUS=$(VAL_CORPUS) CORPUS_SIZE=$(CORPUS_SIZE) DATASET=$(DATASET) VOCAB_SIZE=$(VOCAB_SIZE)"
 	@echo "           TOKENIZER=$(TOKENIZER) DATA=$(DATA) CONFIG=$(CONFIG)"
-	@echo "           RUN=$(RUN) GPUS=$(GPUS) ARGS='$(ARGS)' CKPT=$(CKPT) PROMPT='$(PROMPT)' THREADS=$(THREADS)"
+	@echo "           RUN=$(RUN) GPUS=$(GPUS) ARGS='$(ARGS)' CKPT=$(CKPT) PROMPT='$(PROMPT)' PORT=$(PORT) THREADS=$(THREADS)"
 	@echo "           BENCH_DATA=$(BENCH_DATA) GPU_CHECK_OUT=$(GPU_CHECK_OUT)"
 
 install: $(VENV)/.installed ## Create .venv with torch and this project (editable, with test extras).
@@ -111,6 +112,10 @@ train: install ## Train on DATA into RUN: the recipe, or the CONFIG preset; GPUS
 sample: install ## Continue PROMPT with the checkpoint CKPT.
 	$(call needs,$(CKPT),checkpoint,make train writes it$$(test -e $(DEMO)/run/latest && echo " (the demo's model: make sample CKPT=$(DEMO)/run/latest)"))
 	$(GPTKIT) sample --checkpoint $(CKPT) --prompt "$(PROMPT)" $(THREADS_FLAG)
+
+serve: install ## Serve the checkpoint CKPT with the OpenAI API and a chat page on http://127.0.0.1:PORT/ (8000).
+	$(call needs,$(CKPT),checkpoint,make train writes it$$(test -e $(DEMO)/run/latest && echo " (the demo's model: make serve CKPT=$(DEMO)/run/latest)"))
+	$(GPTKIT) serve --checkpoint $(CKPT) --port $(PORT) $(THREADS_FLAG) $(ARGS)
 
 plot: install ## Plot RUN's training and validation loss and learning rate to RUN/loss.png (needs matplotlib).
 	$(call needs,$(RUN),run,make train writes it)

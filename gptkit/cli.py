@@ -7,6 +7,7 @@ from gptkit.eval.cli import cli as eval_
 from gptkit.model.cli import cli as model
 from gptkit.pretokenize.cli import cli as pretokenize
 from gptkit.sample.cli import cli as sample
+from gptkit.serve.cli import cli as serve
 from gptkit.shared.cli import CONTEXT, Group, version_option
 from gptkit.stories.cli import cli as stories
 from gptkit.tokenizer.cli import cli as tokenizer
@@ -21,7 +22,8 @@ def cli():
 
 
 for name, command in (("stories", stories), ("tokenizer", tokenizer), ("pretokenize", pretokenize), ("model", model),
-                      ("train", train), ("sample", sample), ("eval", eval_)):
+                      ("train", train), ("sample", sample), ("serve", serve),
+                      ("eval", eval_)):
     cli.add_command(command, name)
 
 

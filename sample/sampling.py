@@ -67,11 +67,15 @@ class Samples:
     """Samples being generated, all of a batch at once. Iterating gives (i, piece): a piece of
     sample i's text as soon as it is safe to show (whole characters, nothing of a stop string);
     a sample ends at the end-of-text token, at a stop string or after max_new_tokens. `seed`
-    gives the same samples again; `texts()`, each sample's whole text."""
+    gives the same samples again; `texts()`, each sample's whole text. Once read, `tokens[i]`: the
+    tokens generated for sample i (its end-of-text token included); `finish_reasons[i]`: "stop"
+    (end-of-text or a stop string) or "length" (max_new_tokens), what a server reports."""
 
     def __init__(self, sampler: Sampler, ids, settings: Settings):
         self.seed = random.randrange(2**31) if settings.seed is None else settings.seed
         self._pieces = [[] for _ in range(settings.num_samples)]
+        self.tokens = [0] * settings.num_samples
+        self.finish_reasons = ["length"] * settings.num_samples
         self._iterator = self._generate(sampler, ids, settings)
 
     def __iter__(self):
@@ -93,11 +97,14 @@ class Samples:
             for i, token in enumerate(step.tolist()):
                 if finished[i]:
                     continue
+                self.tokens[i] += 1
                 if token == sampler.eot_id:
-                    finished[i] = True
+                    finished[i], self.finish_reasons[i] = True, "stop"
                     continue
                 yield from self._piece(i, streams[i].add(token))
                 finished[i] = streams[i].done
+                if finished[i]:
+                    self.finish_reasons[i] = "stop"
             if all(finished):
                 break
             started = time.perf_counter()  # the reader's time between steps is not the token's

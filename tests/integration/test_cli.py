@@ -13,7 +13,7 @@ import gptkit
 from gptkit.cli import cli
 from gptkit.shared import cli as shared_cli
 
-STAGES = ("stories", "tokenizer", "pretokenize", "model", "train", "sample", "eval")
+STAGES = ("stories", "tokenizer", "pretokenize", "model", "train", "sample", "serve", "eval")
 GPTKIT = Path(sys.executable).with_name("gptkit")
 
 
@@ -143,6 +143,6 @@ def test_installs_no_top_level_names_but_gptkit(tmp_path):
     """The distribution's modules are all under gptkit: `tokenizer`, `train`, `model`, ... stay free
     for the user and for other packages (PyPI's `tokenizer` installs `import tokenizer`)."""
     probe = ("import importlib.util as u; print(' '.join(n for n in ('tokenizer', 'pretokenize', 'model', 'train', "
-             "'sample', 'eval', 'shared', 'runtime', 'stories') if u.find_spec(n)))")
+             "'sample', 'serve', 'eval', 'shared', 'runtime', 'stories') if u.find_spec(n)))")
     res = run([sys.executable, "-c", probe], tmp_path)
     assert res.returncode == 0 and res.stdout.strip() == "", res

@@ -28,6 +28,7 @@ writer killed mid-swap left (shared/files.py) before it writes.
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 from datetime import timedelta
 from pathlib import Path
@@ -181,6 +182,16 @@ def read_state(checkpoint, config, tokenizer, model_config) -> dict:
         return _read_state(checkpoint, saved)
     except CheckpointError as e:
         raise CheckpointError(f"{e}; {_intact_note(checkpoint, Path(config.out) / CHECKPOINTS)}") from None
+
+
+def initialized(config, tokenizer):
+    """A new run from --init-from: its model is the checkpoint's, recorded in full, and the
+    checkpoint named by an absolute path, as the data is."""
+    if config.model is not None:
+        raise SettingError("init_from", f"{config.init_from}: give --init-from or --model, not both (the model is the "
+                                        "checkpoint's)")
+    checkpoint = str(Path(config.init_from).resolve())
+    return dataclasses.replace(config, init_from=checkpoint, model=initial_model(checkpoint, tokenizer, config.data))
 
 
 def initial_model(checkpoint, tokenizer, data) -> dict:

@@ -28,7 +28,7 @@ class Loader:
 
     def __init__(self, data: ShardData, config, context_length, dist):
         """`config`: the run's loader, batch_size (of all processes: this one takes its share),
-        seed and grad_accum; `dist`: this process's place (prepare.Dist)."""
+        seed and grad_accum; `dist`: this process's place (processes.Dist)."""
         self.data, self.mode, self.B, self.T = data, config.loader, config.batch_size // dist.world, context_length
         self.seed, self.rank, self.world, self.grad_accum = config.seed, dist.rank, dist.world, config.grad_accum
         usable = np.maximum(data.sizes - context_length, 0)  # sequence start positions, shard by shard

@@ -17,7 +17,7 @@ class Evaluator:
     its own share of the run's batch size (`config`), and add up their sums."""
 
     def __init__(self, val_data, tokenizer, context_length, config, dist):
-        """`dist`: this process's place (prepare.Dist)."""
+        """`dist`: this process's place (processes.Dist)."""
         sequences = eval_sequences(val_data, context_length, config.eval_tokens)
         self.sequences = sequences[dist.rank::dist.world]
         self.batch_size = config.batch_size // dist.world
@@ -44,7 +44,7 @@ class HellaSwag:
 
     def __init__(self, tokenizer, bos_id, context_length, config, dist):
         """`bos_id`: what a text starts with, as in the run's samples (its data's end-of-text id);
-        `dist`: this process's place (prepare.Dist)."""
+        `dist`: this process's place (processes.Dist)."""
         path, world = config.eval_hellaswag, dist.world
         items = frame(read_hellaswag(path), tokenizer, bos_id, context_length, path).items
         self.items = items[dist.rank::world]

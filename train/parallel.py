@@ -23,7 +23,7 @@ class ParallelModel:
     compiled, and wrapped by DDP where the processes hold it whole); `optimizers`."""
 
     def __init__(self, run, dist):
-        """The model of `run` (prepare.Run) on this process's place `dist` (prepare.Dist)."""
+        """The model of `run` (prepare.Run) on this process's place `dist` (processes.Dist)."""
         config, device = run.config, dist.device
         self.dist = dist
         torch.manual_seed(config.seed)

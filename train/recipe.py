@@ -33,10 +33,8 @@ import torch
 from gptkit.model.config import ModelConfig
 from gptkit.model.info import model_cost
 from gptkit.model.model import TransformerLM
-from gptkit.shared.shard_dir import ShardDir
 
 from .config import DEFAULT_BUDGET, from_layers, parse_duration
-from .data import data_tokenizer
 from .optim import AdamW
 
 # Training tokens per parameter that a shape must get in the budget. On 1 MB of text (Tiny
@@ -216,22 +214,23 @@ def step_timer(vocab_size, device, threads, budget_seconds, agree=float, world=1
     return seconds_per_step
 
 
-def recipe_config(config, device, threads, agree=float, world=1):
-    """(`config`, its model not given, completed by the recipe for its data, its budget
-    (max_time, or DEFAULT_BUDGET where no length is given) and `device`: the recipe's settings are
-    the layer below `config` (from_layers); the Recipe). Logs the choice in one line."""
+def recipe_config(config, data, vocab_size, device, threads, agree=float, world=1):
+    """(`config`, its model not given, completed by the recipe for its data (`data`, a ShardDir
+    of `vocab_size` tokens), its budget (max_time, or DEFAULT_BUDGET where no length is given)
+    and `device`: the recipe's settings are the layer below `config` (from_layers); the Recipe).
+    Logs the choice in one line."""
     budget = config.max_time or DEFAULT_BUDGET
-    data = ShardDir(config.data)
-    train_tokens, vocab_size = data.tokens("train"), data_tokenizer(data).vocab_size
+    train_tokens = data.tokens("train")
     timer = step_timer(vocab_size, device, threads, parse_duration(budget), agree, world)
     chosen = choose(train_tokens, vocab_size, parse_duration(budget), timer)
     steps = None  # the budget's, as timed
     if config.max_time is None and (config.max_steps or config.max_tokens):  # a length in steps or tokens: the evaluations fit it
         tokens_per_step = (config.batch_size or chosen.shape.batch) * (config.context_length or chosen.shape.context) * config.grad_accum
         steps = config.max_steps or -(-config.max_tokens // tokens_per_step)
-    # the budget is the recipe's length: a length of config's own sets it instead
-    resolved = from_layers(config.to_dict(), {**chosen.settings(steps), "max_time": budget})
+    settings = chosen.settings(steps)
     where = f"{device.type} ({threads.count} thread{'s' if threads.count > 1 else ''})" if device.type == "cpu" else str(device)
+    # the budget is the recipe's length: a length of config's own sets it instead
+    resolved = from_layers(config.to_dict(), {**settings, "max_time": budget})
     _log(chosen.line(train_tokens, budget if config.max_time else f"{budget} (the default budget)", where, resolved))
     return resolved, chosen
 

@@ -22,7 +22,7 @@ class StepReport:
     on a CPU), and how far the run is (`planner`: train/budget.py) since `first_step`."""
 
     def __init__(self, planner, first_step, threads, flops_per_token, dist):
-        """`dist`: this process's place (prepare.Dist), on its device among `dist.world` processes."""
+        """`dist`: this process's place (processes.Dist), on its device among `dist.world` processes."""
         self.planner, self.first_step, self.threads, self.flops_per_token = planner, first_step, threads, flops_per_token
         self.device, self.world = dist.device, dist.world
         self.peak_flops = _peak_flops(dist.device)  # per GPU; None on a CPU or an unlisted GPU: no MFU

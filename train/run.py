@@ -1,5 +1,5 @@
 """`train(config)`: a run from start to end, in each of its processes: this process's place among
-them (prepare.processes), the run directory owned by the process that writes it, the run prepared
+them (processes.processes), the run directory owned by the process that writes it, the run prepared
 (prepare.prepare_run: every setting final), then trained (trainer.Trainer). A run of the recipe's
 that finds its steps far slower than the recipe timed them (TooSlow) is prepared again, once, for
 the time left."""
@@ -13,7 +13,8 @@ from gptkit.runtime.threads import torch_threads
 from gptkit.shared.files import output_lock
 
 from .config import TrainConfig
-from .prepare import prepare_run, processes
+from .prepare import prepare_run
+from .processes import processes
 from .trainer import TooSlow, Trainer
 
 
@@ -27,19 +28,20 @@ def train(config: TrainConfig, resume=False, threads=None):
         # One live run writes a run directory: rank 0, the writer, owns it until the run ends.
         with output_lock(config.out, "gptkit train") if dist.master else contextlib.nullcontext():
             threads = torch_threads(threads, dist.device)
-            steps = _trained(config, resume, dist, threads)
+            left = None  # the seconds left where the recipe's choice proved too slow: chosen again, once, for them
+            while True:
+                run = prepare_run(config if left is None else dataclasses.replace(config, max_time=f"{left:.0f}s"),
+                                  resume, dist, threads)
+                try:
+                    # the second choice is timed on the machine as it is now, and held to no timing
+                    steps = Trainer(run if left is None else dataclasses.replace(run, recipe=None), dist, threads).run()
+                    break
+                except TooSlow as slow:
+                    left = slow.remaining
+                # Out of the except block, the first Trainer is unreachable (the exception's
+                # traceback held it) and freed before the second is built; the collector frees its
+                # cycles (its parts refer back to it) at once, not at some later allocation.
+                del run
+                gc.collect()
             dist.barrier()  # rank 0 may still be writing the last checkpoint: gloo aborts if a peer leaves first
             return steps
-
-
-def _trained(config, resume, dist, threads):
-    try:
-        return Trainer(prepare_run(config, resume, dist, threads), dist, threads).run()
-    except TooSlow as slow:  # once: the second choice is timed on the machine as it is now
-        remaining = slow.remaining
-    # Out of the except block, the first Trainer is unreachable (the exception's traceback held it)
-    # and freed before the second is built; the collector frees its cycles (its parts refer back
-    # to it) at once, not at some later allocation.
-    gc.collect()
-    run = prepare_run(dataclasses.replace(config, max_time=f"{remaining:.0f}s"), resume, dist, threads)
-    return Trainer(dataclasses.replace(run, recipe=None), dist, threads).run()

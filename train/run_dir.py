@@ -9,6 +9,7 @@ a resumed run first cuts metrics.jsonl back to its checkpoint's step.
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from pathlib import Path
@@ -30,13 +31,14 @@ class RunDir:
         self.path, self.master = Path(path), master
         self.config_file, self.metrics = self.path / CONFIG_FILE, self.path / METRICS_FILE
 
-    def start(self, config):
-        """A new run: its directory checked (check_new), then its config.json written."""
+    def start(self, record):
+        """A new run: its directory checked (check_new), then its config.json written: `record`,
+        the settings as TrainConfig.to_dict gives them."""
         self.check_new()
         if self.master:
             try:
                 self.path.mkdir(parents=True, exist_ok=True)
-                self.write_config(config)
+                self._write_config(record)
                 self.metrics.unlink(missing_ok=True)
             except OSError as e:
                 raise SettingError("out", f"{self.path}: cannot write there ({e.strerror})") from None
@@ -55,23 +57,27 @@ class RunDir:
             raise SettingError("out", f"{out}: a directory of other files ({(foreign or [CONFIG_FILE])[0]}, ...), not a run; "
                                       "choose a new directory")
 
-    def write_config(self, config):
-        if self.master:
-            with atomic_write(self.config_file) as f:
-                f.write(json.dumps(config.to_dict(), indent=2) + "\n")
+    def go_on(self, step, record=None):
+        """A resumed run at `step`: metrics.jsonl cut back to it, dropping the records from after
+        it (they belong to an attempt interrupted after its last checkpoint, which the resumed run
+        does again), and config.json rewritten where `record` (the settings it goes on with) is
+        given."""
+        if self.master and self.metrics.exists():
+            kept = [line for line in self.metrics.read_text(errors="replace").splitlines() if _record_step(line) <= step]
+            with atomic_write(self.metrics) as f:
+                f.write("".join(line + "\n" for line in kept))
+        if record is not None:
+            self._write_config(record)
 
     def append(self, record):
         if self.master:
             with open(self.metrics, "a") as f:
                 f.write(json.dumps(record) + "\n")
 
-    def cut_back(self, step):
-        """Drop the records from after `step`: they belong to an attempt interrupted after its
-        last checkpoint, which the resumed run does again."""
-        if self.master and self.metrics.exists():
-            kept = [line for line in self.metrics.read_text(errors="replace").splitlines() if _record_step(line) <= step]
-            with atomic_write(self.metrics) as f:
-                f.write("".join(line + "\n" for line in kept))
+    def _write_config(self, record):
+        if self.master:
+            with atomic_write(self.config_file) as f:
+                f.write(json.dumps(record, indent=2) + "\n")
 
 
 def load_run_config(run_dir) -> dict:
@@ -89,6 +95,38 @@ def load_run_config(run_dir) -> dict:
     if unknown:
         raise InputError(f"{path}: unknown setting {unknown[0]!r}; was the file edited?")
     return saved
+
+
+def as_recorded(config, then):
+    """`config` with its paths as the run records them. A new run records its data directory and
+    --eval-hellaswag's file as absolute paths (--init-from's: checkpointing.initialized), so that a resume from
+    another working directory finds them. A resume (`then`: the run's config.json) keeps the run's
+    spelling of a path that names the same place (../data, a link to it) and records a new place
+    (the data's content is checked against the checkpoint's: resume.py); a recorded place that
+    is gone is an error naming the flag that gives the new one. A resumed run keeps its own
+    weights: an --init-from other than the run's is refused."""
+    recorded = then or {}
+
+    def place(name):
+        path, was = getattr(config, name), recorded.get(name)
+        if path is None or (isinstance(was, str) and (path == was or Path(path).resolve() == Path(was).resolve())):
+            return was
+        return str(Path(path).resolve())
+
+    data, hellaswag, init_from = place("data"), place("eval_hellaswag"), place("init_from")
+    if then is None:
+        return dataclasses.replace(config, data=data, eval_hellaswag=hellaswag)
+    if init_from != then.get("init_from"):
+        raise SettingError("init_from", f"{config.init_from}: a resumed run goes on from its own checkpoints, not from other "
+                                        f"weights (it started from {then.get('init_from') or 'a random initialization'})")
+    run = Path(config.out) / CONFIG_FILE
+    if data == then.get("data") and not Path(data).is_dir():
+        raise SettingError("data", f"{data}: no such directory (the run's data, as {run} records it); if it moved, give its "
+                                   "new place with --data DIR")
+    if hellaswag is not None and hellaswag == then.get("eval_hellaswag") and not Path(hellaswag).is_file():
+        raise SettingError("eval_hellaswag", f"{hellaswag}: no such file (the run's, as {run} records it); if it moved, give "
+                                             "its new place with --eval-hellaswag FILE")
+    return dataclasses.replace(config, data=data, eval_hellaswag=hellaswag, init_from=init_from)
 
 
 def resume_config(settings: dict) -> TrainConfig:

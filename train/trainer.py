@@ -2,7 +2,7 @@
 resumable exactly.
 
 A Trainer trains a prepared run (prepare.py: its settings final, its data checked) in this
-process's place among the run's (prepare.Dist); run.py makes both. It builds the model as the
+process's place among the run's (processes.Dist); run.py makes both. It builds the model as the
 processes hold it and its optimizers (parallel.py), the evaluations (evaluate.py), the run's
 length and schedule (budget.py: the Planner) and its checkpoints (checkpointing.py: every part's
 state saved and restored), then loops: each step is queued on the device, and the host waits for
@@ -48,7 +48,7 @@ class TooSlow(Exception):
 
 class Trainer:
     def __init__(self, run, dist, threads=None):
-        """Train `run` (prepare.Run) in this process's place `dist` (prepare.Dist). `threads`: a
+        """Train `run` (prepare.Run) in this process's place `dist` (processes.Dist). `threads`: a
         runtime.threads.Threads; None: torch's threads as they are. A run whose recipe is given
         (run.recipe) is held to its timing until its first checkpoint (TooSlow)."""
         config = run.config
@@ -67,7 +67,7 @@ class Trainer:
         self.checkpoints = Checkpoints(run, Parts(self, self.model, self.optimizers, self.planner), dist)
         self.step, self.tokens = 0, 0
         if run.checkpoint is None:
-            self.run_dir.start(config)
+            self.run_dir.start(config.to_dict())
         else:
             self._resume()
         self.batches = self._batches()
@@ -264,7 +264,7 @@ class Trainer:
         self._log(line)
         try:
             self.run_dir.append(record)
-        except OSError as e:  # a full disk: a line cut short is dropped by the resume (RunDir.cut_back)
+        except OSError as e:  # a full disk: a line cut short is dropped by the resume (RunDir.go_on)
             raise TrainingError(f"{self.run_dir.metrics}: cannot write ({e.strerror}); {self.checkpoints.full_disk_note()}") from None
 
     def _log(self, line):
@@ -288,10 +288,8 @@ class Trainer:
         was, metrics.jsonl cut back to its step, config.json recording the settings the run goes
         on with (a new length, the data's new place, ...), and a new length planned."""
         self.checkpoints.load(self.prepared.checkpoint)
-        self.run_dir.cut_back(self.step)
         self.dist.barrier()  # every rank has read the run's config.json before rank 0 records the new one
-        if not self.prepared.recorded:
-            self.run_dir.write_config(self.config)
+        self.run_dir.go_on(self.step, None if self.prepared.recorded else self.config.to_dict())
         if not self.prepared.new_length:
             return
         if self.planner.seconds:  # a new --max-time: planned from this session's throughput (Planner.start)

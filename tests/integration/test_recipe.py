@@ -10,8 +10,10 @@ from click.testing import CliRunner
 from gptkit.model.config import ModelConfig, load_config
 from gptkit.model.info import model_cost, training_memory
 from gptkit.runtime.threads import Threads
+from gptkit.shared.shard_dir import ShardDir
 from gptkit.train.cli import cli
 from gptkit.train.config import WITHOUT_RECIPE, TrainConfig, completed
+from gptkit.train.data import data_tokenizer
 from gptkit.train.recipe import DEFAULT_BUDGET, LADDER, TOKENS_PER_PARAM, choose, dropout_for, recipe_config, step_timer
 
 MINUTE = 60
@@ -125,7 +127,9 @@ def data(small_text, small_tokenizer, tmp_path_factory):
 
 
 def chosen(data, **settings):
-    return recipe_config(TrainConfig(data=str(data), out="run", device="cpu", **settings), torch.device("cpu"), Threads(1))[0]
+    shards = ShardDir(str(data))
+    return recipe_config(TrainConfig(data=str(data), out="run", device="cpu", **settings), shards, data_tokenizer(shards).vocab_size,
+                         torch.device("cpu"), Threads(1))[0]
 
 
 def test_without_config_the_recipe_sizes_the_run(data, capsys):

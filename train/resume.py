@@ -1,0 +1,55 @@
+"""A resume checked against the run it goes on (prepare.py's last step): the checkpoint it goes
+on from, read and checked (checkpointing.read_state), the same settings but for the length, the
+same data by its content wherever it lies now, and a new length that leaves steps to do."""
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+from gptkit.shared.errors import SettingError
+from gptkit.shared.shard_dir import ShardDir
+
+from .budget import steps_asked
+from .checkpointing import read_state
+from .config import LENGTH, fixed_difference
+from .data import data_identity, identity_difference
+from .run_dir import LATEST
+
+
+def resumed(run, resume, given, then):
+    """`run` going on from a checkpoint of its own (`resume`: True, the latest): the same model,
+    the same settings but for the length (`given`: its config before the model was resolved;
+    `then`: the run's config.json), and the same data by its content, wherever it lies now; a new
+    length must leave steps to do."""
+    config = run.config
+    checkpoint = Path(config.out) / LATEST if resume is True else Path(resume)
+    state = read_state(checkpoint, config, run.tokenizer, run.model)
+    # Hashed with the settings before: the preset name or file path, by a run begun before
+    # config.json held the model itself; the data's path, before the data was known by its content.
+    digests = {c.digest(data) for c in (config, given) for data in (None, then.get("data"))}
+    if state["config_digest"] not in digests:
+        difference = fixed_difference(then, config) or "the run's config.json was edited"
+        raise SettingError("resume", f"{config.out}: the settings differ from the run's ({difference})")
+    _check_data(state.get("data"), then.get("data"), config.data, run.data_identity)
+    new_length = any(then.get(k) != getattr(config, k) for k in LENGTH)
+    asked, step = steps_asked(config, run.tokens_per_step), state["step"]
+    if new_length and asked is not None and asked <= step:
+        setting = "max_tokens" if config.max_tokens else "max_steps"
+        raise SettingError(setting, f"{getattr(config, setting)}: the run in {config.out} has done {step:,} steps, "
+                                    f"{'all' if asked == step else 'more than'} the {asked:,} asked for")
+    return dataclasses.replace(run, checkpoint=checkpoint, new_length=new_length, recorded=config.to_dict() == then)
+
+
+def _check_data(identity, recorded, data, now):
+    """Refuse data (`now`: the identity of the directory `data`) that is not the run's by its
+    content (`identity`: the checkpoint's record of it, data_identity; None from a checkpoint
+    older than that, whose data is then the directory the run `recorded`, compared while it is
+    there)."""
+    if identity is None and data != recorded:
+        if not Path(recorded).is_dir():
+            raise SettingError("data", f"{data}: the run's checkpoint, from an older gptkit, does not record what its "
+                                       f"data holds, and {recorded} is gone: resume with the data there")
+        identity = data_identity(ShardDir(recorded))
+    difference = identity and identity_difference(identity, now)
+    if difference:
+        raise SettingError("data", f"{data}: not the data the run was trained on ({difference}); give --data the run's data")

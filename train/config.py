@@ -17,6 +17,8 @@ from gptkit.shared import config as config_files
 from gptkit.shared.cli import flag
 from gptkit.shared.errors import SettingError
 
+from .trackers import tracker_names
+
 PRESETS_DIR = Path(__file__).parent / "presets"
 
 DEFAULT_BUDGET = "5m"  # the recipe's length where none is given: long enough to learn something, short enough to wait for
@@ -111,6 +113,8 @@ class TrainConfig:
     checkpoint_interval: int = setting(500, "Steps between checkpoints (0: only at the end).")
     checkpoint_tokens: int | None = setting(None, "Also a checkpoint every this many tokens.")
     keep_last: int = setting(3, "Checkpoints kept.")
+    log_to: str | list | None = setting(None, "Also send metrics.jsonl's records to these trackers: tensorboard, wandb "
+                                              "(comma-separated; docs/train.md, Trackers).", metavar="NAMES")
 
     def __post_init__(self):
         """Every value is checked here, however the config is made (flags, a preset, a run's
@@ -150,6 +154,7 @@ class TrainConfig:
                 continue
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or not within(value):
                 raise SettingError(name, f"{value!r}: expected a finite number {expected}")
+        self.log_to = tracker_names(self.log_to)  # kept as a list of names
         if self.max_time is not None:
             parse_duration(self.max_time)
         lengths = [name for name in LENGTH if getattr(self, name) is not None]

@@ -19,6 +19,7 @@ from gptkit.shared.files import atomic_write
 from gptkit.shared.jsonfile import parse_json, read_json
 
 from .config import FIELDS, TrainConfig, from_layers
+from .trackers import TRACKERS
 
 CONFIG_FILE, METRICS_FILE = "config.json", "metrics.jsonl"
 CHECKPOINTS, LATEST = "checkpoints", "latest"  # what checkpointing.py writes there
@@ -51,7 +52,7 @@ class RunDir:
             raise SettingError("out", f"{out}: holds a run already; pass --resume to continue it, or choose another directory")
         if out.exists() and not out.is_dir():
             raise SettingError("out", f"{out}: is a file; expected a run directory (new, or one of ours)")
-        ours = {CONFIG_FILE, METRICS_FILE, CHECKPOINTS}
+        ours = {CONFIG_FILE, METRICS_FILE, CHECKPOINTS, *TRACKERS}
         foreign = sorted(p.name for p in out.iterdir() if p.name not in ours and not p.name.startswith(".")) if out.is_dir() else []
         if foreign or (self.config_file.exists() and not _is_run_dir(out)):
             raise SettingError("out", f"{out}: a directory of other files ({(foreign or [CONFIG_FILE])[0]}, ...), not a run; "

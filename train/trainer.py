@@ -32,6 +32,7 @@ from .evaluate import Evaluator, HellaSwag, unigram_comparison
 from .parallel import ParallelModel
 from .report import LogWindow, StepReport, replan_report, sample_report, validation_report
 from .run_dir import RunDir
+from .trackers import Trackers
 
 
 class TrainingError(GptkitError):
@@ -66,10 +67,12 @@ class Trainer:
         self.run_dir = RunDir(config.out, dist.master)
         self.checkpoints = Checkpoints(run, Parts(self, self.model, self.optimizers, self.planner), dist)
         self.step, self.tokens = 0, 0
+        self.trackers = Trackers(config, dist.master)  # before a resume, whose re-planned schedule is a record
         if run.checkpoint is None:
             self.run_dir.start(config.to_dict())
         else:
             self._resume()
+        self.trackers.start(self.step)
         self.batches = self._batches()
         self.step_report = StepReport(self.planner, self.step, self.threads, model_cost(run.model, run.context).flops_per_token,
                                       dist)
@@ -96,6 +99,7 @@ class Trainer:
             with self.prepared.memory.guard(self.checkpoints.last_note):
                 return self._loop()
         finally:
+            self.trackers.close()
             torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = tf32
             for sig, handler in handlers.items():
                 signal.signal(sig, handler)
@@ -266,6 +270,7 @@ class Trainer:
             self.run_dir.append(record)
         except OSError as e:  # a full disk: a line cut short is dropped by the resume (RunDir.go_on)
             raise TrainingError(f"{self.run_dir.metrics}: cannot write ({e.strerror}); {self.checkpoints.full_disk_note()}") from None
+        self.trackers.send(record)  # after metrics.jsonl, the source of truth
 
     def _log(self, line):
         if self.master:

@@ -1,0 +1,144 @@
+"""Experiment trackers (--log-to tensorboard,wandb): every record of metrics.jsonl sent on, under
+the same names and steps, to TensorBoard (RUN/tensorboard/) and Weights & Biases (RUN/wandb/).
+
+metrics.jsonl stays the source of truth: a record is written there first. A tracker that cannot
+start or write is one warning line, and training goes on without it. Rank 0 alone logs.
+A record's numbers are scalars and its text (a sample) is text; a nested record (a re-planned
+schedule) is flattened to "replan/total_steps", "replan/lr", "replan/reason". "step" is the step.
+"""
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+from gptkit.shared.errors import SettingError
+
+log = logging.getLogger(__name__)
+
+TRACKERS = ("tensorboard", "wandb")  # each writes under RUN/<its name>/ (run_dir.py counts those as the run's)
+WANDB_ID = "gptkit-run-id"  # in RUN/wandb/: the wandb run a resumed run goes on logging to
+
+
+def tracker_names(value):
+    """--log-to's value as TrainConfig keeps it: the trackers named (a comma-separated string or a
+    list), in order, without repeats; None for none."""
+    names = value.split(",") if isinstance(value, str) else value
+    if names is not None and not (isinstance(names, (list, tuple)) and all(isinstance(n, str) for n in names)):
+        raise SettingError("log_to", f"{value!r}: expected tracker names, comma-separated ({', '.join(TRACKERS)})")
+    names = [n.strip() for n in names or () if n.strip()]
+    unknown = [n for n in names if n not in TRACKERS]
+    if unknown:
+        raise SettingError("log_to", f"{unknown[0]!r}: not a tracker (expected {', '.join(TRACKERS)}, comma-separated)")
+    return list(dict.fromkeys(names)) or None
+
+
+def flatten(record, prefix=""):
+    """A record's values by name, nested records' as "outer/inner"; "step" left out."""
+    flat = {}
+    for key, value in record.items():
+        if isinstance(value, dict):
+            flat.update(flatten(value, f"{prefix}{key}/"))
+        elif not (key == "step" and not prefix):
+            flat[prefix + key] = value
+    return flat
+
+
+class Trackers:
+    def __init__(self, config, master=True):
+        """The trackers config.log_to names, none but on the master rank; they start at start(),
+        the records sent before it (a resume's re-planned schedule) kept for them until then."""
+        self.config, self.run = config, Path(config.out)
+        self.names = list(config.log_to or []) if master else []
+        self.active, self.pending = [], [] if self.names else None
+
+    def start(self, step):
+        """Start them for a run at `step`: 0, a new run; else a resumed run's checkpoint step."""
+        self.active = [t for t in (self._start(name, step) for name in self.names) if t is not None]
+        pending, self.pending = self.pending or [], None
+        for record in pending:
+            self.send(record)
+
+    def send(self, record):
+        if self.pending is not None:
+            return self.pending.append(record)
+        flat = flatten(record)
+        scalars = {k: v for k, v in flat.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
+        texts = {k: v for k, v in flat.items() if isinstance(v, str)}
+        for tracker in list(self.active):
+            try:
+                tracker.send(record["step"], scalars, texts)
+            except Exception as e:  # a tracker's failure is its own: the run and the other trackers go on
+                self._drop(tracker, f"cannot write ({_why(e)})")
+
+    def close(self):
+        for tracker in list(self.active):
+            try:
+                tracker.close()
+            except Exception as e:
+                self._drop(tracker, f"cannot finish ({_why(e)})")
+        self.active = []
+
+    def _start(self, name, step):
+        try:
+            return (TensorBoard if name == "tensorboard" else Wandb)(self.run, self.config, step)
+        except ImportError:
+            _warn(name, f"the {name} package is not installed (pip install 'gptkit[{name}]')")
+        except Exception as e:  # wandb.init: no API key, no network, ...
+            _warn(name, f"cannot start ({_why(e)})")
+        return None
+
+    def _drop(self, tracker, why):
+        self.active.remove(tracker)
+        _warn(tracker.name, why)
+
+
+class TensorBoard:
+    name = "tensorboard"
+
+    def __init__(self, run, config, step):
+        from torch.utils.tensorboard import SummaryWriter  # needs the tensorboard package
+
+        # purge_step: what an earlier attempt logged past the resumed step (or, in a new run, at all)
+        # is hidden, as metrics.jsonl drops it
+        self.writer = SummaryWriter(str(run / "tensorboard"), purge_step=step + 1 if step else 0)
+
+    def send(self, step, scalars, texts):
+        for key, value in scalars.items():
+            self.writer.add_scalar(key, value, step)
+        for key, value in texts.items():
+            self.writer.add_text(key, value, step)
+
+    def close(self):
+        self.writer.close()
+
+
+class Wandb:
+    """A wandb run in RUN/wandb/, in the mode the environment gives (WANDB_MODE=offline: synced
+    later with `wandb sync`). A resumed run goes on in the same wandb run, whose id RUN/wandb/
+    keeps; wandb ignores the steps it has already logged."""
+
+    name = "wandb"
+
+    def __init__(self, run, config, step):
+        import wandb
+
+        ids = run / "wandb" / WANDB_ID
+        run_id = ids.read_text().strip() if step and ids.is_file() else None  # None: a new one, wandb's
+        # console off: the training lines are the records themselves, and stdout stays ours
+        self.run = wandb.init(project="gptkit", name=run.name, dir=str(run), config=config.to_dict(), id=run_id,
+                              resume="allow", settings=wandb.Settings(console="off", silent=True))
+        ids.write_text(self.run.id + "\n")
+
+    def send(self, step, scalars, texts):
+        self.run.log({**scalars, **texts}, step=step)
+
+    def close(self):
+        self.run.finish()
+
+
+def _warn(name, why):
+    log.warning(f"--log-to {name}: {why}; going on without it")
+
+
+def _why(error):
+    return " ".join(str(error).split()) or type(error).__name__  # one line

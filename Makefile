@@ -11,7 +11,7 @@ CORPUS     ?= data/stories.txt
 CORPUS_SIZE ?= 10MB
 DATASET    ?= tinystories
 DEMO       ?= out/demo
-# auto: 1024 or 4096 tokens, chosen for the corpus by its size and how often it repeats itself
+# auto: 512, 1024 or 4096 tokens, chosen for the corpus by its size and how often it repeats itself
 # (tokenizer/vocab.py, measured with the recipe: docs/train.md, "The recipe").
 VOCAB_SIZE ?= auto
 # Both named after the corpus (data/stories.txt: stories), so a second corpus replaces neither of the

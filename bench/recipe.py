@@ -88,7 +88,7 @@ from bench.common import BUSY, EOT, busy_processes, cpu, load_average, run_child
 
 DEFAULT_TEXT = ROOT.parent / "shared" / "data" / "tinyshakespeare.txt"
 HELD_OUT = 0.1
-VOCAB_SIZE = "auto"  # as `make tokenizer` chooses it (tokenizer/vocab.py): 1024 or 4096 for the text
+VOCAB_SIZE = "auto"  # as `make tokenizer` chooses it (tokenizer/vocab.py): 512, 1024 or 4096 for the text
 SEED = 1337
 
 # nanoGPT's README CPU command over config/train_shakespeare_char.py

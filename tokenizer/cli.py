@@ -52,7 +52,7 @@ def cli():
 @cli.command()
 @click.option("--input", "inputs", multiple=True, metavar="PATH", help="A text, .jsonl or .parquet file (text and .jsonl also .gz/.xz/.bz2/.zst), a directory (its .txt/.jsonl/.parquet files) or a glob. Repeatable; extra paths may follow it.")
 @click.argument("more_inputs", nargs=-1, metavar="[PATH]...")
-@click.option("--vocab-size", type=VOCAB_SIZE, required=True, help="Tokens in all: 256 bytes + merges + special tokens; 'auto': 1,024 or 4,096, chosen for the corpus (its size, and how often it repeats itself).")
+@click.option("--vocab-size", type=VOCAB_SIZE, required=True, help="Tokens in all: 256 bytes + merges + special tokens; 'auto': 512, 1,024 or 4,096, chosen for the corpus (its size, and how often it repeats itself).")
 @click.option("--special-token", "special_tokens", multiple=True, default=[EOT], show_default=True, help="Repeatable.")
 @click.option("--tie-break", type=click.Choice(TIE_BREAKS), default=TIE_BREAKS[0], show_default=True,
               help="Which of the most frequent pairs to merge: the lexicographically greatest pair of byte strings (Stanford CS336's rule), or the one HF tokenizers' trainer takes (its merges exactly).")

@@ -37,8 +37,8 @@ from typing import NamedTuple
 import numpy as np
 import torch
 
-from gptkit.model.checkpoint import (CheckpointError, check_file, load_model, model_tensors, read_checkpoint_config,
-                                     read_tensors, save_model, save_tensors)
+from gptkit.model.checkpoint import (MODEL_FILE, TOKENIZER_FILE, CheckpointError, check_file, check_tensors, load_model,
+                                     model_tensors, read_checkpoint_config, read_tensors, save_model, save_tensors)
 from gptkit.model.config import ModelConfig
 from gptkit.shared.errors import GptkitError, SettingError
 from gptkit.shared.files import (atomic_symlink, remove_directory, remove_stale_temporaries, settle_directory, settled,
@@ -145,16 +145,34 @@ class Checkpoints:
             tensors = _read_optimizer_tensors(checkpoint, config, optimizers)
         except CheckpointError as e:
             raise CheckpointError(f"{e}; {_intact_note(checkpoint, self.directory, optimizers)}") from None
-        saved, now = model.state_dict(), optimizers.state_dict()
-        with torch.no_grad():
-            for name, tensor in self.parts.model.state_dict().items():
-                tensor.copy_(placed(saved[name], tensor))
+        self._put_weights(model.state_dict())
+        now = optimizers.state_dict()
         optimizers.load_state_dict({k: {"steps": state["optimizer_steps"][k],
                                         "tensors": {n: placed(tensors[f"{k}/{n}"], t) for n, t in o["tensors"].items()}}
                                     for k, o in now.items()})
         self.parts.trainer.load_state_dict(state)
         self.parts.schedule.load_state_dict(state.get("schedule"))
         self.parts.rng.load_state_dict(state["rng"])
+
+    def start_from(self, checkpoint):
+        """Put the weights of `checkpoint` (--init-from: a new run, whose model is the checkpoint's
+        and whose tokenizer was checked against it by prepare.py) into the model, each tensor
+        checked, read once, and widened to the model's float32 (exactly, as load_model does)."""
+        checkpoint = settled(checkpoint)  # once: every file from one version
+        config = read_checkpoint_config(checkpoint)
+        check_file(checkpoint, TOKENIZER_FILE, config)
+        tensors = read_tensors(checkpoint, config=config)
+        check_tensors(tensors, model_tensors(self.parts.model), checkpoint / MODEL_FILE)
+        self._put_weights(tensors)
+
+    def _put_weights(self, saved):
+        """Copy the whole tensors `saved` (name -> tensor) into the model: each one, or the shard of
+        it this process holds where the model is sharded. A tied LM head absent from `saved` is the
+        embedding, put in with it."""
+        with torch.no_grad():
+            for name, tensor in self.parts.model.state_dict().items():
+                if name in saved:
+                    tensor.copy_(placed(saved[name], tensor))
 
     def last_note(self):
         """Which checkpoint a run that cannot go on leaves, for its error."""

@@ -1,6 +1,6 @@
-"""The model as the run's processes train it: built within the memory the Run checked, from
---init-from's weights or at random; whole in every process with its gradients averaged by DDP,
-or sharded across them (FSDP2, fsdp.py); compiled where asked; with its optimizers over the
+"""The model as the run's processes train it: built within the memory the Run checked, at random
+(--init-from's weights, or a resume's, are put in by checkpointing.py's Checkpoints); whole in
+every process with its gradients averaged by DDP, or sharded across them (FSDP2, fsdp.py); compiled where asked; with its optimizers over the
 parameters a process holds (optim.py)."""
 from __future__ import annotations
 
@@ -10,7 +10,6 @@ import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
-from gptkit.model.checkpoint import load_model
 from gptkit.model.model import TransformerLM
 
 from .fsdp import local, shard
@@ -32,8 +31,6 @@ class ParallelModel:
             self.model = TransformerLM(run.model).to("cpu" if dist.sharded else device)
             for block in self.model.layers:
                 block.activation_checkpointing = config.activation_checkpointing
-            if config.init_from and run.checkpoint is None:  # a new run from a checkpoint's weights, checked
-                self.model.load_state_dict(load_model(config.init_from)[0].state_dict())
             if dist.sharded:
                 shard(self.model, device)
             self.optimizers = build_optimizers(self.model, config, dist.rank, dist.world)

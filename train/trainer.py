@@ -69,6 +69,8 @@ class Trainer:
         self.step, self.tokens = 0, 0
         self.trackers = Trackers(config, dist.master)  # before a resume, whose re-planned schedule is a record
         if run.checkpoint is None:
+            if config.init_from:  # a new run from a checkpoint's weights
+                self.checkpoints.start_from(config.init_from)
             self.run_dir.start(config.to_dict())
         else:
             self._resume()

@@ -44,7 +44,7 @@ def auto_vocab_size(corpus: Corpus) -> tuple[int, str]:
            f"in a corpus under {LARGE_CORPUS_BYTES / 1e6:g} MB")
     fits = max((n for n in (TINY, SMALL, LARGE) if n * MIN_BYTES_PER_TOKEN <= corpus.total_bytes), default=TINY)
     if fits < size:
-        return fits, (f"{fits:,}, not {size:,}: the corpus has {corpus.total_bytes / 1e3:,.0f} KB, too little text to learn "
+        return fits, (f"{fits:,}, not {size:,}: the corpus has {corpus.total_bytes:,} bytes, too little text to learn "
                       f"{size:,} tokens from (at least {MIN_BYTES_PER_TOKEN} bytes a token); {why}")
     return size, f"{size:,}: {why}"
 

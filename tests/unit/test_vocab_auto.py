@@ -47,7 +47,7 @@ def test_a_small_corpus_gets_no_more_tokens_than_it_has_text_for(tmp_path):
     its repeats ask for (4.716 held-out bits per byte against 2.639 with 512), and says why."""
     (tmp_path / "code.py").write_text(code_like(1_700))
     size, why = auto_vocab_size(Corpus([tmp_path / "code.py"]))
-    assert size == TINY and why.startswith("512, not 4,096: the corpus has 1") and "too little text" in why
+    assert size == TINY and why.startswith("512, not 4,096: the corpus has 105,129 bytes") and "too little text" in why
     total = Corpus([tmp_path / "code.py"]).total_bytes
     assert TINY * MIN_BYTES_PER_TOKEN <= total < SMALL * MIN_BYTES_PER_TOKEN
     (tmp_path / "prose.txt").write_text(english_like(40_000, seed=2))  # 206 KB: 1,024 fits, and prose asks for no more

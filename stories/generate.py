@@ -7,6 +7,7 @@ thousand of them). Every choice comes from one `random.Random`, so a seed gives 
 text on any machine (and no global state, hashing or float formatting is involved).
 
     story(rng) -> str                                  one story
+    conversations(n, seed=0) -> [[message, ...], ...]  questions about stories, answered in a fixed format
     write_corpus(path, size_bytes, seed=0) -> (n_stories, n_bytes)
 """
 import random
@@ -25,13 +26,45 @@ WORD = re.compile(r"[a-z]+(?:['-][a-z]+)*")  # what `distinct_words` counts, on 
 
 def story(rng: random.Random) -> str:
     """One story (about 100 to 300 words), every choice drawn from `rng`."""
+    return _told(rng)[0]
+
+
+def _told(rng):
+    """(a story, its hero)."""
     t = Teller(rng)
     hero = t.hero = make_hero(t)
     opening(t, hero)
     t.pick(PLOTS)(t, hero)
     if t.chance(0.4):
         happy_end(t, hero)
-    return t.text()
+    return t.text(), hero
+
+
+WHO, WHERE = "Who is the story about?", "Where {does} {name} live?"
+
+
+def conversations(n: int, seed: int = 0) -> list[list[dict]]:
+    """`n` chats of OpenAI's shape ({"role", "content"} messages): a story and a question about it
+    from the user, and the assistant's answer in one fixed format, taken from the story's own
+    choices (chat fine-tuning's test data, docs/train.md):
+
+        Who is the story about?   -> The story is about Elsie, a clumsy princess.
+        Where does Elsie live?    -> Elsie lives in a busy town near the river.
+
+    The second is asked only of a story that says where its hero lives. The same seed gives the
+    same chats."""
+    rng = random.Random(seed)
+    chats = []
+    for _ in range(n):
+        text, hero = _told(rng)
+        if hero.home in text and rng.random() < 0.5:
+            group = hero.gender == "p"  # two of them
+            question = WHERE.format(does="do" if group else "does", name=hero.name)
+            answer = f"{hero.name} {'live' if group else 'lives'} {hero.home}."
+        else:
+            question, answer = WHO, f"The story is about {hero.name}, {hero.desc}."
+        chats.append([{"role": "user", "content": f"{text}\n\n{question}"}, {"role": "assistant", "content": answer}])
+    return chats
 
 
 def write_corpus(path, size_bytes: int, seed: int = 0, words: set | None = None) -> tuple[int, int]:

@@ -9,7 +9,7 @@ import pytest
 from click.testing import CliRunner
 
 from gptkit.shared.errors import InputError
-from gptkit.stories import story, write_corpus
+from gptkit.stories import conversations, story, write_corpus
 from gptkit.stories.cli import cli, parse_size
 from gptkit.stories.generate import SEPARATOR, distinct_words
 from gptkit.stories.teller import ING, PAST, a, plural
@@ -50,6 +50,25 @@ def test_story_uses_only_the_rng_given():
     first = story(random.Random(0))
     random.seed(2)
     assert story(random.Random(0)) == first
+
+
+def test_conversations_ask_about_their_story_and_answer_in_one_format():
+    chats = conversations(200, seed=3)
+    assert chats == conversations(200, seed=3) and chats != conversations(200, seed=4)
+    name = r"[A-Z][a-z]+(?: and [A-Z][a-z]+)?"
+    asked = set()
+    for user, assistant in chats:
+        assert (user["role"], assistant["role"]) == ("user", "assistant")
+        text, question = user["content"].rsplit("\n\n", 1)
+        who = re.fullmatch(rf"The story is about ({name}), (?:an?|two) [a-z -]+\.", assistant["content"])
+        where = re.fullmatch(rf"({name}) lives? ((?:in|on|by|under) [a-z -]+)\.", assistant["content"])
+        if question == "Who is the story about?":
+            assert who and who[1] in text
+        else:
+            assert where and question == f"Where {'do' if ' and ' in where[1] else 'does'} {where[1]} live?"
+            assert where[1] in text and where[2] in text
+        asked.add(question.split()[0])
+    assert asked == {"Who", "Where"}
 
 
 @pytest.mark.parametrize("size", [1, 1000, 30_000])

@@ -15,6 +15,7 @@ from gptkit.shared.jsonfile import read_json
 from gptkit.shared.text import EOT, Utf8Decoder, without_surrogates
 
 from .bpe import Tokenizer
+from .chat import SPECIAL_TOKENS as CHAT_TOKENS
 from .split import GPT2_PATTERN
 from .train import TIE_BREAKS, train_bpe
 from .vocab import auto_vocab_size
@@ -54,6 +55,7 @@ def cli():
 @click.argument("more_inputs", nargs=-1, metavar="[PATH]...")
 @click.option("--vocab-size", type=VOCAB_SIZE, required=True, help="Tokens in all: 256 bytes + merges + special tokens; 'auto': 512, 1,024 or 4,096, chosen for the corpus (its size, and how often it repeats itself).")
 @click.option("--special-token", "special_tokens", multiple=True, default=[EOT], show_default=True, help="Repeatable.")
+@click.option("--chat", is_flag=True, help=f"Add gptkit's chat tokens ({', '.join(CHAT_TOKENS)}) to the special tokens: its chat template applies (pretokenize --chat).")
 @click.option("--tie-break", type=click.Choice(TIE_BREAKS), default=TIE_BREAKS[0], show_default=True,
               help="Which of the most frequent pairs to merge: the lexicographically greatest pair of byte strings (Stanford CS336's rule), or the one HF tokenizers' trainer takes (its merges exactly).")
 @click.option("--out", default=DEFAULT_PATH, show_default=True, metavar="PATH", help="Where to write tokenizer.json.")
@@ -63,12 +65,14 @@ def cli():
 @click.option("--separator", default=DEFAULT_SEPARATOR, show_default=True, help="What separates documents in .txt files.")
 @click.option("--text-field", default="text", show_default=True, help="The text field of .jsonl records / column of .parquet files.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress display.")
-def train(inputs, more_inputs, vocab_size, special_tokens, tie_break, out, overwrite, threads, max_bytes, separator, text_field, quiet):
+def train(inputs, more_inputs, vocab_size, special_tokens, chat, tie_break, out, overwrite, threads, max_bytes, separator, text_field, quiet):
     """Learn a byte-level BPE from text corpora (GPT-2 pre-tokenization)."""
     inputs = inputs + more_inputs
     if not inputs:
         raise InputError("--input: give at least one corpus file, directory or glob")
     check_output(out, _is_tokenizer_file, "a tokenizer.json", overwrite)
+    if chat:
+        special_tokens = (*special_tokens, *(t for t in CHAT_TOKENS if t not in special_tokens))
     start = time.perf_counter()
     corpus = Corpus(inputs, separator=separator or None, text_field=text_field)
     if vocab_size == "auto":

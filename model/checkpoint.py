@@ -168,11 +168,12 @@ def stored_dtypes(directory) -> dict:
         return {name: DTYPES[f.get_slice(name).get_dtype()] for name in f.keys()}
 
 
-def check_target(directory, overwrite=False, extra_files=()):
+def check_target(directory, overwrite=False, extra_files=(), what=None):
     """Refuse to write a checkpoint over an existing path that is not a checkpoint holding only
     what the new one will hold (its three files and `extra_files`, the trainer's), unless
     `overwrite`: a user's directory or file is refused, and so is a training checkpoint under
-    `model init` or `import-hf`, whose optimizer and trainer state would be lost."""
+    `model init` or `import-hf`, whose optimizer and trainer state would be lost. `what`: the
+    kind of checkpoint the refusal names."""
     names = {MODEL_FILE, CONFIG_FILE, TOKENIZER_FILE, *extra_files}
 
     def ours(path):
@@ -181,7 +182,7 @@ def check_target(directory, overwrite=False, extra_files=()):
         except OSError:  # unreadable: not known to be ours
             return False
 
-    what = "a checkpoint" if extra_files else "a checkpoint of a model alone (without training state)"
+    what = what or ("a checkpoint" if extra_files else "a checkpoint of a model alone (without training state)")
     check_output(directory, ours, what, overwrite, directory=True)
 
 

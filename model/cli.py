@@ -130,7 +130,8 @@ def import_hf(hf_dir, out, overwrite):
         return "nothing" if token_id is None else f"{names.get(token_id, 'token')} ({token_id})"
 
     click.echo(f"wrote {out}: {imported.architecture}, {describe(imported.config)} ({'/'.join(imported.dtypes)}); "
-               f"a text starts with {token(imported.bos_id)}, sampling stops at {token(imported.eot_id)}")
+               f"a text starts with {token(imported.bos_id)}, sampling stops at {token(imported.eot_id)}"
+               f"{'; its chat template is carried (sample --chat, serve)' if imported.chat_template else ''}")
 
 
 def main():

@@ -12,6 +12,9 @@ Llama 3's, mixture-of-experts fields, another activation, quantized weights, mis
 non-finite tensors, a tokenizer that gptkit's reader cannot encode exactly (tokenizer/files.py:
 SentencePiece-style ones, Llama 2's, Mistral's, are refused there).
 
+A chat template comes along both ways (chat.py): the import writes the model's beside the
+checkpoint's tokenizer.json, the export writes the checkpoint's into tokenizer_config.json.
+
 Imported weights keep their dtype in the checkpoint's file (bf16 stays bf16); load_model widens
 them to float32, and export writes them back in the dtype the file holds. Embedding and LM head
 rows beyond the tokenizer's vocabulary (Qwen pads it to a multiple of 128) are dropped, with a
@@ -35,6 +38,7 @@ from ..checkpoint import (bos_id as checkpoint_bos_id, check_target, check_tenso
                           load_model, model_tensors, save_model, save_tensors, stored_dtypes)
 from ..config import ModelConfig
 from ..model import TransformerLM
+from .chat import CHECKPOINT_FILES, checkpoint_files, checkpoint_template, read_chat_template
 from .files import HFConfig, count_tensors, read_json_object, read_weights, weight_files
 from .framing import hf_tokenizer_json, read_framing, read_tokenizer
 from .gpt2 import GPT2
@@ -88,6 +92,8 @@ def export_hf(checkpoint, out_dir, overwrite=False):
     family = FAMILIES[model.config.architecture]
     tensors = family.to_hf({name: t.to(dtypes[name]) for name, t in model_tensors(model).items()})
     names = {"bos_token": bos_token, "eos_token": eot_token, "pad_token": eot_token}
+    template = checkpoint_template(checkpoint, tokenizer)
+    chat = {**template.variables, "chat_template": template.source} if template is not None else {}
     files = {
         "config.json": hf_config(model.config, bos_id, eot_id, _dtype_name(dtypes["embedding.weight"])),
         "generation_config.json": {"bos_token_id": bos_id, "eos_token_id": eot_id, "pad_token_id": eot_id},
@@ -95,6 +101,7 @@ def export_hf(checkpoint, out_dir, overwrite=False):
             "tokenizer_class": "PreTrainedTokenizerFast",
             "model_max_length": model.config.context_length,
             **{key: token for key, token in names.items() if token is not None},
+            **chat,  # the names the template is rendered with, as the checkpoint renders it
         },
         "tokenizer.json": hf_tokenizer_json(tokenizer, bos_token),
     }
@@ -129,6 +136,7 @@ class Imported:
     tokenizer: Tokenizer
     bos_id: int | None
     eot_id: int | None
+    chat_template: bool  # carried into the checkpoint
     notes: list
 
 
@@ -140,7 +148,7 @@ def import_hf(hf_dir, out, overwrite=False) -> Imported:
     `overwrite`; `hf_dir` itself, a directory holding it and one inside it, always."""
     hf_dir = Path(hf_dir)
     check_apart(out, hf_dir, "--from")
-    check_target(out, overwrite)
+    check_target(out, overwrite, CHECKPOINT_FILES, "a checkpoint of a model alone (without training state)")
     config_path = hf_dir / "config.json"
     data = read_json_object(config_path)
     architecture = _architecture(config_path, data)
@@ -170,12 +178,14 @@ def import_hf(hf_dir, out, overwrite=False) -> Imported:
                 tensors[name] = tensors[name][: tokenizer.vocab_size]
         config = dataclasses.replace(config, vocab_size=tokenizer.vocab_size)
     bos_id, eot_id = read_framing(hf_dir, data, tokenizer, post_processor, family.bos_token_starts, notes)
+    template, names = read_chat_template(hf_dir, notes)
     with torch.device("meta"):
         model = TransformerLM(config)
     model.load_state_dict(tensors, strict=False, assign=True)  # the tensors themselves, in their dtype
-    save_model(model, tokenizer, out, eot_id=eot_id, bos_id=bos_id, overwrite=overwrite)
+    save_model(model, tokenizer, out, eot_id=eot_id, bos_id=bos_id, overwrite=overwrite,
+               extra_files=checkpoint_files(template, names))
     return Imported(architecture, config, sorted({_dtype_name(t.dtype) for t in tensors.values()}), tokenizer, bos_id,
-                    eot_id, notes)
+                    eot_id, template is not None, notes)
 
 
 def _architecture(path, data):

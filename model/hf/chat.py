@@ -1,0 +1,89 @@
+"""A Hugging Face model's chat template, both ways. The import reads it (chat_template.jinja,
+which transformers reads first, else tokenizer_config.json's chat_template) with the
+special-token names transformers renders it with (tokenizer_config.json's bos_token, eos_token,
+...), and writes both beside the checkpoint's tokenizer.json, where tokenizer/chat.py's
+ChatTemplate.beside reads them: chat_template.jinja and a tokenizer_config.json of those names.
+The export writes the checkpoint's template (gptkit's own where its tokenizer has the chat tokens)
+and names back into tokenizer_config.json, so that transformers renders what gptkit renders."""
+from __future__ import annotations
+
+import json
+
+from gptkit.shared.errors import InputError
+from gptkit.shared.files import regular_file, settled
+from gptkit.tokenizer.chat import CONFIG_FILE, SPECIAL_TOKENS, TEMPLATE_FILE, TEMPLATE_VARIABLES, ChatTemplate
+
+from ..checkpoint import TOKENIZER_FILE
+from .files import read_json_object
+
+HF_TEMPLATE_DIR = "additional_chat_templates"  # transformers' other named templates, one .jinja file each
+CHECKPOINT_FILES = (TEMPLATE_FILE, CONFIG_FILE)  # what an imported checkpoint may carry beside its tokenizer.json
+
+
+def read_chat_template(hf_dir, notes) -> tuple[str | None, dict]:
+    """(the template, {bos_token: its text, ...}) of a Hugging Face directory, or (None, {}) where
+    it has none. Of named templates the "default" is kept; the others are dropped, with a note."""
+    config_path = hf_dir / CONFIG_FILE
+    config = read_json_object(config_path) if config_path.exists() else {}
+    template = _from_config(config_path, config.get("chat_template"), notes)
+    file = hf_dir / TEMPLATE_FILE
+    if file.exists():  # transformers' order: the file before tokenizer_config.json's field
+        try:
+            template = regular_file(file).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as e:
+            raise InputError(f"{file}: not a readable UTF-8 file ({e})") from None
+    others = sorted(p.name for p in (hf_dir / HF_TEMPLATE_DIR).glob("*.jinja"))
+    if others:
+        notes.append(f"{HF_TEMPLATE_DIR}/: the chat templates {', '.join(others)} are dropped (a checkpoint carries "
+                     "the default one)")
+    if template is None:
+        return None, {}
+    return template, {name: _token_text(config_path, name, config[name]) for name in TEMPLATE_VARIABLES
+                      if config.get(name) is not None}
+
+
+def _from_config(path, value, notes):
+    if value is None or isinstance(value, str):
+        return value
+    if not (isinstance(value, list) and all(isinstance(t, dict) and isinstance(t.get("name"), str)
+                                            and isinstance(t.get("template"), str) for t in value)):
+        raise InputError(f"{path}: chat_template is not a string or a list of {{name, template}} objects")
+    named = {t["name"]: t["template"] for t in value}
+    if "default" not in named:
+        raise InputError(f"{path}: chat_template names {', '.join(map(json.dumps, named))} but no \"default\"; "
+                         "expected one named default")
+    if len(named) > 1:
+        notes.append(f"{path.name}: chat_template: the default is kept, the others ("
+                     f"{', '.join(name for name in named if name != 'default')}) are dropped")
+    return named["default"]
+
+
+def _token_text(path, name, value) -> str:
+    """A special token's text: a string, or an AddedToken object's content."""
+    text = value.get("content") if isinstance(value, dict) else value
+    if not isinstance(text, str):
+        raise InputError(f"{path}: {name} {json.dumps(value)} is not a token's text; expected a string or "
+                         "{\"content\": ...}")
+    return text
+
+
+def checkpoint_files(template: str | None, names: dict) -> dict:
+    """save_model's extra_files that carry `template` and its `names` (none without a template)."""
+    if template is None:
+        return {}
+    return {TEMPLATE_FILE: lambda path: path.write_text(template, encoding="utf-8"),
+            CONFIG_FILE: lambda path: path.write_text(json.dumps(names, indent=2, ensure_ascii=False) + "\n",
+                                                      encoding="utf-8")}
+
+
+def checkpoint_template(checkpoint, tokenizer) -> ChatTemplate | None:
+    """The chat template a checkpoint renders with (ChatTemplate.beside its tokenizer.json), None
+    where it has none: no template file and not gptkit's chat tokens. One it has but cannot
+    read is an error, not None."""
+    path = settled(checkpoint) / TOKENIZER_FILE
+    try:
+        return ChatTemplate.beside(path, tokenizer)
+    except InputError:
+        if (path.parent / TEMPLATE_FILE).exists() or set(SPECIAL_TOKENS) <= set(tokenizer.special_tokens):
+            raise
+        return None

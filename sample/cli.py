@@ -25,10 +25,15 @@ log = logging.getLogger(__name__)
 @click.option("--num-samples", type=click.IntRange(min=1), default=1, show_default=True, help="Continuations of the prompt, generated as one batch.")
 @click.option("--seed", type=click.IntRange(0, 2**63 - 1), help="Random seed; the same seed gives the same text.  [default: random, printed]")
 @click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto", show_default=True)
+@click.option("--chat", is_flag=True, help="Answer the prompt as a user's message, rendered with the checkpoint's chat template; the reply ends at its end of turn.")
+@click.option("--system", metavar="TEXT", help="With --chat: a system message before the prompt.")
 @click.option("--stop", "stops", multiple=True, metavar="STR", help="Stop a sample when it produces STR (repeatable). The end-of-text token always stops it.")
 @threads_option("Threads of torch's CPU kernels.", measured=True)
-def cli(checkpoint, prompt, prompt_file, max_new_tokens, temperature, top_p, top_k, num_samples, seed, device, stops, threads):
-    """Continue a prompt with a trained model, streaming the text to standard output."""
+def cli(checkpoint, prompt, prompt_file, max_new_tokens, temperature, top_p, top_k, num_samples, seed, device, chat, system,
+        stops, threads):
+    """Continue a prompt with a trained model, streaming the text to standard output (--chat: answer it)."""
+    if system is not None and not chat:
+        raise InputError("--system: a system message is for --chat; give --chat too")
     settings = Settings(max_new_tokens=max_new_tokens, num_samples=num_samples, temperature=temperature, top_p=top_p,
                         top_k=top_k, seed=seed, stops=[without_surrogates(stop)[0] for stop in stops])
     if prompt is not None and prompt_file is not None:
@@ -42,9 +47,15 @@ def cli(checkpoint, prompt, prompt_file, max_new_tokens, temperature, top_p, top
     if replaced:
         log.warning(f"{where}: {replaced} byte(s) that are not UTF-8 replaced by U+FFFD")
 
-    from .sampling import sample  # torch's import cost (2-3 s) is paid only once the arguments are checked
+    from .sampling import chat as chat_with, sample  # torch's import cost (2-3 s) is paid only once the arguments are checked
 
-    samples = sample(checkpoint, prompt, settings, device=device, threads=threads)
+    if chat:
+        messages = ([{"role": "system", "content": without_surrogates(system)[0]}] if system is not None else []) + [
+            {"role": "user", "content": prompt}]
+        samples = chat_with(checkpoint, messages, settings, device=device, threads=threads)
+        prompt = ""  # a reply is printed alone
+    else:
+        samples = sample(checkpoint, prompt, settings, device=device, threads=threads)
     if seed is None:
         click.echo(f"seed: {samples.seed}", err=True)
     if num_samples == 1:  # one sample is printed as it grows; several, each when complete

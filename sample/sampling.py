@@ -7,20 +7,26 @@ for any caller.
     for i, piece in samples:  # sample i's text, piece by piece as it is generated
         print(piece, end="")
 
-A Sampler keeps the model loaded for one call of its `sample` after another (a server's).
+A Sampler keeps the model loaded for one call of its `sample` after another (a server's). Its
+`chat` answers a list of messages ({"role", "content"}) with the checkpoint's chat template
+(tokenizer/chat.py: the one it carries beside its tokenizer.json, else gptkit's own where its
+tokenizer has the chat tokens), the reply ending at the template's end of turn.
 """
 from __future__ import annotations
 
+import dataclasses
 import logging
 import random
 import time
 
-from gptkit.model.checkpoint import bos_id, eot_id, load_model
+from gptkit.model.checkpoint import TOKENIZER_FILE, bos_id, eot_id, load_model
 from gptkit.model.generate import generate, prompt_ids
 from gptkit.model.info import describe, sampling_memory
 from gptkit.runtime.device import Memory, resolve_device
 from gptkit.runtime.threads import torch_threads
-from gptkit.shared.errors import SettingError
+from gptkit.shared.errors import InputError, SettingError
+from gptkit.shared.files import settled
+from gptkit.tokenizer.chat import ChatTemplate
 
 from .settings import Settings
 from .stream import TextStream
@@ -34,6 +40,12 @@ def sample(checkpoint, prompt: str, settings: Settings = Settings(), *, device="
     return Sampler(checkpoint, device=device, threads=threads).sample(prompt, settings)
 
 
+def chat(checkpoint, messages, settings: Settings = Settings(), *, device="auto", threads=None) -> Samples:
+    """The assistant's replies to `messages` ([{"role", "content"}, ...]) by the checkpoint
+    directory `checkpoint`, rendered with its chat template (Sampler.chat)."""
+    return Sampler(checkpoint, device=device, threads=threads).chat(messages, settings)
+
+
 class Sampler:
     """A checkpoint loaded to sample from (see `sample`)."""
 
@@ -43,15 +55,39 @@ class Sampler:
         self.model, self.tokenizer = load_model(checkpoint, self.device)
         self.bos_id = bos_id(checkpoint, self.tokenizer)  # what a text starts with
         self.eot_id = eot_id(checkpoint, self.tokenizer)  # the token that stops a sample
+        try:
+            self.template = ChatTemplate.beside(settled(checkpoint) / TOKENIZER_FILE)
+        except InputError as e:  # no template: `chat` refuses with this reason
+            self.template, self._no_template = None, e
 
-    def sample(self, prompt: str, settings: Settings = Settings()) -> Samples:
-        """The samples of `prompt` framed as the model saw its documents (generate.prompt_ids); a
-        prompt longer than the context keeps its last tokens, with a warning. A batch of samples
-        too large for the memory left beside the weights is refused before any work."""
+    def prompt_ids(self, prompt: str) -> list[int]:
+        """`prompt` framed as the model saw its documents (generate.prompt_ids)."""
         ids = prompt_ids(self.tokenizer, prompt, self.bos_id)
         if not ids:
             raise SettingError("prompt", f"is empty and {self.checkpoint} records no token to start a text with "
                                          "(no end-of-text token, no bos_id)")
+        return ids
+
+    def chat_ids(self, messages) -> list[int]:
+        """`messages` rendered with the checkpoint's chat template, up to the assistant's turn."""
+        if self.template is None:
+            raise SettingError("chat", f"is refused: {self.checkpoint} has no chat template ({self._no_template})")
+        return self.template.prompt_ids(self.tokenizer, messages)
+
+    def sample(self, prompt: str, settings: Settings = Settings()) -> Samples:
+        """The samples of `prompt` (prompt_ids); see `sample_ids`."""
+        return self.sample_ids(self.prompt_ids(prompt), settings)
+
+    def chat(self, messages, settings: Settings = Settings()) -> Samples:
+        """The assistant's replies to `messages` (chat_ids), each ending at the template's end of
+        turn or at one of `settings.stops`."""
+        ids = self.chat_ids(messages)
+        return self.sample_ids(ids, dataclasses.replace(settings, stops=(*self.template.stops, *settings.stops)))
+
+    def sample_ids(self, ids, settings: Settings = Settings()) -> Samples:
+        """The samples that continue the token ids `ids`; ids longer than the context keep their
+        last tokens, with a warning. A batch of samples too large for the memory left beside the
+        weights is refused before any work."""
         context = self.model.config.context_length
         if len(ids) > context:
             log.warning(f"the prompt has {len(ids):,} tokens, more than the context of {context:,}: keeping the last "

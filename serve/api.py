@@ -27,9 +27,26 @@ class ApiError(Exception):
         return {"error": {"message": str(self), "type": self.kind, "param": self.param, "code": self.code}}
 
 
+ROLES = {"system": "system", "developer": "system", "user": "user", "assistant": "assistant"}  # OpenAI's -> a template's
+PLAIN = {"system": "System", "user": "User", "assistant": "Assistant"}
+
+
+def chat_messages(messages) -> list[dict]:
+    """A request's messages as a chat template takes them: [{"role", "content"}, ...], the content
+    a string, OpenAI's developer role a system message."""
+    if not isinstance(messages, list) or not messages:
+        raise ApiError(400, "messages: expected a non-empty list of {role, content} objects", "messages")
+    checked = []
+    for k, message in enumerate(messages):
+        if not isinstance(message, dict) or message.get("role") not in ROLES:
+            raise ApiError(400, f"messages[{k}]: expected a role of {', '.join(ROLES)} and a content", f"messages[{k}]")
+        checked.append({"role": ROLES[message["role"]], "content": _text(message.get("content"), k)})
+    return checked
+
+
 def render_chat(messages) -> tuple[str, tuple[str, ...]]:
-    """The prompt a list of chat messages becomes, and the stops that end the reply: a plain-text
-    template until checkpoints carry chat templates (this function is what one replaces).
+    """The prompt chat messages become for a checkpoint without a chat template, and the stops
+    that end the reply: a plain-text template.
 
         System: {system text}        (system and developer messages, where given)
         User: {text}
@@ -38,15 +55,8 @@ def render_chat(messages) -> tuple[str, tuple[str, ...]]:
         Assistant:
 
     The reply is the model's continuation of the last line; it ends where the model starts the
-    next user's turn ("\\nUser:")."""
-    if not isinstance(messages, list) or not messages:
-        raise ApiError(400, "messages: expected a non-empty list of {role, content} objects", "messages")
-    names = {"system": "System", "developer": "System", "user": "User", "assistant": "Assistant"}
-    lines = []
-    for k, message in enumerate(messages):
-        if not isinstance(message, dict) or message.get("role") not in names:
-            raise ApiError(400, f"messages[{k}]: expected a role of {', '.join(names)} and a content", f"messages[{k}]")
-        lines.append(f"{names[message['role']]}: {_text(message.get('content'), k)}")
+    next user's turn ("\nUser:")."""
+    lines = [f"{PLAIN[m['role']]}: {m['content']}" for m in chat_messages(messages)]
     return "\n".join(lines) + "\nAssistant:", ("\nUser:",)
 
 
@@ -62,11 +72,12 @@ def _text(content, k) -> str:
 
 @dataclass
 class Request:
-    """A checked request: `prompt` (for chat, the rendered messages), its Settings (max_new_tokens
-    None: the rest of the context), and how the answer goes back."""
+    """A checked request: `prompt` (a completion's) or `messages` (a chat's, chat_messages), its
+    Settings (max_new_tokens None: the rest of the context), and how the answer goes back."""
 
     chat: bool
-    prompt: str
+    prompt: str | None
+    messages: list | None
     settings: dict
     stream: bool
     include_usage: bool
@@ -80,10 +91,11 @@ def parse(body: bytes, chat: bool) -> Request:
         raise ApiError(400, f"the request body is not JSON: {e}") from None
     if not isinstance(fields, dict):
         raise ApiError(400, "the request body: expected a JSON object")
+    prompt = messages = None
     if chat:
-        prompt, stops = render_chat(fields.get("messages"))
+        messages = chat_messages(fields.get("messages"))
     else:
-        prompt, stops = fields.get("prompt", ""), ()
+        prompt = fields.get("prompt", "")
         if isinstance(prompt, list) and len(prompt) == 1:
             prompt = prompt[0]
         if not isinstance(prompt, str):
@@ -97,13 +109,13 @@ def parse(body: bytes, chat: bool) -> Request:
         max_tokens = COMPLETION_DEFAULT_MAX_TOKENS
     settings = dict(max_new_tokens=max_tokens, num_samples=_get(fields, "n", 1), temperature=_get(fields, "temperature", 1.0),
                     top_p=_get(fields, "top_p", 1.0), top_k=fields.get("top_k"), seed=fields.get("seed"),
-                    stops=(*stops, *stop))
+                    stops=tuple(stop))
     check(settings)
     stream = _get(fields, "stream", False)
     options = _get(fields, "stream_options", {})
     if not isinstance(stream, bool) or not isinstance(options, dict):
         raise ApiError(400, "stream: expected true or false, stream_options an object", "stream")
-    return Request(chat, prompt, settings, stream, bool(options.get("include_usage")))
+    return Request(chat, prompt, messages, settings, stream, bool(options.get("include_usage")))
 
 
 def _get(fields, name, default):

@@ -35,7 +35,8 @@ def cli(checkpoint, host, port, api_key, name, device, threads):
     with server:
         server.engine = Engine(Sampler(checkpoint, device=device, threads=threads), name or Path(checkpoint).resolve().name)
         shown = f"[{host}]" if ":" in host else host
-        click.echo(f"serving {server.engine.name} at http://{shown}:{server.server_port}/ (Ctrl-C stops)", err=True)
+        click.echo(f"serving {server.engine.name} at http://{shown}:{server.server_port}/ (chat with "
+                   f"{server.engine.template}; Ctrl-C stops)", err=True)
         try:
             server.serve_forever()
         except KeyboardInterrupt:

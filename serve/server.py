@@ -1,6 +1,9 @@
 """An HTTP server speaking the OpenAI API (/v1/models, /v1/completions, /v1/chat/completions,
 whole or streamed as server-sent events) and the chat page at /, from the standard library.
 
+Chat messages are rendered with the checkpoint's chat template where it has one (Sampler.chat_ids),
+the reply ending at the template's end of turn; else with serve/api.py's plain-text template.
+
 Requests are answered by threads, but the model decodes one request at a time (Engine.lock): a
 request waits for the one before it, so no two ever share a batch or a cache, and a request's
 text is what it gives alone with its seed.
@@ -18,9 +21,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from gptkit.model.generate import prompt_ids
 from gptkit.runtime.device import out_of_memory
 from gptkit.sample.settings import Settings
-from gptkit.shared.errors import SettingError
+from gptkit.shared.errors import InputError, SettingError
 
-from .api import ApiError, Reply, parse, usage
+from .api import ApiError, Reply, parse, render_chat, usage
 
 log = logging.getLogger(__name__)
 
@@ -36,10 +39,28 @@ class Engine:
         self.context = sampler.model.config.context_length
         self.lock = threading.Lock()
 
-    def settings(self, request) -> tuple[Settings, int]:
-        """The request's Settings and its prompt's token count; a request that does not fit the
-        context is refused (the sample library would slide its window instead)."""
-        ids = prompt_ids(self.sampler.tokenizer, request.prompt, self.sampler.bos_id)
+    @property
+    def template(self) -> str:
+        """How chat messages become a prompt, for the start-up line."""
+        if self.sampler.template is not None:
+            return "its chat template"
+        return "the plain-text template, User: and Assistant: lines: the checkpoint has no chat template"
+
+    def prompt(self, request) -> tuple[list[int], tuple[str, ...]]:
+        """The request's prompt as token ids, and the stops that end its reply."""
+        sampler = self.sampler
+        if request.chat and sampler.template is not None:
+            try:
+                return sampler.chat_ids(request.messages), sampler.template.stops
+            except InputError as e:  # the template's own refusal (roles out of order, ...)
+                raise ApiError(400, f"messages: {e}", "messages") from None
+        text, stops = render_chat(request.messages) if request.chat else (request.prompt, ())
+        return prompt_ids(sampler.tokenizer, text, sampler.bos_id), stops
+
+    def settings(self, request) -> tuple[list[int], Settings]:
+        """The request's prompt ids and Settings; a request that does not fit the context is
+        refused (the sample library would slide its window instead)."""
+        ids, stops = self.prompt(request)
         where = "messages" if request.chat else "prompt"
         if not ids:
             raise ApiError(400, f"{where} is empty and the checkpoint has no token to start a text with", where)
@@ -50,15 +71,16 @@ class Engine:
             more = "no room for a reply" if asked is None else f"max_tokens asks for {asked} more"
             raise ApiError(400, f"this model's context is {self.context} tokens: the {where} has {len(ids)} and {more}",
                            where if full else "max_tokens", "context_length_exceeded")
-        return Settings(**{**request.settings, "max_new_tokens": max_tokens}), len(ids)
+        return ids, Settings(**{**request.settings, "max_new_tokens": max_tokens,
+                                "stops": (*stops, *request.settings["stops"])})
 
     @contextlib.contextmanager
     def samples(self, request):
         """(samples, prompt tokens) for the request, holding the model until the block ends."""
-        settings, prompt_tokens = self.settings(request)
+        ids, settings = self.settings(request)
         with self.lock:
             try:
-                yield self.sampler.sample(request.prompt, settings), prompt_tokens
+                yield self.sampler.sample_ids(ids, settings), len(ids)
             except SettingError as e:  # the memory check before any work (Sampler.sample)
                 raise ApiError(400, e.problem, "n", "out_of_memory") from None
             except (RuntimeError, MemoryError) as e:

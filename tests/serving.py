@@ -1,5 +1,6 @@
-"""What the serve tests share (tests/integration/test_serve.py, test_chat_page.py): a tiny
-checkpoint with room for a chat, and a real server on a free port of 127.0.0.1."""
+"""What the serve tests share (tests/integration/test_serve.py, test_chat_page.py, test_chat_serve.py):
+a tiny checkpoint with room for a chat (and one with chat tokens and a template), and a real server
+on a free port of 127.0.0.1."""
 import contextlib
 import threading
 
@@ -8,18 +9,31 @@ import torch
 from gptkit.model.checkpoint import save_model
 from gptkit.model.config import ModelConfig
 from gptkit.model.model import TransformerLM
+from gptkit.tokenizer import Tokenizer
+from gptkit.tokenizer.chat import SPECIAL_TOKENS, TEMPLATE_FILE
 
 EOT = "<|endoftext|>"
 CONTEXT = 128
 
 
-def tiny_checkpoint(tokenizer, path):
+def tiny_checkpoint(tokenizer, path, extra_files=None):
     """An untrained model (random text, the same for a seed), context CONTEXT."""
     torch.manual_seed(0)
     config = ModelConfig(vocab_size=tokenizer.vocab_size, context_length=CONTEXT, d_model=32, n_layers=2, n_heads=4,
                          d_ff=64, init_std=0.1)
-    save_model(TransformerLM(config).eval(), tokenizer, path, eot_id=tokenizer.special_tokens[EOT])
+    save_model(TransformerLM(config).eval(), tokenizer, path, eot_id=tokenizer.special_tokens[EOT], extra_files=extra_files)
     return path
+
+
+def chat_checkpoint(tokenizer, path, template=None):
+    """tiny_checkpoint with gptkit's chat tokens added to `tokenizer` (as `tokenizer train --chat`
+    adds them), rendering with gptkit's own template, or with `template` (a chat_template.jinja
+    it carries)."""
+    specials = {**tokenizer.special_tokens, **{t: tokenizer.vocab_size + k for k, t in enumerate(SPECIAL_TOKENS)}}
+    chat = Tokenizer(tokenizer.vocab + [t.encode() for t in SPECIAL_TOKENS], tokenizer.merges, specials,
+                     pattern=tokenizer.pattern, normalizer=tokenizer.normalizer)
+    extra = {TEMPLATE_FILE: lambda file: file.write_text(template, encoding="utf-8")} if template is not None else None
+    return tiny_checkpoint(chat, path, extra)
 
 
 @contextlib.contextmanager

@@ -1,6 +1,7 @@
 """One split of a data directory as its readers see it: the shards opened as memmaps, checked
 against the manifest and the model's tokenizer, read as one stream of tokens (the trainer's
-batches, train/data.py; the validation windows, eval/loss.py)."""
+batches, train/data.py; the validation windows, eval/loss.py), with its mask where the data has
+one (chat data: which tokens the loss counts)."""
 from __future__ import annotations
 
 import logging
@@ -9,7 +10,7 @@ import numpy as np
 
 from gptkit.shared.errors import InputError, SettingError
 from gptkit.shared.shard_dir import ShardDir
-from gptkit.shared.shards import ShardError, open_shard, verify_shard
+from gptkit.shared.shards import MASK_DTYPE, ShardError, open_shard, verify_shard
 
 log = logging.getLogger(__name__)
 
@@ -30,6 +31,7 @@ class ShardData:
         if verify:
             self.shards = [verify_shard(p, vocab_size) for p in paths]
         self.vocab_size, self.verified = vocab_size, verify
+        self.masked = data.has_mask  # every shard has a mask then (_check_manifest)
         plain = [s.path.name for s in self.shards if not s.header.extended]
         if plain:
             log.warning(f"{data.path}: {len(plain)} plain llm.c shard(s) (e.g. {plain[0]}) carry no tokenizer "
@@ -53,12 +55,19 @@ class ShardData:
 
     def span(self, start, length):
         """`length` tokens from position `start` of the stream of all shards (wrapping around)."""
-        out = np.empty(length, self.dtype)
+        return self._gather("tokens", self.dtype, start, length)
+
+    def mask_span(self, start, length):
+        """The mask of span(start, length): uint8, 1 where the loss counts the token (masked data only)."""
+        return self._gather("mask", MASK_DTYPE, start, length)
+
+    def _gather(self, field, dtype, start, length):
+        out = np.empty(length, dtype)
         done = 0
         while done < length:
             i, offset = self.locate(start + done)
             take = min(length - done, int(self.sizes[i] - offset))
-            out[done : done + take] = self.shards[i].tokens[offset : offset + take]
+            out[done : done + take] = getattr(self.shards[i], field)[offset : offset + take]
             done += take
         return out
 

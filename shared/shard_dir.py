@@ -26,6 +26,7 @@ from gptkit.shared.text import EOT
 
 FORMAT, VERSION = "gptkit-shards", 1
 MANIFEST, TOKENIZER_FILE = "manifest.json", "tokenizer.json"
+TEMPLATE_FILE = "chat_template.jinja"  # chat data's template, beside its tokenizer (gptkit.tokenizer.chat reads it)
 SHARD_NAME = re.compile(r"_(train|val)_(\d{6})\.bin$")  # ours
 # llm.c's: tiny_shakespeare_val.bin, TinyStories_train.bin, fineweb_train_000001.bin, ...
 LLMC_SHARD_NAME = re.compile(r"_(train|val)(?:_\d+)?\.bin$")
@@ -40,6 +41,7 @@ class ShardDir:
         self.path = Path(path)
         self.manifest_path = self.path / MANIFEST
         self.tokenizer = self.path / TOKENIZER_FILE
+        self.chat_template = self.path / TEMPLATE_FILE
 
     @functools.cached_property
     def manifest(self) -> dict | None:
@@ -57,6 +59,8 @@ class ShardDir:
             raise ShardError(f"{path}: version {manifest['version']} of the manifest, newer than this gptkit reads "
                              f"({VERSION}): upgrade gptkit, or encode the corpus again with this one")
         problem = problem or _mismatch(manifest, MANIFEST_FIELDS, "")
+        if problem is None and manifest.get("mask", False) not in (True, False):  # optional: chat data's
+            problem = f"mask is {_shown(manifest['mask'])}, expected true or false"
         if problem:
             raise ShardError(f"{path}: {problem}: not a manifest as pretokenize writes it (damaged or edited?)")
         return manifest
@@ -75,6 +79,12 @@ class ShardDir:
         pretokenize --no-eot); plain llm.c shards, which have no manifest, end documents with
         the tokenizer's <|endoftext|> (GPT-2's 50256)."""
         return self.manifest["eot_id"] if self.manifest is not None else tokenizer.special_tokens.get(EOT)
+
+    @property
+    def has_mask(self) -> bool:
+        """Whether the shards carry a mask of the tokens the loss counts (chat data: the
+        assistant's); plain llm.c shards have none."""
+        return bool(self.manifest and self.manifest.get("mask"))
 
     @property
     def unigram_entropy(self) -> float | None:
@@ -145,6 +155,7 @@ class ShardDir:
             ("tokenizer fingerprint", header.fingerprint, self.fingerprint),
             ("vocabulary size", header.vocab_size, self.vocab_size),
             ("token type", header.dtype.name, manifest["dtype"]),
+            ("mask flag", int(header.has_mask), int(self.has_mask)),
         ]
         return [f"{path}: {field} {_fact(ours)} in the header, {_fact(theirs)} in {MANIFEST}"
                 for field, ours, theirs in fields if ours != theirs]
@@ -258,13 +269,16 @@ class ShardSet:
     temporary names and made the directory's dataset by `commit` (pretokenize writes its
     datasets with it, bench/encode.py its reference)."""
 
-    def __init__(self, out_dir, tokenizer, eot_id, shard_tokens):
+    def __init__(self, out_dir, tokenizer, eot_id, shard_tokens, *, mask=False, chat_template=None):
+        """`mask`: every write brings the tokens' mask (chat data); `chat_template`: the text of
+        the chat template the data was rendered with, written beside tokenizer.json (None: none)."""
         if not (is_count(shard_tokens) and 1 <= shard_tokens <= MAX_TOKENS):
             raise SettingError("shard_tokens", f"{shard_tokens}: expected a whole number from 1 to {MAX_TOKENS:,}")
         self.out_dir, self.tokenizer, self.shard_tokens = out_dir, tokenizer, shard_tokens
         self.name = out_dir.resolve().name
         self.dtype = dtype_for(tokenizer.vocab_size)
         self.facts = dict(vocab_size=tokenizer.vocab_size, eot_id=eot_id, fingerprint=tokenizer.fingerprint)
+        self.mask, self.chat_template = mask, chat_template
         self.open_writers, self.finished = {}, []  # finished: (split, writer, header)
         self.numbers = None  # the unused shard numbers, from `begin`
         self.committed = False
@@ -275,7 +289,7 @@ class ShardSet:
         self.out_dir.mkdir(parents=True, exist_ok=True)
         for tmp in self.out_dir.glob(".*.tmp-*"):  # killed runs' (a live writer's stay: see remove_stale_temporaries)
             final = self.out_dir / tmp.name[1:].rsplit(".tmp-", 1)[0]
-            if SHARD_NAME.search(final.name) or final.name in (MANIFEST, TOKENIZER_FILE):
+            if SHARD_NAME.search(final.name) or final.name in (MANIFEST, TOKENIZER_FILE, TEMPLATE_FILE):
                 remove_stale_temporaries(final)
         # Numbers that no shard of the directory has, temporary or not: the new shards go in beside
         # the old dataset and replace none of its files.
@@ -284,22 +298,25 @@ class ShardSet:
         for split in ("val", "train"):  # validation first, as in llm.c
             self._open(split)
 
-    def write(self, split, tokens, doc_ends):
+    def write(self, split, tokens, doc_ends, mask=None):
         """Append tokens to the split, starting new shards as they fill; `doc_ends` are the
-        offsets (sorted) in `tokens` just after each document that ends there."""
-        self.unigrams[split] += np.bincount(tokens, minlength=len(self.unigrams[split]))
+        offsets (sorted) in `tokens` just after each document that ends there; `mask`, one value
+        per token, in a set with masks."""
+        counted = tokens if mask is None else tokens[np.asarray(mask, bool)]  # chat data: the loss's tokens alone
+        self.unigrams[split] += np.bincount(counted, minlength=len(self.unigrams[split]))
         done = 0
         while done < len(tokens):
             writer = self.open_writers.get(split) or self._open(split)
             stop = min(len(tokens), done + self.shard_tokens - writer.num_tokens)
-            writer.write(tokens[done:stop], bisect_right(doc_ends, stop) - bisect_right(doc_ends, done))
+            writer.write(tokens[done:stop], bisect_right(doc_ends, stop) - bisect_right(doc_ends, done),
+                         None if mask is None else mask[done:stop])
             done = stop
             if writer.num_tokens == self.shard_tokens:
                 self._finish(split)
 
     def _open(self, split):
         path = self.out_dir / f"{self.name}_{split}_{next(self.numbers):06d}.bin"
-        writer = self.open_writers[split] = ShardWriter(path, self.dtype, **self.facts)
+        writer = self.open_writers[split] = ShardWriter(path, self.dtype, **self.facts, mask=self.mask)
         return writer
 
     def _finish(self, split):
@@ -326,6 +343,7 @@ class ShardSet:
             "eot_id": eot_id,
             "dtype": self.dtype.name,
             "shard_tokens": self.shard_tokens,
+            **({"mask": True} if self.mask else {}),  # a plain dataset's manifest is as before
             **made,
             "totals": {name: {"documents": docs, "tokens": tokens, "unigram_entropy": _entropy(self.unigrams[name])}
                        for name, (docs, tokens) in counts.items()},
@@ -342,11 +360,15 @@ class ShardSet:
         The shards go in first, under their new names: no manifest lists them yet, so no reader
         sees them. Then tokenizer.json, unchanged unless --overwrite brought another tokenizer (a
         kill right after that leaves the old shards beside it, which `verify` and `train` refuse:
-        the fingerprints differ). Then the manifest, renamed over the old one: the commit point.
-        Last, the shards it does not list (the old dataset's, killed runs') are removed."""
+        the fingerprints differ), and the chat template where there is one. Then the manifest, renamed
+        over the old one: the commit point. Last, the shards it does not list (the old dataset's,
+        killed runs') are removed, and an old chat template where the new dataset has none."""
         for _, writer, _ in self.finished:
             writer.commit()
         self.tokenizer.save(self.out_dir / TOKENIZER_FILE)
+        if self.chat_template is not None:
+            with atomic_write(self.out_dir / TEMPLATE_FILE, encoding="utf-8") as f:
+                f.write(self.chat_template)
         sync_directory(self.out_dir)  # the renames reach the disk before the manifest that relies on them
         with atomic_write(self.out_dir / MANIFEST) as f:
             f.write(json.dumps(manifest, indent=2) + "\n")
@@ -355,6 +377,8 @@ class ShardSet:
         for path in self.out_dir.glob("*.bin"):
             if SHARD_NAME.search(path.name) and path.name not in listed:
                 path.unlink()
+        if self.chat_template is None:
+            (self.out_dir / TEMPLATE_FILE).unlink(missing_ok=True)
 
     def discard(self):
         """Remove what this run wrote, unless its manifest is in: then the dataset is its own."""

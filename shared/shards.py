@@ -1,11 +1,13 @@
 """Token shards: llm.c's `.bin` files, with our own facts in header slots its readers ignore.
 
 A shard is a header of 256 little-endian int32 (1024 bytes), then the tokens (uint16, or uint32
-for a vocabulary of more than 65,536). The format, slot by slot: docs/formats.md#shards.
+for a vocabulary of more than 65,536), then, in a shard of chat data, the mask of the tokens the
+loss counts (one uint8 per token). The format, slot by slot: docs/formats.md#shards.
 A directory of shards, with its manifest and tokenizer, is shared/shard_dir.py's.
 """
 from __future__ import annotations
 
+import tempfile
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +23,10 @@ FORMATS = {20240520: (1, np.dtype("<u2")), 20240801: (7, np.dtype("<u4"))}  # ma
 MAGIC = {dtype: magic for magic, (_, dtype) in FORMATS.items()}
 EXTENSION_MARKER = int.from_bytes(b"gptk", "little")
 EXTENSION_VERSION = 1
+# A shard with a mask says so in slot 11 and writes the extension's version 2, which gptkit
+# versions that know no mask refuse by name; a shard without one is version 1, as before.
+MASK_EXTENSION_VERSION = 2
+MASK_DTYPE = np.dtype("u1")  # 1: the loss counts the token (the assistant's, in chat data), 0: it does not
 MAX_TOKENS = 2**31 - 1  # the count is an int32
 VERIFY_STEP = 1 << 24  # tokens checked at a time: bounds the memory of verify_shard
 
@@ -44,6 +50,7 @@ class ShardHeader:
     num_docs: int | None = None
     checksum: int | None = None
     fingerprint: str | None = None
+    has_mask: bool = False  # a mask of one uint8 per token follows the tokens
 
     @property
     def extended(self) -> bool:
@@ -57,13 +64,20 @@ class ShardHeader:
     def version(self) -> int:
         return FORMATS[self.magic][0]
 
+    @property
+    def data_bytes(self) -> int:
+        """The bytes after the header: the tokens and their mask."""
+        return self.num_tokens * (self.dtype.itemsize + (MASK_DTYPE.itemsize if self.has_mask else 0))
+
     def to_bytes(self) -> bytes:
         ints = np.zeros(HEADER_INTS, "<i4")
         ints[:3] = self.magic, self.version, self.num_tokens
         if self.extended:
-            ints[3:8] = EXTENSION_MARKER, EXTENSION_VERSION, self.vocab_size, -1 if self.eot_id is None else self.eot_id, self.num_docs
+            version = MASK_EXTENSION_VERSION if self.has_mask else EXTENSION_VERSION
+            ints[3:8] = EXTENSION_MARKER, version, self.vocab_size, -1 if self.eot_id is None else self.eot_id, self.num_docs
             ints[8:9].view("<u4")[0] = self.checksum
             ints[9:11] = np.frombuffer(bytes.fromhex(self.fingerprint), "<i4")
+            ints[11] = self.has_mask
         return ints.tobytes()
 
     @classmethod
@@ -81,8 +95,12 @@ class ShardHeader:
         dtype = FORMATS[magic][1]
         if ints[3] != EXTENSION_MARKER:
             return cls(dtype, num_tokens)
-        if ints[4] != EXTENSION_VERSION:
-            raise ShardError(f"{path}: header extension version {ints[4]}, this reader knows version {EXTENSION_VERSION}")
+        if ints[4] not in (EXTENSION_VERSION, MASK_EXTENSION_VERSION):
+            raise ShardError(f"{path}: header extension version {ints[4]}, this reader knows versions {EXTENSION_VERSION} "
+                             f"and {MASK_EXTENSION_VERSION}")
+        if ints[11] != (ints[4] == MASK_EXTENSION_VERSION):
+            raise ShardError(f"{path}: header extension version {ints[4]} with mask flag {ints[11]} (slot 11), expected "
+                             f"{int(ints[4] == MASK_EXTENSION_VERSION)}")
         eot_id = int(ints[6])
         return cls(
             dtype,
@@ -92,6 +110,7 @@ class ShardHeader:
             num_docs=int(ints[7]),
             checksum=int(ints[8:9].view("<u4")[0]),
             fingerprint=ints[9:11].tobytes().hex(),
+            has_mask=bool(ints[11]),
         )
 
 
@@ -100,6 +119,7 @@ class Shard:
     path: Path
     header: ShardHeader
     tokens: np.ndarray  # a read-only numpy.memmap of the tokens (zero-copy)
+    mask: np.ndarray | None = None  # likewise of the mask (uint8, 1: the loss counts the token); None: no mask
 
 
 def read_header(path) -> ShardHeader:
@@ -111,14 +131,15 @@ def read_header(path) -> ShardHeader:
         size = path.stat().st_size
     except OSError as e:
         raise ShardError(f"{path}: cannot read ({e.strerror})") from None
-    expected = HEADER_BYTES + header.num_tokens * header.dtype.itemsize
+    expected = HEADER_BYTES + header.data_bytes
+    mask = " and their mask" if header.has_mask else ""
     if size < expected:
         raise ShardError(
             f"{path}: truncated: {expected - size:,} bytes missing (the header says {header.num_tokens:,} "
-            f"{header.dtype.name} tokens, {expected:,} bytes with the header; the file has {size:,})"
+            f"{header.dtype.name} tokens{mask}, {expected:,} bytes with the header; the file has {size:,})"
         )
     if size > expected:
-        raise ShardError(f"{path}: {size - expected:,} bytes more than the header's {header.num_tokens:,} tokens account for")
+        raise ShardError(f"{path}: {size - expected:,} bytes more than the header's {header.num_tokens:,} tokens{mask} account for")
     return header
 
 
@@ -128,16 +149,18 @@ def open_shard(path, vocab_size: int | None = None) -> Shard:
     header = read_header(path)
     if vocab_size is not None and header.extended and header.vocab_size != vocab_size:
         raise ShardError(f"{path}: written for a vocabulary of {header.vocab_size:,} tokens, expected {vocab_size:,}")
-    if header.num_tokens == 0:
-        tokens = np.empty(0, header.dtype)  # mmap refuses a zero-length map
-    else:
-        tokens = np.memmap(path, header.dtype, "r", offset=HEADER_BYTES, shape=(header.num_tokens,))
-    return Shard(path, header, tokens)
+    n = header.num_tokens
+    if n == 0:  # mmap refuses a zero-length map
+        return Shard(path, header, np.empty(0, header.dtype), np.empty(0, MASK_DTYPE) if header.has_mask else None)
+    tokens = np.memmap(path, header.dtype, "r", offset=HEADER_BYTES, shape=(n,))
+    mask = np.memmap(path, MASK_DTYPE, "r", offset=HEADER_BYTES + n * header.dtype.itemsize, shape=(n,)) if header.has_mask else None
+    return Shard(path, header, tokens, mask)
 
 
 def verify_shard(path, vocab_size: int | None = None) -> Shard:
-    """`open_shard`, then read every token: the checksum must match and every id be below the
-    vocabulary size (the header's, or `vocab_size` for a plain llm.c shard)."""
+    """`open_shard`, then read every token (and mask value): the checksum must match, every id be
+    below the vocabulary size (the header's, or `vocab_size` for a plain llm.c shard) and every
+    mask value 0 or 1."""
     shard = open_shard(path, vocab_size)
     header, tokens = shard.header, shard.tokens
     limit = header.vocab_size or vocab_size
@@ -148,34 +171,56 @@ def verify_shard(path, vocab_size: int | None = None) -> Shard:
         if limit is not None and int(block.max()) >= limit:
             at = start + int(np.argmax(block >= limit))
             raise ShardError(f"{path}: token {at:,} is id {int(tokens[at]):,}, not below the vocabulary size {limit:,}")
+    mask = shard.mask if shard.mask is not None else ()
+    for start in range(0, len(mask), VERIFY_STEP):
+        block = np.ascontiguousarray(mask[start : start + VERIFY_STEP])
+        crc = zlib.crc32(block, crc)
+        if int(block.max()) > 1:
+            at = start + int(np.argmax(block > 1))
+            raise ShardError(f"{path}: the mask of token {at:,} is {int(mask[at])}, not 0 or 1")
     if header.extended and crc != header.checksum:
-        raise ShardError(f"{path}: corrupted: the tokens' CRC-32 is {crc:08x}, the header says {header.checksum:08x}")
+        what = "tokens' and mask's" if header.has_mask else "tokens'"
+        raise ShardError(f"{path}: corrupted: the {what} CRC-32 is {crc:08x}, the header says {header.checksum:08x}")
     return shard
 
 
 class ShardWriter:
     """One shard written as its tokens arrive, to a temporary file: `close()` fills in the
     header, `commit()` renames the file into place, `discard()` leaves nothing behind.
-    Committing is separate so that a run can put all its shards in place at once, at the end."""
+    Committing is separate so that a run can put all its shards in place at once, at the end.
+    With `mask`, each write brings the tokens' mask too, kept in an anonymous temporary file (no
+    memory grows with the shard, nothing stays behind a killed run) until `close()` appends it."""
 
-    def __init__(self, path, dtype, *, vocab_size, eot_id, fingerprint):
+    def __init__(self, path, dtype, *, vocab_size, eot_id, fingerprint, mask=False):
         self.path = Path(path)
         self.dtype = np.dtype(dtype)
-        self._facts = dict(vocab_size=vocab_size, eot_id=eot_id, fingerprint=fingerprint)
+        self._facts = dict(vocab_size=vocab_size, eot_id=eot_id, fingerprint=fingerprint, has_mask=mask)
         self.num_tokens = self.num_docs = self._crc = 0
         self.committed = False
         self._file = AtomicFile(self.path)
         self._file.file.write(bytes(HEADER_BYTES))  # a placeholder until the counts are known
+        self._mask = tempfile.TemporaryFile(dir=self.path.parent) if mask else None
 
-    def write(self, tokens, docs_ended=0):
-        """Append tokens (an array or bytes of this shard's dtype) in which `docs_ended` documents end."""
+    def write(self, tokens, docs_ended=0, mask=None):
+        """Append tokens (an array or bytes of this shard's dtype) in which `docs_ended` documents
+        end, and in a shard with a mask, their mask (an array of 0/1 values, one per token)."""
         data = memoryview(tokens).cast("B")
+        if (mask is None) != (self._mask is None) or (mask is not None and len(mask) * self.dtype.itemsize != len(data)):
+            raise ValueError(f"{self.path}: a mask {'of one value per token ' if self._mask else 'in a shard without one'}")
         self._file.file.write(data)
         self._crc = zlib.crc32(data, self._crc)
         self.num_tokens += len(data) // self.dtype.itemsize
         self.num_docs += docs_ended
+        if self._mask is not None:
+            self._mask.write(np.asarray(mask, MASK_DTYPE).tobytes())
 
     def close(self) -> ShardHeader:
+        if self._mask is not None:  # after the tokens, the checksum going on over it
+            self._mask.seek(0)
+            while block := self._mask.read(1 << 24):
+                self._file.file.write(block)
+                self._crc = zlib.crc32(block, self._crc)
+            self._mask.close()
         header = ShardHeader(self.dtype, self.num_tokens, num_docs=self.num_docs, checksum=self._crc, **self._facts)
         self._file.file.seek(0)
         self._file.file.write(header.to_bytes())
@@ -188,6 +233,8 @@ class ShardWriter:
 
     def discard(self):
         """Remove the temporary file, or the shard if it was committed already."""
+        if self._mask is not None:
+            self._mask.close()
         self._file.discard()
         if self.committed:
             self.path.unlink(missing_ok=True)

@@ -4,16 +4,18 @@ import time
 from pathlib import Path
 
 import click
+from click.core import ParameterSource
 
 from gptkit.shared.cli import CONTEXT, DefaultGroup, overwrite_option, threads_option, version_option
 from gptkit.shared.corpus import DEFAULT_SEPARATOR, Corpus
 from gptkit.shared.errors import InputError
 from gptkit.shared.files import check_output, output_lock
-from gptkit.shared.shard_dir import MANIFEST, TOKENIZER_FILE, ShardDir
+from gptkit.shared.shard_dir import MANIFEST, TEMPLATE_FILE, TOKENIZER_FILE, ShardDir
 from gptkit.shared.shards import MAX_TOKENS, ShardError, open_shard, read_header, verify_shard
 from gptkit.shared.text import EOT
 from gptkit.tokenizer import Tokenizer
 
+from .chat import encode_chat
 from .encode import DEFAULT_SHARD_TOKENS, Split, encode_corpus
 
 SHOWN_TOKENS = 32  # tokens decoded by `inspect`
@@ -40,11 +42,14 @@ def cli():
 @click.option("--separator", default=DEFAULT_SEPARATOR, show_default=True, help="What separates documents in .txt files.")
 @click.option("--eot-token", default=EOT, show_default=True, help="The special token written after every document.")
 @click.option("--no-eot", is_flag=True, help="Write no token between documents.")
+@click.option("--chat", is_flag=True, help=f'The inputs are conversations, a .jsonl line each ({{"messages": [{{"role": ..., "content": ...}}, ...]}}), rendered with the tokenizer\'s chat template ({TEMPLATE_FILE} beside it, else gptkit\'s own); the shards carry the mask of the assistant\'s tokens, which training counts alone.')
 @overwrite_option("a dataset of this tokenizer")
 @click.option("--quiet", "-q", is_flag=True, help="No progress display.")
-def encode(tokenizer_path, inputs, more_inputs, out_dir, val_fraction, val_tokens, val_inputs, shard_tokens, threads,
-           text_field, separator, eot_token, no_eot, overwrite, quiet):
-    """Encode documents into train/validation token shards, in parallel, in bounded memory."""
+@click.pass_context
+def encode(ctx, tokenizer_path, inputs, more_inputs, out_dir, val_fraction, val_tokens, val_inputs, shard_tokens, threads,
+           text_field, separator, eot_token, no_eot, chat, overwrite, quiet):
+    """Encode documents (or with --chat, conversations) into train/validation token shards, in
+    parallel, in bounded memory."""
     inputs = inputs + more_inputs
     if not inputs:
         raise InputError("--input: give at least one corpus file, directory or glob")
@@ -58,9 +63,14 @@ def encode(tokenizer_path, inputs, more_inputs, out_dir, val_fraction, val_token
     split = Split(val_fraction, val_tokens)  # checks them
     if not Path(tokenizer_path).is_file():
         raise InputError(f"--tokenizer {tokenizer_path}: no such file (train one with `tokenizer train`)")
+    if chat:
+        for name in ("text_field", "separator"):
+            if ctx.get_parameter_source(name) is not ParameterSource.DEFAULT:
+                raise InputError(f"--{name.replace('_', '-')}: not for --chat (a conversation is a .jsonl line with \"messages\")")
     tokenizer = Tokenizer.from_file(tokenizer_path)
-    corpus = Corpus(inputs, separator=separator or None, text_field=text_field)
-    val_corpus = Corpus(val_inputs, separator=separator or None, text_field=text_field) if val_inputs else None
+    if not chat:
+        corpus = Corpus(inputs, separator=separator or None, text_field=text_field)
+        val_corpus = Corpus(val_inputs, separator=separator or None, text_field=text_field) if val_inputs else None
     start = time.perf_counter()
     with output_lock(out_dir, "gptkit pretokenize"):
         # The dataset's copy of the tokenizer replaces a tokenizer.json that a dataset's manifest
@@ -68,15 +78,27 @@ def encode(tokenizer_path, inputs, more_inputs, out_dir, val_fraction, val_token
         data = ShardDir(out_dir)
         check_output(data.tokenizer, lambda path: data.manifest_path.exists() or _fingerprint(path) == tokenizer.fingerprint,
                      f"tokenizer {tokenizer.fingerprint}", overwrite)
-        manifest = encode_corpus(corpus, tokenizer, out_dir, split=split, val_corpus=val_corpus, shard_tokens=shard_tokens,
-                                 workers=threads, eot_token=None if no_eot else eot_token, tokenizer_source=tokenizer_path,
-                                 overwrite=overwrite, quiet=quiet)
+        eot_token = None if no_eot else eot_token
+        if chat:
+            manifest = encode_chat(inputs, tokenizer, tokenizer_path, out_dir, split=split, val_inputs=val_inputs,
+                                   shard_tokens=shard_tokens, workers=threads, eot_token=eot_token, overwrite=overwrite,
+                                   quiet=quiet)
+        else:
+            manifest = encode_corpus(corpus, tokenizer, out_dir, split=split, val_corpus=val_corpus, shard_tokens=shard_tokens,
+                                     workers=threads, eot_token=eot_token, tokenizer_source=tokenizer_path,
+                                     overwrite=overwrite, quiet=quiet)
     seconds = time.perf_counter() - start
-    totals, total_bytes = manifest["totals"], corpus.total_bytes + (val_corpus.total_bytes if val_corpus else 0)
+    totals = manifest["totals"]
+    total_bytes = sum(source["bytes"] for source in manifest["sources"] + manifest.get("val_sources", []))
     click.echo(f"wrote {out_dir}: {len(manifest['shards'])} shard(s), {manifest['dtype']}, {total_bytes / 1e6:,.1f} MB "
                f"in {seconds:.1f} s ({total_bytes / 1e6 / seconds:,.1f} MB/s)")
     for name in ("train", "val"):
-        click.echo(f"  {name}: {totals[name]['documents']:,} documents, {totals[name]['tokens']:,} tokens")
+        click.echo(f"  {name}: {totals[name]['documents']:,} {'conversations' if chat else 'documents'}, "
+                   f"{totals[name]['tokens']:,} tokens")
+    if chat:
+        template = manifest["chat"]["template"]
+        click.echo(f"  mask: the assistant's tokens, by {'gptkit' + chr(39) + 's chat template' if template == 'gptkit' else template}"
+                   f" (a reply ends with {', '.join(manifest['chat']['stops']) or 'nothing'})")
     if manifest["split"]["rule"] in ("tail", "given"):
         click.echo(f"  split: {manifest['split']['text']}")
 
@@ -105,7 +127,7 @@ def inspect(path, tokenizer_path):
         line = f"{shard.name}: {header.dtype.name} (magic {header.magic}, version {header.version}), {header.num_tokens:,} tokens"
         if header.extended:
             line += (f", {header.num_docs:,} documents, vocab {header.vocab_size:,}, eot {header.eot_id}, "
-                     f"crc32 {header.checksum:08x}, tokenizer {header.fingerprint}")
+                     f"crc32 {header.checksum:08x}, tokenizer {header.fingerprint}{', mask' if header.has_mask else ''}")
         else:
             line += " (plain llm.c header: no vocabulary, checksum or fingerprint)"
         click.echo(line)

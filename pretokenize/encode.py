@@ -148,13 +148,7 @@ def encode_corpus(corpus, tokenizer, out_dir, *, split=Split(val_fraction=0.01),
     otherwise `split` says which documents are held out, or the tail of the text is (`TailSplit`)
     when there are too few documents for it."""
     out_dir = Path(out_dir)
-    eot_id = None
-    if eot_token is not None:
-        eot_id = tokenizer.special_tokens.get(eot_token)
-        if eot_id is None:
-            raise SettingError("eot_token", f"{eot_token!r}: not a special token of {tokenizer_source or 'the tokenizer'} "
-                                            f"(it has: {', '.join(tokenizer.special_tokens) or 'none'}); name one it has, "
-                                            "or none (--no-eot)")
+    eot_id = eot_id_of(tokenizer, eot_token, tokenizer_source)
     check_shard_directory(out_dir, tokenizer.fingerprint, overwrite)
     if val_corpus is not None:
         for setting, each in (("val_input", val_corpus), ("input", corpus)):
@@ -205,6 +199,18 @@ def encode_corpus(corpus, tokenizer, out_dir, *, split=Split(val_fraction=0.01),
         detail = f"{e.filename}: {e.strerror}" if e.filename else e.strerror
         raise SettingError("out", f"{out_dir}: cannot write ({detail})") from None
     return manifest
+
+
+def eot_id_of(tokenizer, eot_token, tokenizer_source=None):
+    """The id of `eot_token`, a special token of the tokenizer (None: no end-of-text token)."""
+    if eot_token is None:
+        return None
+    eot_id = tokenizer.special_tokens.get(eot_token)
+    if eot_id is None:
+        raise SettingError("eot_token", f"{eot_token!r}: not a special token of {tokenizer_source or 'the tokenizer'} "
+                                        f"(it has: {', '.join(tokenizer.special_tokens) or 'none'}); name one it has, "
+                                        "or none (--no-eot)")
+    return eot_id
 
 
 def _sizes(split, counts):

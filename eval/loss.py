@@ -26,11 +26,19 @@ class Loss(NamedTuple):
 def eval_sequences(data: ShardData, context_length, max_tokens):
     """The fixed validation set: the first `max_tokens` tokens of the validation stream, as
     whole windows (the same tokens in every evaluation of every run)."""
-    total = int(data.sizes.sum())
-    count = max(1, min(max_tokens, total - 1) // context_length)
+    count = _windows_of(data, context_length, max_tokens)
     sequences = windows(data.span(0, count * context_length + 1), context_length)
     data.check_ids(sequences, context_length * np.arange(count))
     return sequences
+
+
+def eval_masks(data: ShardData, context_length, max_tokens):
+    """The mask of eval_sequences' windows, of data with a mask (chat data): 1 where the loss counts the token."""
+    return windows(data.mask_span(0, _windows_of(data, context_length, max_tokens) * context_length + 1), context_length)
+
+
+def _windows_of(data, context_length, max_tokens):
+    return max(1, min(max_tokens, int(data.sizes.sum()) - 1) // context_length)
 
 
 def text_windows(ids, context_length):
@@ -65,11 +73,12 @@ def token_bytes(tokenizer):
 
 
 @torch.no_grad()
-def loss_sums(model, sequences, nbytes, batch_size, autocast, each_batch=None):
+def loss_sums(model, sequences, nbytes, batch_size, autocast, each_batch=None, masks=None):
     """Sums over the windows `sequences` (an (n, T + 1) array), in batches of `batch_size`: the
     loss, the predicted tokens, the loss of the tokens that are text, and their bytes (`nbytes`:
     token_bytes as a tensor on the model's device); a float64 tensor there, with no sync per
-    batch, for the ranks to add up. `each_batch(windows done)` after each batch."""
+    batch, for the ranks to add up. `each_batch(windows done)` after each batch. `masks` (the
+    windows' eval_masks): only the targets whose mask is 1 count, in every sum."""
     sums = torch.zeros(4, device=nbytes.device, dtype=torch.float64)
     for i in range(0, len(sequences), batch_size):
         batch = on_device(sequences[i : i + batch_size], nbytes.device).long()
@@ -77,8 +86,11 @@ def loss_sums(model, sequences, nbytes, batch_size, autocast, each_batch=None):
         with autocast:
             losses = model.token_losses(batch[:, :-1], targets)
         text = nbytes[targets]
+        if masks is not None:
+            counted = on_device(masks[i : i + batch_size], nbytes.device)[:, 1:]
+            losses, text = losses * counted, text * counted
         sums[0] += losses.sum(dtype=torch.float64)
-        sums[1] += targets.numel()
+        sums[1] += targets.numel() if masks is None else counted.sum(dtype=torch.float64)
         sums[2] += (losses * (text > 0)).sum(dtype=torch.float64)
         sums[3] += text.sum(dtype=torch.float64)
         if each_batch:

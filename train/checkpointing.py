@@ -3,6 +3,7 @@ newest few kept, read back checked.
 
     checkpoints/step-000500_tokens-2048000/   a model checkpoint (model/checkpoint.py, the directory
                        format: what `sample` needs) + optimizer.safetensors + trainer_state.json
+                       (+ chat_template.jinja, where the data carries one)
     latest             a symlink to the newest checkpoint, moved only once that one is whole
 
 A checkpoint holds the state of each of the run's Parts, its state_dict(), which a resume puts
@@ -29,6 +30,7 @@ writer killed mid-swap left (shared/files.py) before it writes.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 from datetime import timedelta
 from pathlib import Path
@@ -37,13 +39,14 @@ from typing import NamedTuple
 import numpy as np
 import torch
 
-from gptkit.model.checkpoint import (MODEL_FILE, TOKENIZER_FILE, CheckpointError, check_file, check_tensors, load_model,
-                                     model_tensors, read_checkpoint_config, read_tensors, save_model, save_tensors)
+from gptkit.model.checkpoint import (TOKENIZER_FILE, CheckpointError, CheckpointReader, model_tensors, save_model,
+                                     save_tensors)
 from gptkit.model.config import ModelConfig
 from gptkit.shared.errors import GptkitError, SettingError
 from gptkit.shared.files import (atomic_symlink, remove_directory, remove_stale_temporaries, settle_directory, settled,
                                  sync_directory)
 from gptkit.shared.jsonfile import is_count, read_json
+from gptkit.shared.shard_dir import TEMPLATE_FILE
 
 from .fsdp import placed, whole
 from .run_dir import CHECKPOINTS, LATEST
@@ -88,6 +91,9 @@ class Checkpoints:
         in gathering sharded tensors; the master alone writes."""
         self.run_dir, self.keep_last, self.parts, self.master = Path(run.config.out), run.config.keep_last, parts, dist.master
         self.tokenizer, self.eot_id = run.tokenizer, run.eot_id
+        # chat data's template goes with the model it trains, beside its tokenizer.json
+        template = run.data.chat_template
+        self.extra = {TEMPLATE_FILE: template.read_text(encoding="utf-8")} if template.is_file() else {}
         self.identity = {"config_digest": run.config.digest(), "data": run.data_identity}
         self.directory, self.latest = self.run_dir / CHECKPOINTS, self.run_dir / LATEST
         # the weights and at most two float32 optimizer tensors of each (AdamW's moments)
@@ -122,6 +128,7 @@ class Checkpoints:
             save_model(parts.model, self.tokenizer, directory, eot_id=self.eot_id, tensors=weights, extra_files={
                 OPTIMIZER_FILE: lambda path: save_tensors({k: v.contiguous() for k, v in tensors.items()}, path),
                 STATE_FILE: lambda path: path.write_text(json.dumps(state, indent=2) + "\n"),
+                **{name: functools.partial(_write_text, text=text) for name, text in self.extra.items()},
             })
             sync_directory(self.directory)  # the checkpoint reaches the disk under its name before the pointer to it
             atomic_symlink(self.latest, Path(CHECKPOINTS) / name)
@@ -133,19 +140,19 @@ class Checkpoints:
             remove_stale_temporaries(self.directory / stale.name[1:].rsplit(".tmp-", 1)[0])
         return directory
 
-    def load(self, checkpoint):
-        """Put the state `checkpoint` holds back into every part, every file checked before any
-        is applied: each tensor whole, or as the shard of it this process holds where the model is
-        sharded. Its settings are checked already (read_state, by prepare.py)."""
-        optimizers, checkpoint = self.parts.optimizers, settled(checkpoint)  # once: every file from one version
+    def load(self, saved):
+        """Put the state of `saved` (a resume's checkpoint, opened and its settings checked by
+        read_state, in prepare.py) back into every part, every file checked before any is applied:
+        each tensor whole, or as the shard of it this process holds where the model is sharded."""
+        optimizers, model = self.parts.optimizers, self.parts.model
         try:
-            config = read_checkpoint_config(checkpoint)
-            state = _read_state(checkpoint, config, optimizers)
-            model, _ = load_model(checkpoint)  # whole, in host memory: each tensor is put in place below
-            tensors = _read_optimizer_tensors(checkpoint, config, optimizers)
+            state = _read_state(saved, optimizers)
+            saved.tokenizer(model.config.vocab_size)  # checked as load_model checks it: a damaged checkpoint is refused whole
+            weights = saved.weights(model)
+            tensors = _read_optimizer_tensors(saved, optimizers)
         except CheckpointError as e:
-            raise CheckpointError(f"{e}; {_intact_note(checkpoint, self.directory, optimizers)}") from None
-        self._put_weights(model.state_dict())
+            raise CheckpointError(f"{e}; {_intact_note(saved.directory, self.directory, optimizers)}") from None
+        self._put_weights(weights)
         now = optimizers.state_dict()
         optimizers.load_state_dict({k: {"steps": state["optimizer_steps"][k],
                                         "tensors": {n: placed(tensors[f"{k}/{n}"], t) for n, t in o["tensors"].items()}}
@@ -154,25 +161,20 @@ class Checkpoints:
         self.parts.schedule.load_state_dict(state.get("schedule"))
         self.parts.rng.load_state_dict(state["rng"])
 
-    def start_from(self, checkpoint):
-        """Put the weights of `checkpoint` (--init-from: a new run, whose model is the checkpoint's
-        and whose tokenizer was checked against it by prepare.py) into the model, each tensor
-        checked, read once, and widened to the model's float32 (exactly, as load_model does)."""
-        checkpoint = settled(checkpoint)  # once: every file from one version
-        config = read_checkpoint_config(checkpoint)
-        check_file(checkpoint, TOKENIZER_FILE, config)
-        tensors = read_tensors(checkpoint, config=config)
-        check_tensors(tensors, model_tensors(self.parts.model), checkpoint / MODEL_FILE)
-        self._put_weights(tensors)
+    def start_from(self, saved):
+        """Put the weights of `saved` (--init-from's checkpoint, opened and its tokenizer checked by
+        initialized, in prepare.py: a new run, whose model is the checkpoint's) into the model, each
+        tensor checked, read once, and widened to the model's float32 (exactly, as load_model does)."""
+        self._put_weights(saved.weights(self.parts.model))
 
-    def _put_weights(self, saved):
-        """Copy the whole tensors `saved` (name -> tensor) into the model: each one, or the shard of
-        it this process holds where the model is sharded. A tied LM head absent from `saved` is the
-        embedding, put in with it."""
+    def _put_weights(self, weights):
+        """Copy the whole tensors `weights` (name -> tensor) into the model: each one, or the shard
+        of it this process holds where the model is sharded. A tied LM head absent from `weights` is
+        the embedding, put in with it."""
         with torch.no_grad():
             for name, tensor in self.parts.model.state_dict().items():
-                if name in saved:
-                    tensor.copy_(placed(saved[name], tensor))
+                if name in weights:
+                    tensor.copy_(placed(weights[name], tensor))
 
     def last_note(self):
         """Which checkpoint a run that cannot go on leaves, for its error."""
@@ -186,42 +188,44 @@ class Checkpoints:
         return f"{self.last_note()}; make room, then {then}"
 
 
-def read_state(checkpoint, config, tokenizer, model_config) -> dict:
-    """The trainer state of `checkpoint`, which a resume of the run of `config` goes on from,
-    checked and nothing applied: a checkpoint of another tokenizer than `tokenizer`, the run's
-    data's, or of another model than `model_config`, the run's, is refused."""
+def _write_text(path, text):
+    path.write_text(text, encoding="utf-8")
+
+
+def read_state(checkpoint, config, tokenizer, model_config) -> tuple[CheckpointReader, dict]:
+    """`checkpoint`, which a resume of the run of `config` goes on from, opened (for
+    Checkpoints.load), and its trainer state, checked and nothing applied: a checkpoint of another
+    tokenizer than `tokenizer`, the run's data's, or of another model than `model_config`, the
+    run's, is refused."""
     checkpoint = Path(checkpoint)
     if not settled(checkpoint).exists():
         raise SettingError("out", f"{config.out}: no checkpoint to resume from ({checkpoint} is missing)")
     try:
-        saved = read_checkpoint_config(checkpoint)  # once, for every check below
-        _check_tokenizer(checkpoint, saved, tokenizer, config.data)
-        _check_model(checkpoint, saved, model_config)
-        return _read_state(checkpoint, saved)
+        saved = CheckpointReader(checkpoint)  # once, for every check below
+        _check_tokenizer(checkpoint, saved.config, tokenizer, config.data)
+        _check_model(checkpoint, saved.config, model_config)
+        return saved, _read_state(saved)
     except CheckpointError as e:
         raise CheckpointError(f"{e}; {_intact_note(checkpoint, Path(config.out) / CHECKPOINTS)}") from None
 
 
-def initialized(config, tokenizer):
-    """A new run from --init-from: its model is the checkpoint's, recorded in full, and the
-    checkpoint named by an absolute path, as the data is."""
+def initialized(config, tokenizer) -> tuple:
+    """(config, checkpoint) of a new run from --init-from: its model is the checkpoint's, recorded
+    in full, and the checkpoint named by an absolute path, as the data is; the checkpoint opened (a
+    CheckpointReader), whose weights the run starts from (Checkpoints.start_from) and whose
+    tokenizer, intact, must be the one the data was encoded with, `tokenizer`."""
     if config.model is not None:
         raise SettingError("init_from", f"{config.init_from}: give --init-from or --model, not both (the model is the "
                                         "checkpoint's)")
     checkpoint = str(Path(config.init_from).resolve())
-    return dataclasses.replace(config, init_from=checkpoint, model=initial_model(checkpoint, tokenizer, config.data))
-
-
-def initial_model(checkpoint, tokenizer, data) -> dict:
-    """The model config of the checkpoint a new run starts from (--init-from), whose tokenizer
-    must be the one `data` was encoded with."""
     try:
-        config = read_checkpoint_config(checkpoint)
+        saved = CheckpointReader(checkpoint)
     except CheckpointError as e:
         raise SettingError("init_from", str(e)) from None
-    _check_tokenizer(checkpoint, config, tokenizer, data, "the checkpoint's model was made for",
-                     f"encode the data with {Path(checkpoint) / 'tokenizer.json'}")
-    return config["model"]
+    _check_tokenizer(checkpoint, saved.config, tokenizer, config.data, "the checkpoint's model was made for",
+                     f"encode the data with {Path(checkpoint) / TOKENIZER_FILE}")
+    saved.file(TOKENIZER_FILE)  # its CRC-32: the checkpoint is whole
+    return dataclasses.replace(config, init_from=checkpoint, model=saved.config["model"]), saved
 
 
 def _intact_note(damaged, directory, optimizers=()):
@@ -230,10 +234,10 @@ def _intact_note(damaged, directory, optimizers=()):
         if candidate.resolve() == Path(damaged).resolve():
             continue
         try:
-            config = read_checkpoint_config(candidate)
-            for name in config.get("crc32", {}):
-                check_file(candidate, name, config)
-            _read_state(candidate, config, optimizers)
+            saved = CheckpointReader(candidate)
+            for name in saved.config.get("crc32", {}):
+                saved.file(name)
+            _read_state(saved, optimizers)
         except CheckpointError:
             continue
         return f"{candidate.name} is intact: resume from it with --resume --from-checkpoint {candidate}"
@@ -258,10 +262,10 @@ def _check_model(checkpoint, config, model_config):
                                      f"{now[differs[0]]!r} (a checkpoint of another run, or the run's config.json was edited)")
 
 
-def _read_state(checkpoint, config, optimizers=()):
-    """A checkpoint's trainer_state.json, checked (its CRC-32 in the checkpoint's `config` and
-    every field a resume reads, a step count of each of `optimizers` among them)."""
-    path = check_file(checkpoint, STATE_FILE, config)
+def _read_state(saved, optimizers=()):
+    """The trainer_state.json of `saved` (a CheckpointReader), checked (its CRC-32 and every field
+    a resume reads, a step count of each of `optimizers` among them)."""
+    path = saved.file(STATE_FILE)
     try:
         state = read_json(path)
     except (OSError, ValueError) as e:
@@ -291,12 +295,12 @@ def _state_problem(state, optimizers):
     return None
 
 
-def _read_optimizer_tensors(checkpoint, config, optimizers):
-    path = Path(checkpoint) / OPTIMIZER_FILE
-    tensors = read_tensors(checkpoint, OPTIMIZER_FILE, config)
+def _read_optimizer_tensors(saved, optimizers):
+    path = saved.directory / OPTIMIZER_FILE
+    tensors = saved.tensors(OPTIMIZER_FILE)
     for key, state in optimizers.state_dict().items():
         for name, tensor in state["tensors"].items():
-            saved = tensors.get(f"{key}/{name}")
-            if saved is None or saved.shape != tensor.shape:
-                raise CheckpointError(f"{path}: damaged ({'no' if saved is None else 'a wrong shape of'} tensor {key}/{name})")
+            found = tensors.get(f"{key}/{name}")
+            if found is None or found.shape != tensor.shape:
+                raise CheckpointError(f"{path}: damaged ({'no' if found is None else 'a wrong shape of'} tensor {key}/{name})")
     return tensors

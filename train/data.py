@@ -24,7 +24,9 @@ from gptkit.tokenizer import Tokenizer
 
 class Loader:
     """Training batches: `batch(step, micro)` -> (B, T + 1) token sequences in the shards' dtype
-    (inputs are [:, :-1], targets [:, 1:]); they travel to the GPU at that width, not as int64."""
+    (inputs are [:, :-1], targets [:, 1:]); they travel to the GPU at that width, not as int64.
+    Where the data has a mask (chat data), `mask(step, micro)` is theirs: (B, T + 1) uint8, 1
+    where the loss counts the token."""
 
     def __init__(self, data: ShardData, config, context_length, dist):
         """`config`: the run's loader, batch_size (of all processes: this one takes its share),
@@ -35,6 +37,16 @@ class Loader:
         self.cumulative, self.first_pick = np.cumsum(usable), np.cumsum(usable) - usable
 
     def batch(self, step, micro=0):
+        sequences, firsts = self._read(step, micro, "tokens")
+        self.data.check_ids(sequences, firsts)
+        return sequences
+
+    def mask(self, step, micro=0):
+        return self._read(step, micro, "mask")[0]
+
+    def _read(self, step, micro, field):
+        """The rows of this process's share of global batch (step, micro) of the shards' `field`
+        ("tokens" or "mask"), and the position of each row's first token in the stream."""
         rows = range(self.rank * self.B, (self.rank + 1) * self.B)
         G, T = self.B * self.world, self.T
         index = step * self.grad_accum + micro  # the global batch's number
@@ -43,15 +55,11 @@ class Loader:
             picks = rng.integers(0, self.cumulative[-1], size=G)[rows.start : rows.stop]
             shard = np.searchsorted(self.cumulative, picks, side="right")
             offset = picks - self.first_pick[shard]
-            sequences = np.stack([self.data.shards[s].tokens[o : o + T + 1] for s, o in zip(shard, offset)])
-            firsts = self.data.starts[shard] + offset
-        else:
-            start = (index * G + rows.start) * T
-            flat = self.data.span(start, self.B * T + 1)
-            sequences = np.stack([flat[i * T : i * T + T + 1] for i in range(self.B)])
-            firsts = start + T * np.arange(self.B)
-        self.data.check_ids(sequences, firsts)
-        return sequences
+            sequences = np.stack([getattr(self.data.shards[s], field)[o : o + T + 1] for s, o in zip(shard, offset)])
+            return sequences, self.data.starts[shard] + offset
+        start = (index * G + rows.start) * T
+        flat = (self.data.span if field == "tokens" else self.data.mask_span)(start, self.B * T + 1)
+        return np.stack([flat[i * T : i * T + T + 1] for i in range(self.B)]), start + T * np.arange(self.B)
 
 
 def data_tokenizer(data: ShardDir):

@@ -7,19 +7,27 @@ import numpy as np
 import torch
 
 from gptkit.eval.choice import frame, score
-from gptkit.eval.loss import eval_sequences, loss_sums, summary, token_bytes
+from gptkit.eval.loss import eval_masks, eval_sequences, loss_sums, summary, token_bytes
+from gptkit.shared.errors import SettingError
 from gptkit.eval.tasks import read_hellaswag
 
 
 class Evaluator:
     """The validation loss of a model on the first `eval_tokens` tokens of the val split, the same
-    sequences in every evaluation of every run. The ranks share the sequences, each in batches of
-    its own share of the run's batch size (`config`), and add up their sums."""
+    sequences in every evaluation of every run; of data with a mask (chat data), on the tokens it
+    counts alone (the assistant's), as in training. The ranks share the sequences, each in batches
+    of its own share of the run's batch size (`config`), and add up their sums."""
 
     def __init__(self, val_data, tokenizer, context_length, config, dist):
         """`dist`: this process's place (processes.Dist)."""
         sequences = eval_sequences(val_data, context_length, config.eval_tokens)
+        masks = eval_masks(val_data, context_length, config.eval_tokens) if val_data.masked else None
+        if masks is not None and not masks[:, 1:].any():
+            raise SettingError("eval_tokens", f"{config.eval_tokens}: the first {masks.shape[0] * (masks.shape[1] - 1) + 1:,} validation tokens of "
+                                              f"{val_data.shards[0].path.parent} hold no token the mask counts (the "
+                                              "assistant's): validate on more tokens")
         self.sequences = sequences[dist.rank::dist.world]
+        self.masks = None if masks is None else masks[dist.rank::dist.world]
         self.batch_size = config.batch_size // dist.world
         self.token_bytes = torch.tensor(token_bytes(tokenizer), device=dist.device)
         self.dist = dist
@@ -30,7 +38,7 @@ class Evaluator:
     def __call__(self, model, autocast) -> tuple[float, float, int]:
         """(loss in nats per token, bits per byte, tokens)."""
         model.eval()
-        sums = loss_sums(model, self.sequences, self.token_bytes, self.batch_size, autocast)
+        sums = loss_sums(model, self.sequences, self.token_bytes, self.batch_size, autocast, masks=self.masks)
         self.idle(model, autocast)
         self.dist.all_reduce(sums)
         return summary(sums)[:3]

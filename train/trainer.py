@@ -20,6 +20,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 import torch
+import torch.nn.functional as F
 
 from gptkit.model.generate import generate, prompt_ids
 from gptkit.model.info import model_cost
@@ -70,7 +71,7 @@ class Trainer:
         self.trackers = Trackers(config, dist.master)  # before a resume, whose re-planned schedule is a record
         if run.checkpoint is None:
             if config.init_from:  # a new run from a checkpoint's weights
-                self.checkpoints.start_from(config.init_from)
+                self.checkpoints.start_from(run.init_from)
             self.run_dir.start(config.to_dict())
         else:
             self._resume()
@@ -177,17 +178,42 @@ class Trainer:
         config = self.config
         lr = self.planner.schedule(self.step)
         self.model.train()
-        loss_sum = torch.zeros((), device=self.device)
-        for micro in range(config.grad_accum):
-            inputs, targets = next(self.batches)
-            with self.parallel.gradient_sync(micro == config.grad_accum - 1), self.autocast:
-                _, loss = self.parallel.forward(inputs, targets)
-            (loss / config.grad_accum).backward()
-            loss_sum += loss.detach()
+        if self.prepared.data.has_mask:
+            loss = self._masked_step()
+        else:
+            loss_sum = torch.zeros((), device=self.device)
+            for micro in range(config.grad_accum):
+                inputs, targets = next(self.batches)
+                with self.parallel.gradient_sync(micro == config.grad_accum - 1), self.autocast:
+                    _, loss = self.parallel.forward(inputs, targets)
+                (loss / config.grad_accum).backward()
+                loss_sum += loss.detach()
+            loss = loss_sum / config.grad_accum
         grad_norm = self.parallel.clip(config.grad_clip or math.inf)
         self.optimizers.step(lr)
         self.model.zero_grad(set_to_none=True)
-        return loss_sum / config.grad_accum, grad_norm
+        return loss, grad_norm
+
+    def _masked_step(self):
+        """The forward and backward passes of a step on masked data (chat data: targets outside the
+        mask are -1, ignored): the loss is the mean over the targets counted in the whole step, all
+        micro-steps and ranks, however they fall among them. Each micro-step's summed cross-entropy
+        is divided by that count times the ranks (DDP and FSDP average gradients over the ranks),
+        so the gradient is that mean's; a step with no counted target has zero loss and gradient.
+        Returns this rank's share of the loss, which _sync's average over the ranks makes the mean."""
+        accum = self.config.grad_accum
+        batches = [next(self.batches) for _ in range(accum)]
+        counted = sum((targets >= 0).sum() for _, targets in batches).float()
+        self.dist.all_reduce(counted)
+        scale = self.world / counted.clamp(min=1)
+        loss_sum = torch.zeros((), device=self.device)
+        for micro, (inputs, targets) in enumerate(batches):
+            with self.parallel.gradient_sync(micro == accum - 1), self.autocast:
+                logits, _ = self.parallel.forward(inputs)
+            loss = F.cross_entropy(logits.float().flatten(0, 1), targets.flatten(), ignore_index=-1, reduction="sum") * scale
+            loss.backward()
+            loss_sum += loss.detach()
+        return loss_sum
 
     def _sync(self, window):
         """The host learns what the device did since the last sync: the loss (averaged over the
@@ -220,23 +246,30 @@ class Trainer:
         self._record(*replan_report(self.step, self.tokens, before, total, lr, reason))
 
     def _batches(self):
-        """(inputs, targets) on the device for every micro-step from the current step on. The
-        tokens travel at the shards' width (uint16 for most vocabularies, a quarter of int64)
-        and are widened on the device. On CUDA a thread gathers the next batch into pinned
-        memory while the GPU works on this one, and the copy does not block the host."""
+        """(inputs, targets) on the device for every micro-step from the current step on; on
+        masked data the targets outside the mask are -1 (ignored). The tokens travel at the
+        shards' width (uint16 for most vocabularies, a quarter of int64; the mask as uint8) and
+        are widened on the device. On CUDA a thread gathers the next batch into pinned memory
+        while the GPU works on this one, and the copy does not block the host."""
         order = ((s, m) for s in itertools.count(self.step) for m in range(self.config.grad_accum))
+        loader, masked = self.prepared.loader, self.prepared.data.has_mask
 
-        def on_device(sequences):
-            sequences = sequences.to(self.device, non_blocking=True).long()
-            return sequences[:, :-1], sequences[:, 1:]
+        def on_device(arrays):
+            sequences, *mask = (a.to(self.device, non_blocking=True) for a in arrays)
+            sequences = sequences.long()
+            targets = sequences[:, 1:].masked_fill(mask[0][:, 1:] == 0, -1) if masked else sequences[:, 1:]
+            return sequences[:, :-1], targets
+
+        def read(s, m):
+            return [torch.from_numpy(loader.batch(s, m))] + ([torch.from_numpy(loader.mask(s, m))] if masked else [])
 
         if self.device.type != "cuda":
             for s, m in order:
-                yield on_device(torch.from_numpy(self.prepared.loader.batch(s, m)))
+                yield on_device(read(s, m))
             return
 
         def pinned(s, m):
-            return torch.from_numpy(self.prepared.loader.batch(s, m)).pin_memory()
+            return [a.pin_memory() for a in read(s, m)]
 
         with ThreadPoolExecutor(1) as pool:
             ahead = pool.submit(pinned, *next(order))

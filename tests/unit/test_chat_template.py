@@ -47,10 +47,11 @@ CONVERSATIONS = [
 ]
 
 
-@pytest.fixture(scope="module", params=list(MODELS))
-def model(request, tmp_path_factory):
-    """(ours: the tokenizer and ChatTemplate.beside it, transformers' tokenizer, end of turn)."""
-    pattern, names, specials, template, config, end = MODELS[request.param]
+def hf_model_dir(directory, name):
+    """A tokenizer of the shape of model `name`'s (MODELS) trained by HF `tokenizers`, with its
+    chat template and tokenizer_config.json beside it, as `model import-hf` leaves them; returns
+    transformers' tokenizer of it."""
+    pattern, names, specials, template, config, _ = MODELS[name]
     hf = tokenizers.Tokenizer(tokenizers.models.BPE())
     if names:
         hf.normalizer = normalizers.Sequence([getattr(normalizers, n)() for n in names])
@@ -60,14 +61,21 @@ def model(request, tmp_path_factory):
     trainer = trainers.BpeTrainer(vocab_size=600, special_tokens=specials, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
                                   show_progress=False)
     hf.train_from_iterator([english_like(3000), "You are a helpful assistant. user assistant system"], trainer=trainer)
-    directory = tmp_path_factory.mktemp(request.param)
+    directory.mkdir(parents=True, exist_ok=True)
     hf.save(str(directory / "tokenizer.json"))
     (directory / TEMPLATE_FILE).write_text(template)
     (directory / "tokenizer_config.json").write_text(json.dumps(config))
-    theirs = transformers.PreTrainedTokenizerFast(tokenizer_file=str(directory / "tokenizer.json"), chat_template=template,
-                                                  **{k: v for k, v in config.items() if v})
+    return transformers.PreTrainedTokenizerFast(tokenizer_file=str(directory / "tokenizer.json"), chat_template=template,
+                                                **{k: v for k, v in config.items() if v})
+
+
+@pytest.fixture(scope="module", params=list(MODELS))
+def model(request, tmp_path_factory):
+    """(ours: the tokenizer and ChatTemplate.beside it, transformers' tokenizer, end of turn)."""
+    directory = tmp_path_factory.mktemp(request.param)
+    theirs = hf_model_dir(directory, request.param)
     tokenizer = Tokenizer.from_file(directory / "tokenizer.json")
-    return tokenizer, ChatTemplate.beside(directory / "tokenizer.json"), theirs, end
+    return tokenizer, ChatTemplate.beside(directory / "tokenizer.json"), theirs, MODELS[request.param][-1]
 
 
 def their_ids(theirs, messages, **options):

@@ -1,0 +1,155 @@
+"""Chat fine-tuning's data end to end: `pretokenize --chat` renders conversations into the ids
+transformers' apply_chat_template gives and the mask of the assistant's tokens, carries the chat
+template; `train` counts only the masked targets (a step's loss is the masked cross-entropy
+computed by hand), and `train --init-from` on chat data writes checkpoints that carry the template."""
+import copy
+import json
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+from click.testing import CliRunner
+
+from gptkit.pretokenize.cli import cli as pretokenize
+from gptkit.shared.shard_data import ShardData
+from gptkit.shared.shard_dir import ShardDir
+from gptkit.tokenizer import Tokenizer
+from gptkit.tokenizer.chat import TEMPLATE_FILE, ChatTemplate
+from gptkit.train.cli import cli as train_cli
+from gptkit.train.evaluate import Evaluator
+from gptkit.train.prepare import Dist, prepare_run
+from gptkit.train.run import train
+from gptkit.train.trainer import Trainer
+
+from tests.conftest import assert_input_error, english_like
+from tests.training import config, write_model
+from tests.unit.test_chat_template import CONVERSATIONS, QWEN2_TEMPLATE, hf_model_dir
+
+CHATS = [c for c in CONVERSATIONS if any(m["role"] == "assistant" for m in c)]
+
+
+def write_chats(path, chats):
+    path.write_text("".join(json.dumps({"messages": c}) + "\n" for c in chats))
+    return str(path)
+
+
+@pytest.fixture(scope="module")
+def qwen(tmp_path_factory):
+    """(the directory of a Qwen2-style tokenizer and template, transformers' tokenizer of it)."""
+    directory = tmp_path_factory.mktemp("qwen2")
+    return directory, hf_model_dir(directory, "qwen2")
+
+
+@pytest.fixture(scope="module")
+def chat_data(qwen, tmp_path_factory):
+    """Chat data of the Qwen2-style tokenizer: 60 short conversations, a tenth held out."""
+    directory, _ = qwen
+    root = tmp_path_factory.mktemp("chat")
+    chats = write_chats(root / "chats.jsonl", CHATS * 20)
+    res = CliRunner().invoke(pretokenize, ["--chat", "-t", str(directory / "tokenizer.json"), "--input", chats,
+                                           "--out", str(root / "data"), "--val-fraction", "0.1", "-q"])
+    assert res.exit_code == 0, res.output
+    return root / "data"
+
+
+def test_pretokenize_chat_writes_transformers_ids_and_the_assistant_mask(qwen, tmp_path):
+    directory, theirs = qwen
+    runner = CliRunner()
+    train_file, val_file = write_chats(tmp_path / "train.jsonl", CHATS), write_chats(tmp_path / "val.jsonl", CHATS[:1])
+    res = runner.invoke(pretokenize, ["--chat", "-t", str(directory / "tokenizer.json"), "--input", train_file,
+                                      "--val-input", val_file, "--out", str(tmp_path / "data"), "-q"])
+    assert res.exit_code == 0, res.output
+    assert f"mask: the assistant's tokens, by {TEMPLATE_FILE} (a reply ends with <|im_end|>)" in res.output
+    data = ShardDir(tmp_path / "data")
+    assert data.has_mask and data.manifest["chat"] == {"template": TEMPLATE_FILE, "stops": ["<|im_end|>"]}
+    assert data.chat_template.read_text() == QWEN2_TEMPLATE
+    tokenizer = Tokenizer.from_file(data.tokenizer)
+    eot = tokenizer.special_tokens["<|endoftext|>"]
+    train_data = ShardData(data, "train", tokenizer.vocab_size, tokenizer.fingerprint, 8)
+    n = int(train_data.sizes.sum())
+    ids, mask = train_data.span(0, n).tolist(), train_data.mask_span(0, n).tolist()
+    template = ChatTemplate.beside(data.tokenizer)
+    expected_ids, expected_mask = [], []
+    for chat in CHATS:
+        these, masked = template.encode(tokenizer, chat)
+        assert these == theirs.apply_chat_template(chat, tokenize=True)["input_ids"]
+        expected_ids += these + [eot]
+        expected_mask += [int(m) for m in masked] + [0]
+    assert ids == expected_ids and mask == expected_mask
+    res = runner.invoke(pretokenize, ["verify", str(tmp_path / "data")])
+    assert res.exit_code == 0, res.output
+
+
+@pytest.mark.parametrize("line, needle", [
+    ("{not json", "chats.jsonl:2: invalid JSON"),
+    ('{"text": "hello"}', 'chats.jsonl:2: expected a record {"messages": '),
+    ('{"messages": [{"role": "user", "content": ["a", "list"]}]}', "chats.jsonl:2: messages[0] is not an object with a string role"),
+    ('{"messages": [{"role": "user", "content": "no reply"}]}', "chats.jsonl:2: no assistant message"),
+])
+def test_bad_records_are_one_line_naming_file_and_line(qwen, tmp_path, line, needle):
+    directory, _ = qwen
+    good = json.dumps({"messages": CHATS[0]})
+    (tmp_path / "chats.jsonl").write_text(f"{good}\n{line}\n{good}\n")
+    res = CliRunner().invoke(pretokenize, ["--chat", "-t", str(directory / "tokenizer.json"), "--input",
+                                           str(tmp_path / "chats.jsonl"), "--out", str(tmp_path / "data"), "-q"])
+    assert_input_error(res, needle)
+    assert not (tmp_path / "data").exists()
+
+
+def test_chat_refuses_what_does_not_apply(qwen, small_tokenizer, tmp_path):
+    directory, _ = qwen
+    chats = write_chats(tmp_path / "chats.jsonl", CHATS)
+    res = CliRunner().invoke(pretokenize, ["--chat", "-t", str(directory / "tokenizer.json"), "--input", chats,
+                                           "--out", str(tmp_path / "data"), "--text-field", "body"])
+    assert_input_error(res, "--text-field: not for --chat")
+    _, plain = small_tokenizer  # no template beside it, no chat tokens
+    res = CliRunner().invoke(pretokenize, ["--chat", "-t", str(plain), "--input", chats, "--out", str(tmp_path / "data")])
+    assert_input_error(res, f"{plain}: no chat template", "gptkit tokenizer train --chat")
+    assert not (tmp_path / "data").exists()
+
+
+def test_a_training_step_counts_only_the_assistants_targets(chat_data, tmp_path):
+    """Two micro-steps of random windows: the step's loss is the summed cross-entropy of the masked
+    targets of both over their count (not a mean of the micro-steps' means), and validation's is
+    the mean over the masked targets of its windows."""
+    model = write_model(tmp_path / "model.json", vocab_size=600)
+    run = prepare_run(config(chat_data, tmp_path / "run", model, grad_accum=2, eval_tokens=512))
+    trainer = Trainer(run, Dist())
+    before = copy.deepcopy(trainer.model)
+    losses, counts = [], []
+    for micro in range(2):
+        sequences = torch.from_numpy(run.loader.batch(0, micro).astype(np.int64))
+        mask = torch.from_numpy(run.loader.mask(0, micro))[:, 1:].bool()
+        logits, _ = before(sequences[:, :-1])
+        losses.append(F.cross_entropy(logits.flatten(0, 1), sequences[:, 1:].flatten(), reduction="none")[mask.flatten()])
+        counts.append(int(mask.sum()))
+    assert counts[0] != counts[1] and 0 < min(counts) < 4 * 32  # unequal counts: a mean of means would differ
+    loss, _ = trainer._train_step()
+    assert loss.item() == pytest.approx(torch.cat(losses).mean().item(), rel=1e-5)
+
+    evaluator = Evaluator(run.val_data, run.tokenizer, 32, run.config, Dist())
+    val_loss, _, count = evaluator(before, torch.autocast("cpu", enabled=False))
+    sequences = torch.from_numpy(evaluator.sequences.astype(np.int64))
+    mask = torch.from_numpy(evaluator.masks)[:, 1:].bool()
+    expected = before.token_losses(sequences[:, :-1], sequences[:, 1:])[mask]
+    assert count == int(mask.sum()) < mask.numel() and val_loss == pytest.approx(expected.mean().item(), rel=1e-5)
+
+
+def test_fine_tuning_from_a_checkpoint_carries_the_template(qwen, chat_data, tmp_path):
+    """train --init-from a checkpoint of the same tokenizer, on chat data: its checkpoints carry
+    chat_template.jinja, so that what samples from them renders as the data was rendered."""
+    directory, _ = qwen
+    (tmp_path / "text.txt").write_text("<|endoftext|>".join(english_like(300, seed=i) for i in range(20)))
+    res = CliRunner().invoke(pretokenize, ["-t", str(directory / "tokenizer.json"), "--input", str(tmp_path / "text.txt"),
+                                           "--out", str(tmp_path / "text"), "-q"])
+    assert res.exit_code == 0, res.output
+    train(config(tmp_path / "text", tmp_path / "base", write_model(tmp_path / "model.json", vocab_size=600), max_steps=2))
+    res = CliRunner().invoke(train_cli, ["--data", str(chat_data), "--init-from", str(tmp_path / "base" / "latest"),
+                                         "--out", str(tmp_path / "chat"), "--device", "cpu", "--batch-size", "4",
+                                         "--context-length", "32", "--max-steps", "2", "--eval-tokens", "512", "--threads", "1"])
+    assert res.exit_code == 0, res.output
+    checkpoint = tmp_path / "chat" / "latest"
+    assert (checkpoint / TEMPLATE_FILE).read_text() == QWEN2_TEMPLATE
+    assert ChatTemplate.beside(checkpoint / "tokenizer.json").stops == ("<|im_end|>",)
+    assert not (tmp_path / "base" / "latest" / TEMPLATE_FILE).exists()  # plain data carries none

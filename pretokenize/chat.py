@@ -7,8 +7,8 @@ tokenizer.json, else gptkit's own) into ids and the mask of the assistant's toke
 counts, and is one document: the end-of-text token after it, outside the mask. Conversations go
 to the validation split by the split rule (a fraction of them, evenly spaced, or the leading
 ones up to a number of tokens) or --val-input. The shards carry the mask (docs/formats.md#shards),
-the manifest says so ("mask": true), and the directory carries the chat template beside its
-tokenizer.json, so that training, sampling and serving render as the data was rendered.
+the manifest says so ("mask": true), and the directory carries the chat template (and the token
+names it renders with, tokenizer_config.json) beside its tokenizer.json, so that training, sampling and serving render as the data was rendered.
 Workers render and encode jobs of conversations; the parent writes them in order, so the output
 does not depend on the number of workers. Written through ShardSet, as encode.py's corpora are.
 """
@@ -48,8 +48,7 @@ def encode_chat(inputs, tokenizer, tokenizer_path, out_dir, *, split=Split(val_f
     val_paths = expand_inputs(val_inputs) if val_inputs else []
     check_shard_directory(out_dir, tokenizer.fingerprint, overwrite)
     start = time.perf_counter()
-    shards = ShardSet(out_dir, tokenizer, eot_id, shard_tokens, mask=True,
-                      chat_template=None if template.is_gptkit else template.source)
+    shards = ShardSet(out_dir, tokenizer, eot_id, shard_tokens, mask=True, chat_files=template.files())
     counts = {"train": [0, 0], "val": [0, 0]}  # conversations, tokens
     try:
         shards.begin()

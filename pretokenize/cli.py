@@ -10,10 +10,11 @@ from gptkit.shared.cli import CONTEXT, DefaultGroup, overwrite_option, threads_o
 from gptkit.shared.corpus import DEFAULT_SEPARATOR, Corpus
 from gptkit.shared.errors import InputError
 from gptkit.shared.files import check_output, output_lock
-from gptkit.shared.shard_dir import MANIFEST, TEMPLATE_FILE, TOKENIZER_FILE, ShardDir
+from gptkit.shared.shard_dir import MANIFEST, TOKENIZER_FILE, ShardDir
 from gptkit.shared.shards import MAX_TOKENS, ShardError, open_shard, read_header, verify_shard
 from gptkit.shared.text import EOT
 from gptkit.tokenizer import Tokenizer
+from gptkit.tokenizer.chat import TEMPLATE_FILE
 
 from .chat import encode_chat
 from .encode import DEFAULT_SHARD_TOKENS, Split, encode_corpus

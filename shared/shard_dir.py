@@ -26,7 +26,8 @@ from gptkit.shared.text import EOT
 
 FORMAT, VERSION = "gptkit-shards", 1
 MANIFEST, TOKENIZER_FILE = "manifest.json", "tokenizer.json"
-TEMPLATE_FILE = "chat_template.jinja"  # chat data's template, beside its tokenizer (gptkit.tokenizer.chat reads it)
+# Chat data's template and the token names it renders with, beside its tokenizer (gptkit.tokenizer.chat reads them).
+CHAT_FILES = ("chat_template.jinja", "tokenizer_config.json")
 SHARD_NAME = re.compile(r"_(train|val)_(\d{6})\.bin$")  # ours
 # llm.c's: tiny_shakespeare_val.bin, TinyStories_train.bin, fineweb_train_000001.bin, ...
 LLMC_SHARD_NAME = re.compile(r"_(train|val)(?:_\d+)?\.bin$")
@@ -41,7 +42,7 @@ class ShardDir:
         self.path = Path(path)
         self.manifest_path = self.path / MANIFEST
         self.tokenizer = self.path / TOKENIZER_FILE
-        self.chat_template = self.path / TEMPLATE_FILE
+        self.chat_files = [self.path / name for name in CHAT_FILES]
 
     @functools.cached_property
     def manifest(self) -> dict | None:
@@ -269,16 +270,16 @@ class ShardSet:
     temporary names and made the directory's dataset by `commit` (pretokenize writes its
     datasets with it, bench/encode.py its reference)."""
 
-    def __init__(self, out_dir, tokenizer, eot_id, shard_tokens, *, mask=False, chat_template=None):
-        """`mask`: every write brings the tokens' mask (chat data); `chat_template`: the text of
-        the chat template the data was rendered with, written beside tokenizer.json (None: none)."""
+    def __init__(self, out_dir, tokenizer, eot_id, shard_tokens, *, mask=False, chat_files=None):
+        """`mask`: every write brings the tokens' mask (chat data); `chat_files`: {name: text} of
+        CHAT_FILES, the chat template the data was rendered with, written beside tokenizer.json."""
         if not (is_count(shard_tokens) and 1 <= shard_tokens <= MAX_TOKENS):
             raise SettingError("shard_tokens", f"{shard_tokens}: expected a whole number from 1 to {MAX_TOKENS:,}")
         self.out_dir, self.tokenizer, self.shard_tokens = out_dir, tokenizer, shard_tokens
         self.name = out_dir.resolve().name
         self.dtype = dtype_for(tokenizer.vocab_size)
         self.facts = dict(vocab_size=tokenizer.vocab_size, eot_id=eot_id, fingerprint=tokenizer.fingerprint)
-        self.mask, self.chat_template = mask, chat_template
+        self.mask, self.chat_files = mask, dict(chat_files or {})
         self.open_writers, self.finished = {}, []  # finished: (split, writer, header)
         self.numbers = None  # the unused shard numbers, from `begin`
         self.committed = False
@@ -289,7 +290,7 @@ class ShardSet:
         self.out_dir.mkdir(parents=True, exist_ok=True)
         for tmp in self.out_dir.glob(".*.tmp-*"):  # killed runs' (a live writer's stay: see remove_stale_temporaries)
             final = self.out_dir / tmp.name[1:].rsplit(".tmp-", 1)[0]
-            if SHARD_NAME.search(final.name) or final.name in (MANIFEST, TOKENIZER_FILE, TEMPLATE_FILE):
+            if SHARD_NAME.search(final.name) or final.name in (MANIFEST, TOKENIZER_FILE, *CHAT_FILES):
                 remove_stale_temporaries(final)
         # Numbers that no shard of the directory has, temporary or not: the new shards go in beside
         # the old dataset and replace none of its files.
@@ -360,15 +361,15 @@ class ShardSet:
         The shards go in first, under their new names: no manifest lists them yet, so no reader
         sees them. Then tokenizer.json, unchanged unless --overwrite brought another tokenizer (a
         kill right after that leaves the old shards beside it, which `verify` and `train` refuse:
-        the fingerprints differ), and the chat template where there is one. Then the manifest, renamed
+        the fingerprints differ), and the chat files where there are some. Then the manifest, renamed
         over the old one: the commit point. Last, the shards it does not list (the old dataset's,
-        killed runs') are removed, and an old chat template where the new dataset has none."""
+        killed runs') are removed, and old chat files the new dataset does not have."""
         for _, writer, _ in self.finished:
             writer.commit()
         self.tokenizer.save(self.out_dir / TOKENIZER_FILE)
-        if self.chat_template is not None:
-            with atomic_write(self.out_dir / TEMPLATE_FILE, encoding="utf-8") as f:
-                f.write(self.chat_template)
+        for name, text in self.chat_files.items():
+            with atomic_write(self.out_dir / name, encoding="utf-8") as f:
+                f.write(text)
         sync_directory(self.out_dir)  # the renames reach the disk before the manifest that relies on them
         with atomic_write(self.out_dir / MANIFEST) as f:
             f.write(json.dumps(manifest, indent=2) + "\n")
@@ -377,8 +378,8 @@ class ShardSet:
         for path in self.out_dir.glob("*.bin"):
             if SHARD_NAME.search(path.name) and path.name not in listed:
                 path.unlink()
-        if self.chat_template is None:
-            (self.out_dir / TEMPLATE_FILE).unlink(missing_ok=True)
+        for name in set(CHAT_FILES) - set(self.chat_files):
+            (self.out_dir / name).unlink(missing_ok=True)
 
     def discard(self):
         """Remove what this run wrote, unless its manifest is in: then the dataset is its own."""

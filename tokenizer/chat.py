@@ -13,6 +13,7 @@ with gptkit's chat tokens (`gptkit tokenizer train --chat`), takes gptkit's own 
     ids, mask = template.encode(tokenizer, messages) # lists; mask True on the assistant's tokens
     ids = template.prompt_ids(tokenizer, messages)   # the prompt for the next assistant reply
     template.stops, template.stop_ids                # what ends a reply: ("<|im_end|>",), {151645}
+    template.files()                                 # {name: text} to write beside a tokenizer.json
 
 The mask is found by rendering prefixes: the assistant's part of message k is what rendering
 messages[:k+1] adds to rendering messages[:k] with the generation prompt, up to and including the
@@ -100,6 +101,14 @@ class ChatTemplate:
     def is_gptkit(self) -> bool:
         """Whether this is gptkit's own template (which no file carries)."""
         return self.source == GPTKIT_TEMPLATE
+
+    def files(self) -> dict[str, str]:
+        """What a directory carries beside its tokenizer.json for `beside` to find this template
+        again: {file name: text}, the template and the token names it renders with; none for
+        gptkit's own (the tokenizer's chat tokens select it)."""
+        if self.is_gptkit:
+            return {}
+        return {TEMPLATE_FILE: self.source, CONFIG_FILE: json.dumps(self.variables, indent=2, ensure_ascii=False) + "\n"}
 
     # -- rendering ---------------------------------------------------------------------------
 

@@ -3,7 +3,7 @@ newest few kept, read back checked.
 
     checkpoints/step-000500_tokens-2048000/   a model checkpoint (model/checkpoint.py, the directory
                        format: what `sample` needs) + optimizer.safetensors + trainer_state.json
-                       (+ chat_template.jinja, where the data carries one)
+                       (+ chat_template.jinja and tokenizer_config.json, where the data carries them)
     latest             a symlink to the newest checkpoint, moved only once that one is whole
 
 A checkpoint holds the state of each of the run's Parts, its state_dict(), which a resume puts
@@ -46,7 +46,6 @@ from gptkit.shared.errors import GptkitError, SettingError
 from gptkit.shared.files import (atomic_symlink, remove_directory, remove_stale_temporaries, settle_directory, settled,
                                  sync_directory)
 from gptkit.shared.jsonfile import is_count, read_json
-from gptkit.shared.shard_dir import TEMPLATE_FILE
 
 from .fsdp import placed, whole
 from .run_dir import CHECKPOINTS, LATEST
@@ -91,9 +90,8 @@ class Checkpoints:
         in gathering sharded tensors; the master alone writes."""
         self.run_dir, self.keep_last, self.parts, self.master = Path(run.config.out), run.config.keep_last, parts, dist.master
         self.tokenizer, self.eot_id = run.tokenizer, run.eot_id
-        # chat data's template goes with the model it trains, beside its tokenizer.json
-        template = run.data.chat_template
-        self.extra = {TEMPLATE_FILE: template.read_text(encoding="utf-8")} if template.is_file() else {}
+        # chat data's template (and the token names it renders with) go with the model it trains
+        self.extra = {path.name: path.read_text(encoding="utf-8") for path in run.data.chat_files if path.is_file()}
         self.identity = {"config_digest": run.config.digest(), "data": run.data_identity}
         self.directory, self.latest = self.run_dir / CHECKPOINTS, self.run_dir / LATEST
         # the weights and at most two float32 optimizer tensors of each (AdamW's moments)

@@ -24,7 +24,7 @@ from gptkit.train.trainer import Trainer
 
 from tests.conftest import assert_input_error, english_like
 from tests.training import config, write_model
-from tests.unit.test_chat_template import CONVERSATIONS, QWEN2_TEMPLATE, hf_model_dir
+from tests.unit.test_chat_template import CONVERSATIONS, MODELS, QWEN2_TEMPLATE, hf_model_dir
 
 CHATS = [c for c in CONVERSATIONS if any(m["role"] == "assistant" for m in c)]
 
@@ -53,19 +53,25 @@ def chat_data(qwen, tmp_path_factory):
     return root / "data"
 
 
-def test_pretokenize_chat_writes_transformers_ids_and_the_assistant_mask(qwen, tmp_path):
-    directory, theirs = qwen
+@pytest.mark.parametrize("name, eot_token", [("qwen2", "<|endoftext|>"), ("llama3", "<|end_of_text|>")])
+def test_pretokenize_chat_writes_transformers_ids_and_the_assistant_mask(tmp_path, name, eot_token):
+    """The data carries the template and the token names it renders with (Llama 3's bos_token),
+    so that rendering beside the data's tokenizer.json gives the model's ids."""
+    theirs = hf_model_dir(tmp_path / name, name)
+    stop = MODELS[name][-1]
     runner = CliRunner()
     train_file, val_file = write_chats(tmp_path / "train.jsonl", CHATS), write_chats(tmp_path / "val.jsonl", CHATS[:1])
-    res = runner.invoke(pretokenize, ["--chat", "-t", str(directory / "tokenizer.json"), "--input", train_file,
-                                      "--val-input", val_file, "--out", str(tmp_path / "data"), "-q"])
+    res = runner.invoke(pretokenize, ["--chat", "-t", str(tmp_path / name / "tokenizer.json"), "--input", train_file,
+                                      "--val-input", val_file, "--out", str(tmp_path / "data"), "--eot-token", eot_token, "-q"])
     assert res.exit_code == 0, res.output
-    assert f"mask: the assistant's tokens, by {TEMPLATE_FILE} (a reply ends with <|im_end|>)" in res.output
+    assert f"mask: the assistant's tokens, by {TEMPLATE_FILE} (a reply ends with {stop})" in res.output
     data = ShardDir(tmp_path / "data")
-    assert data.has_mask and data.manifest["chat"] == {"template": TEMPLATE_FILE, "stops": ["<|im_end|>"]}
-    assert data.chat_template.read_text() == QWEN2_TEMPLATE
+    assert data.has_mask and data.manifest["chat"] == {"template": TEMPLATE_FILE, "stops": [stop]}
+    for file in data.chat_files:
+        assert file.exists()
+    assert data.chat_files[0].read_text() == MODELS[name][3]
     tokenizer = Tokenizer.from_file(data.tokenizer)
-    eot = tokenizer.special_tokens["<|endoftext|>"]
+    eot = tokenizer.special_tokens[eot_token]
     train_data = ShardData(data, "train", tokenizer.vocab_size, tokenizer.fingerprint, 8)
     n = int(train_data.sizes.sum())
     ids, mask = train_data.span(0, n).tolist(), train_data.mask_span(0, n).tolist()
@@ -138,7 +144,8 @@ def test_a_training_step_counts_only_the_assistants_targets(chat_data, tmp_path)
 
 def test_fine_tuning_from_a_checkpoint_carries_the_template(qwen, chat_data, tmp_path):
     """train --init-from a checkpoint of the same tokenizer, on chat data: its checkpoints carry
-    chat_template.jinja, so that what samples from them renders as the data was rendered."""
+    chat_template.jinja and the token names it renders with (tokenizer_config.json), so that what
+    samples from them renders as the data was rendered."""
     directory, _ = qwen
     (tmp_path / "text.txt").write_text("<|endoftext|>".join(english_like(300, seed=i) for i in range(20)))
     res = CliRunner().invoke(pretokenize, ["-t", str(directory / "tokenizer.json"), "--input", str(tmp_path / "text.txt"),
@@ -151,5 +158,6 @@ def test_fine_tuning_from_a_checkpoint_carries_the_template(qwen, chat_data, tmp
     assert res.exit_code == 0, res.output
     checkpoint = tmp_path / "chat" / "latest"
     assert (checkpoint / TEMPLATE_FILE).read_text() == QWEN2_TEMPLATE
+    assert json.loads((checkpoint / "tokenizer_config.json").read_text()) == {"eos_token": "<|im_end|>", "pad_token": "<|endoftext|>"}
     assert ChatTemplate.beside(checkpoint / "tokenizer.json").stops == ("<|im_end|>",)
     assert not (tmp_path / "base" / "latest" / TEMPLATE_FILE).exists()  # plain data carries none

@@ -90,7 +90,7 @@ class Tok:
 
 
 def masked_directory(path, mask=True):
-    shards = ShardSet(path, Tok(), 99, 8, mask=mask, chat_template="{{ messages }}" if mask else None)
+    shards = ShardSet(path, Tok(), 99, 8, mask=mask, chat_files={"chat_template.jinja": "{{ messages }}"} if mask else None)
     shards.begin()
     rng = np.random.default_rng(0)
     counts = {}
@@ -105,14 +105,14 @@ def masked_directory(path, mask=True):
 
 def test_a_masked_directory_reads_back(tmp_path):
     data = masked_directory(tmp_path / "d")
-    assert data.has_mask and data.manifest["mask"] is True and data.chat_template.read_text() == "{{ messages }}"
+    assert data.has_mask and data.manifest["mask"] is True and data.chat_files[0].read_text() == "{{ messages }}"
     train = ShardData(data, "train", 100, Tok.fingerprint, 4)
     assert train.masked and len(train.shards) == 4  # 30 tokens in shards of 8
     tokens, mask = train.span(5, 20), train.mask_span(5, 20)
     assert mask.tolist() == (tokens % 3 == 0).astype(np.uint8).tolist()
     # a plain dataset written into the same directory removes the template, and reads without a mask
     plain = masked_directory(tmp_path / "d", mask=False)
-    assert not plain.has_mask and "mask" not in plain.manifest and not plain.chat_template.exists()
+    assert not plain.has_mask and "mask" not in plain.manifest and not plain.chat_files[0].exists()
 
 
 def test_a_manifest_that_disagrees_about_the_mask_is_refused(tmp_path):

@@ -7,7 +7,7 @@ thousand of them). Every choice comes from one `random.Random`, so a seed gives 
 text on any machine (and no global state, hashing or float formatting is involved).
 
     story(rng) -> str                                  one story
-    conversations(n, seed=0) -> [[message, ...], ...]  questions about stories, answered in a fixed format
+    conversations(n, seed=0) -> [[message, ...], ...]  questions about stories' openings, answered in one format
     write_corpus(path, size_bytes, seed=0) -> (n_stories, n_bytes)
 """
 import random
@@ -44,19 +44,21 @@ WHO, WHERE = "Who is the story about?", "Where {does} {name} live?"
 
 
 def conversations(n: int, seed: int = 0) -> list[list[dict]]:
-    """`n` chats of OpenAI's shape ({"role", "content"} messages): a story and a question about it
-    from the user, and the assistant's answer in one fixed format, taken from the story's own
-    choices (chat fine-tuning's test data, docs/train.md):
+    """`n` chats of OpenAI's shape ({"role", "content"} messages): a story's opening (its first
+    paragraph, which introduces its hero: short, so that a tiny model fine-tunes on it in
+    seconds) and a question about it from the user, and the assistant's answer in one fixed format,
+    taken from the story's own choices (chat fine-tuning's test data, docs/train.md):
 
         Who is the story about?   -> The story is about Elsie, a clumsy princess.
         Where does Elsie live?    -> Elsie lives in a busy town near the river.
 
-    The second is asked only of a story that says where its hero lives. The same seed gives the
+    The second is asked only of an opening that says where its hero lives. The same seed gives the
     same chats."""
     rng = random.Random(seed)
     chats = []
     for _ in range(n):
         text, hero = _told(rng)
+        text = text.split("\n\n")[0]
         if hero.home in text and rng.random() < 0.5:
             group = hero.gender == "p"  # two of them
             question = WHERE.format(does="do" if group else "does", name=hero.name)

@@ -1,4 +1,4 @@
 """Generated simple English stories: the demo corpus (`gptkit stories --out data/stories.txt`)."""
-from .generate import conversations, story, write_corpus
+from .generate import conversation, conversations, story, write_conversations, write_corpus
 
-__all__ = ["conversations", "story", "write_corpus"]
+__all__ = ["conversation", "conversations", "story", "write_conversations", "write_corpus"]

@@ -6,12 +6,13 @@ from decimal import Decimal
 from pathlib import Path
 
 import click
+from click.core import ParameterSource
 
 from gptkit.shared.cli import CONTEXT, Command, overwrite_option, version_option
 from gptkit.shared.errors import InputError
 from gptkit.shared.files import check_output
 
-from .generate import write_corpus
+from .generate import write_conversations, write_corpus
 
 UNITS = {"": 1, "b": 1, "k": 10**3, "kb": 10**3, "m": 10**6, "mb": 10**6, "g": 10**9, "gb": 10**9,
          "kib": 2**10, "mib": 2**20, "gib": 2**30}
@@ -34,10 +35,13 @@ def parse_size(text: str) -> int:
 @click.option("--out", default="data/stories.txt", show_default=True, metavar="PATH", help="The corpus file to write (its directory is created).")
 @click.option("--size", default="10MB", show_default=True, help="Stop at the first story that reaches this size: 500KB, 10MB, 1GB (powers of 1000; KiB/MiB/GiB: of 1024) or bytes.")
 @click.option("--seed", type=int, default=0, show_default=True, help="The same seed and size give the same bytes.")
+@click.option("--chat", is_flag=True, help='Write chats instead, a .jsonl line each ({"messages": [...]}: a story\'s opening, a question about it and its answer in one format), for pretokenize --chat.')
 @overwrite_option(None)
-def cli(out, size, seed, overwrite):
-    """Write simple English stories separated by <|endoftext|>: the demo corpus."""
+def cli(out, size, seed, chat, overwrite):
+    """Write simple English stories separated by <|endoftext|>: the demo corpus (--chat: chats about them)."""
     size_bytes = parse_size(size)
+    if chat and click.get_current_context().get_parameter_source("out") is ParameterSource.DEFAULT:
+        raise InputError("--chat: give --out, the .jsonl file to write (the default is the stories' corpus)")
     if not Path(out).name:  # '' or '.': no file to write
         raise InputError(f"--out {out!r}: expected the path of a file to write")
     check_output(out, None, "a corpus", overwrite)  # a text file: nothing tells our corpus from the user's
@@ -49,11 +53,15 @@ def cli(out, size, seed, overwrite):
     words = set()
     try:
         Path(out).parent.mkdir(parents=True, exist_ok=True)
-        n_stories, n_bytes = write_corpus(out, size_bytes, seed=seed, words=words)
+        if chat:
+            n, n_bytes = write_conversations(out, size_bytes, seed=seed)
+        else:
+            n, n_bytes = write_corpus(out, size_bytes, seed=seed, words=words)
     except OSError as e:
         raise InputError(f"--out {out}: {e.strerror or e}") from None
-    click.echo(f"wrote {out}: {n_stories:,} stories, {n_bytes / 1e6:,.2f} MB, {len(words):,} distinct words, "
-               f"in {time.perf_counter() - start:.1f} s")
+    what = f"{n:,} chats" if chat else f"{n:,} stories"
+    vocabulary = "" if chat else f", {len(words):,} distinct words"
+    click.echo(f"wrote {out}: {what}, {n_bytes / 1e6:,.2f} MB{vocabulary}, in {time.perf_counter() - start:.1f} s")
 
 
 def _existing_ancestor(path):

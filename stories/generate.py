@@ -7,9 +7,12 @@ thousand of them). Every choice comes from one `random.Random`, so a seed gives 
 text on any machine (and no global state, hashing or float formatting is involved).
 
     story(rng) -> str                                  one story
-    conversations(n, seed=0) -> [[message, ...], ...]  questions about stories' openings, answered in one format
+    conversation(rng) -> [message, ...]                a question about a story's opening, answered in one format
+    conversations(n, seed=0) -> [[message, ...], ...]
+    write_conversations(path, size_bytes, seed=0) -> (n_chats, n_bytes)   as .jsonl, for pretokenize --chat
     write_corpus(path, size_bytes, seed=0) -> (n_stories, n_bytes)
 """
+import json
 import random
 import re
 
@@ -43,30 +46,47 @@ def _told(rng):
 WHO, WHERE = "Who is the story about?", "Where {does} {name} live?"
 
 
-def conversations(n: int, seed: int = 0) -> list[list[dict]]:
-    """`n` chats of OpenAI's shape ({"role", "content"} messages): a story's opening (its first
+def conversation(rng: random.Random) -> list[dict]:
+    """A chat of OpenAI's shape ({"role", "content"} messages): a story's opening (its first
     paragraph, which introduces its hero: short, so that a tiny model fine-tunes on it in
     seconds) and a question about it from the user, and the assistant's answer in one fixed format,
-    taken from the story's own choices (chat fine-tuning's test data, docs/train.md):
+    taken from the story's own choices (chat fine-tuning's data, docs/train.md):
 
         Who is the story about?   -> The story is about Elsie, a clumsy princess.
         Where does Elsie live?    -> Elsie lives in a busy town near the river.
 
-    The second is asked only of an opening that says where its hero lives. The same seed gives the
-    same chats."""
+    The second is asked only of an opening that says where its hero lives."""
+    text, hero = _told(rng)
+    text = text.split("\n\n")[0]
+    if hero.home in text and rng.random() < 0.5:
+        group = hero.gender == "p"  # two of them
+        question = WHERE.format(does="do" if group else "does", name=hero.name)
+        answer = f"{hero.name} {'live' if group else 'lives'} {hero.home}."
+    else:
+        question, answer = WHO, f"The story is about {hero.name}, {hero.desc}."
+    return [{"role": "user", "content": f"{text}\n\n{question}"}, {"role": "assistant", "content": answer}]
+
+
+def conversations(n: int, seed: int = 0) -> list[list[dict]]:
+    """`n` chats (conversation), the same for a seed."""
     rng = random.Random(seed)
-    chats = []
-    for _ in range(n):
-        text, hero = _told(rng)
-        text = text.split("\n\n")[0]
-        if hero.home in text and rng.random() < 0.5:
-            group = hero.gender == "p"  # two of them
-            question = WHERE.format(does="do" if group else "does", name=hero.name)
-            answer = f"{hero.name} {'live' if group else 'lives'} {hero.home}."
-        else:
-            question, answer = WHO, f"The story is about {hero.name}, {hero.desc}."
-        chats.append([{"role": "user", "content": f"{text}\n\n{question}"}, {"role": "assistant", "content": answer}])
-    return chats
+    return [conversation(rng) for _ in range(n)]
+
+
+def write_conversations(path, size_bytes: int, seed: int = 0) -> tuple[int, int]:
+    """Write chats (conversation) as the lines of a .jsonl file, {"messages": [...]} each (what
+    `pretokenize --chat` reads), until the file reaches `size_bytes`; return (chats, bytes
+    written). Written atomically; the same seed and size give the same bytes."""
+    if size_bytes < 1:
+        raise InputError(f"size {size_bytes}: expected at least 1 byte")
+    rng = random.Random(seed)
+    n_chats = n_bytes = 0
+    with atomic_write(path, encoding="utf-8", newline="\n") as f:
+        while n_bytes < size_bytes:
+            line = json.dumps({"messages": conversation(rng)}) + "\n"  # ASCII: 1 byte a character
+            f.write(line)
+            n_chats, n_bytes = n_chats + 1, n_bytes + len(line)
+    return n_chats, n_bytes
 
 
 def write_corpus(path, size_bytes: int, seed: int = 0, words: set | None = None) -> tuple[int, int]:

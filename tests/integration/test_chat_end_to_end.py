@@ -1,5 +1,5 @@
 """Chat fine-tuning end to end, through the commands: conversations about the project's own stories
-(stories.conversations) -> a tokenizer with the chat tokens -> pretokenize --chat -> train
+(stories --chat) -> a tokenizer with the chat tokens -> pretokenize --chat -> train
 --init-from a tiny model -> gptkit serve, asked through the official openai client. The replies
 to openings it never saw follow the trained answer format and end at the end of turn; the
 untrained model's do not (so the format is what fine-tuning taught)."""
@@ -15,6 +15,7 @@ from gptkit.model.cli import cli as model_cli
 from gptkit.pretokenize.cli import cli as pretokenize_cli
 from gptkit.sample.sampling import Sampler, Settings
 from gptkit.stories import conversations
+from gptkit.stories.cli import cli as stories_cli
 from gptkit.stories.generate import WHO, write_corpus
 from gptkit.tokenizer.cli import cli as tokenizer_cli
 from gptkit.train.cli import cli as train_cli
@@ -32,9 +33,7 @@ def ok(cli, *args):
 
 
 def test_a_tiny_model_fine_tuned_on_conversations_answers_in_their_format_through_serve(tmp_path):
-    with open(tmp_path / "chat.jsonl", "w") as f:
-        for chat in conversations(400, seed=0):
-            f.write(json.dumps({"messages": chat}) + "\n")
+    ok(stories_cli, "--chat", "--out", tmp_path / "chat.jsonl", "--size", "160KB", "--seed", 0)  # 507 chats
     write_corpus(tmp_path / "stories.txt", 100_000, seed=1)
     tokenizer = tmp_path / "tokenizer.json"
     ok(tokenizer_cli, "train", "--input", tmp_path / "stories.txt", "--vocab-size", 512, "--chat", "--out", tokenizer,

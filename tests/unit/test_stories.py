@@ -1,4 +1,5 @@
 """The story generator: determinism, sizes, separators, vocabulary, grammar spot checks, the CLI."""
+import json
 import random
 import re
 import subprocess
@@ -9,7 +10,7 @@ import pytest
 from click.testing import CliRunner
 
 from gptkit.shared.errors import InputError
-from gptkit.stories import conversations, story, write_corpus
+from gptkit.stories import conversations, story, write_conversations, write_corpus
 from gptkit.stories.cli import cli, parse_size
 from gptkit.stories.generate import SEPARATOR, distinct_words
 from gptkit.stories.teller import ING, PAST, a, plural
@@ -194,6 +195,18 @@ def test_cli_writes_the_file_and_reports(tmp_path):
     assert int(m.group(4).replace(",", "")) == len(distinct_words(text.replace(SEPARATOR, " ")))
     write_corpus(tmp_path / "same.txt", 50_000, seed=3)
     assert (tmp_path / "same.txt").read_bytes() == out.read_bytes()
+
+
+def test_cli_chat_writes_conversations_as_jsonl(tmp_path):
+    out = tmp_path / "chat.jsonl"
+    res = run("--chat", "--out", out, "--size", "5KB", "--seed", 2)
+    assert res.exit_code == 0, res.output
+    lines = out.read_text().splitlines()
+    assert res.stdout.startswith(f"wrote {out}: {len(lines)} chats, 0.01 MB, in ")
+    assert [json.loads(line)["messages"] for line in lines] == conversations(len(lines), seed=2)
+    assert out.stat().st_size >= 5000 > out.stat().st_size - len(lines[-1]) - 1  # the last line reaches the size
+    assert write_conversations(tmp_path / "again.jsonl", 5000, seed=2) == (len(lines), out.stat().st_size)
+    assert_input_error(run("--chat", "--size", "5KB"), "--chat", "--out")
 
 
 def test_python_dash_m_stories(tmp_path):

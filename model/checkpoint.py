@@ -20,7 +20,7 @@ import torch
 
 from gptkit.shared.errors import InputError
 from gptkit.shared.files import atomic_directory, check_output, settled
-from gptkit.shared.jsonfile import read_json
+from gptkit.shared.jsonfile import parse_json, read_json
 from gptkit.shared.text import EOT
 from gptkit.tokenizer import Tokenizer
 
@@ -93,24 +93,82 @@ def load_model(directory, device="cpu"):
     tokenizer agree; the first disagreement is an error naming it. The model is float32 whatever
     dtype the file holds (an imported bf16 model is widened, exactly): CPUs have no fast bf16
     kernels, and decoding and training keep float32 weights."""
-    directory = settled(directory)  # once: every file from the same version
-    config = read_checkpoint_config(directory)
-    model_config = ModelConfig.from_dict(config["model"], source=f"{directory}/config.json")
-    tokenizer = Tokenizer.from_file(check_file(directory, TOKENIZER_FILE, config))
-    if tokenizer.vocab_size != model_config.vocab_size:
-        raise CheckpointError(f"{directory}/{TOKENIZER_FILE}: {tokenizer.vocab_size:,} tokens, the model's vocabulary has {model_config.vocab_size:,}")
-    expected_fp = config.get("tokenizer", {}).get("fingerprint")
-    if expected_fp and tokenizer.fingerprint != expected_fp:
-        raise CheckpointError(f"{directory}/{TOKENIZER_FILE}: tokenizer {tokenizer.fingerprint}, the model was made for {expected_fp}")
+    checkpoint = CheckpointReader(directory)
+    model_config = ModelConfig.from_dict(checkpoint.config["model"], source=f"{checkpoint.directory}/{CONFIG_FILE}")
+    tokenizer = checkpoint.tokenizer(model_config.vocab_size)
     try:
         model = TransformerLM(model_config)
     except (RuntimeError, MemoryError) as e:  # torch's CPU allocator fails with a RuntimeError: an edited size
-        raise CheckpointError(f"{directory}/{CONFIG_FILE}: the model it describes cannot be built here "
+        raise CheckpointError(f"{checkpoint.directory}/{CONFIG_FILE}: the model it describes cannot be built here "
                               f"({str(e).splitlines()[0]})") from None
-    tensors = read_tensors(directory, config=config)
-    check_tensors(tensors, model_tensors(model), Path(directory) / MODEL_FILE)
-    model.load_state_dict(tensors, strict=False)  # strict would miss a tied head, which is the embedding
+    model.load_state_dict(checkpoint.weights(model), strict=False)  # strict would miss a tied head, which is the embedding
     return model.to(device).eval(), tokenizer  # for inference: no dropout (training sets train mode itself)
+
+
+class CheckpointReader:
+    """A checkpoint directory opened for reading, in one pass: found where a writer killed
+    mid-swap may have left it (shared/files.py, settled), its three files checked present and its
+    config.json read and checked, once; every file read through it then comes from that one
+    version, its CRC-32 checked against the one config.json records (checkpoints written before
+    checksums were recorded pass)."""
+
+    def __init__(self, directory):
+        directory = settled(directory)  # a writer killed while swapping it for a new one left it aside: read that
+        if not directory.is_dir():
+            raise CheckpointError(f"{directory}: no such checkpoint directory; `gptkit train` (make train) writes one")
+        for name in (MODEL_FILE, CONFIG_FILE, TOKENIZER_FILE):
+            if not (directory / name).is_file():
+                raise CheckpointError(f"{directory}: incomplete checkpoint, no {name} (expected {MODEL_FILE}, {CONFIG_FILE}, "
+                                      f"{TOKENIZER_FILE})")
+        path = directory / CONFIG_FILE
+        try:  # a regular file, checked above: parsed as read_json would, without checking that again
+            config = parse_json(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as e:
+            raise CheckpointError(f"{path}: not valid JSON ({e})") from None
+        if not isinstance(config, dict) or config.get("format") != FORMAT or not isinstance(config.get("model"), dict):
+            raise CheckpointError(f"{path}: not a checkpoint config (expected \"format\": \"{FORMAT}\" and a \"model\" object)")
+        self.directory, self.config = directory, config
+
+    def file(self, name) -> Path:
+        """The path of the checkpoint's file `name`, its CRC-32 checked."""
+        path = self.directory / name
+        if not path.is_file():
+            raise CheckpointError(f"{path}: missing")
+        expected = self.config.get("crc32", {}).get(name)
+        if expected is not None and file_crc32(path) != expected:
+            raise CheckpointError(f"{path}: corrupted (its CRC-32 differs from the one {CONFIG_FILE} records)")
+        return path
+
+    def tensors(self, name=MODEL_FILE) -> dict:
+        """The tensors of the checkpoint's safetensors file `name`, in host memory, checksum checked
+        (safetensors: no code runs while loading)."""
+        from safetensors import SafetensorError
+        from safetensors.torch import load_file
+
+        path = self.file(name)
+        try:
+            return load_file(path)
+        except (SafetensorError, OSError) as e:
+            raise CheckpointError(f"{path}: not a readable safetensors file ({e})") from None
+
+    def weights(self, model: TransformerLM) -> dict:
+        """The weights of model.safetensors, checked to be those of `model` (a TransformerLM of
+        the checkpoint's config, on any device, whole or sharded): each one there, of its shape."""
+        tensors = self.tensors()
+        check_tensors(tensors, model_tensors(model), self.directory / MODEL_FILE)
+        return tensors
+
+    def tokenizer(self, vocab_size) -> Tokenizer:
+        """tokenizer.json, checked: its CRC-32, its vocabulary the model's (`vocab_size`) and its
+        fingerprint the one config.json records."""
+        tokenizer = Tokenizer.from_file(self.file(TOKENIZER_FILE))
+        path = self.directory / TOKENIZER_FILE
+        if tokenizer.vocab_size != vocab_size:
+            raise CheckpointError(f"{path}: {tokenizer.vocab_size:,} tokens, the model's vocabulary has {vocab_size:,}")
+        expected_fp = self.config.get("tokenizer", {}).get("fingerprint")
+        if expected_fp and tokenizer.fingerprint != expected_fp:
+            raise CheckpointError(f"{path}: tokenizer {tokenizer.fingerprint}, the model was made for {expected_fp}")
+        return tokenizer
 
 
 def check_tensors(tensors: dict, expected: dict, path, file_of=None):
@@ -137,7 +195,7 @@ def check_tensors(tensors: dict, expected: dict, path, file_of=None):
 
 def eot_id(directory, tokenizer) -> int | None:
     """The end-of-text id a checkpoint records, which decoding stops at (None: its data had none)."""
-    recorded = read_checkpoint_config(directory).get("tokenizer", {})
+    recorded = CheckpointReader(directory).config.get("tokenizer", {})
     if "eot_id" in recorded:
         return _token_id(directory, recorded, "eot_id", tokenizer)
     return tokenizer.special_tokens.get(EOT)  # written before the id was recorded
@@ -146,7 +204,7 @@ def eot_id(directory, tokenizer) -> int | None:
 def bos_id(directory, tokenizer) -> int | None:
     """The id a checkpoint puts before a text (generate.prompt_ids; None: none): the bos_id it
     records (an imported model's), else its end-of-text id."""
-    recorded = read_checkpoint_config(directory).get("tokenizer", {})
+    recorded = CheckpointReader(directory).config.get("tokenizer", {})
     if "bos_id" in recorded:
         return _token_id(directory, recorded, "bos_id", tokenizer)
     return eot_id(directory, tokenizer)
@@ -200,45 +258,3 @@ def file_crc32(path) -> int:
         while block := f.read(1 << 24):
             crc = zlib.crc32(block, crc)
     return crc
-
-
-def check_file(directory, name, config=None):
-    """The path of file `name` of a checkpoint, after checking its CRC-32 against the one
-    config.json records (checkpoints written before checksums were recorded pass)."""
-    path = settled(directory) / name
-    if not path.is_file():
-        raise CheckpointError(f"{path}: missing")
-    expected = (config if config is not None else read_checkpoint_config(directory)).get("crc32", {}).get(name)
-    if expected is not None and file_crc32(path) != expected:
-        raise CheckpointError(f"{path}: corrupted (its CRC-32 differs from the one {CONFIG_FILE} records)")
-    return path
-
-
-def read_checkpoint_config(directory) -> dict:
-    """The checked config.json of a checkpoint directory whose three files are all present."""
-    directory = settled(directory)  # a writer killed while swapping it for a new one left it aside: read that
-    if not directory.is_dir():
-        raise CheckpointError(f"{directory}: no such checkpoint directory; `gptkit train` (make train) writes one")
-    for name in (MODEL_FILE, CONFIG_FILE, TOKENIZER_FILE):
-        if not (directory / name).is_file():
-            raise CheckpointError(f"{directory}: incomplete checkpoint, no {name} (expected {MODEL_FILE}, {CONFIG_FILE}, {TOKENIZER_FILE})")
-    try:
-        config = read_json(directory / CONFIG_FILE)
-    except (OSError, ValueError) as e:
-        raise CheckpointError(f"{directory / CONFIG_FILE}: not valid JSON ({e})") from None
-    if not isinstance(config, dict) or config.get("format") != FORMAT or not isinstance(config.get("model"), dict):
-        raise CheckpointError(f"{directory / CONFIG_FILE}: not a checkpoint config (expected \"format\": \"{FORMAT}\" and a \"model\" object)")
-    return config
-
-
-def read_tensors(directory, name=MODEL_FILE, config=None, device="cpu") -> dict:
-    """The tensors of a checkpoint's safetensors file, checksum checked (safetensors: no code
-    runs while loading)."""
-    from safetensors import SafetensorError
-    from safetensors.torch import load_file
-
-    path = check_file(directory, name, config)
-    try:
-        return load_file(path, device=str(device))
-    except (SafetensorError, OSError) as e:
-        raise CheckpointError(f"{path}: not a readable safetensors file ({e})") from None

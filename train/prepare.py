@@ -6,15 +6,16 @@ each piece where it lives: a resume's recorded settings read and the paths as th
 them (run_dir.py), the data opened (data.py), the recipe where the model is not given
 (recipe.py) or --init-from's model (checkpointing.initialized), WITHOUT_RECIPE's values and
 min_lr (config.completed), the model resolved for the data, the memory a process needs checked,
-and a resume's checkpoint checked against the run's settings (resume.py). What can be refused is
-refused here; the Trainer (trainer.py) gets a Run that only trains.
+and a resume's checkpoint checked against the run's settings (resume.py). A checkpoint the run
+starts from, a resume's or --init-from's, is opened here once (model/checkpoint.py,
+CheckpointReader), and the Trainer reads its weights through it. What can be refused is refused
+here; the Trainer (trainer.py) gets a Run that only trains.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 
-
+from gptkit.model.checkpoint import CheckpointReader
 from gptkit.model.config import ModelConfig
 from gptkit.model.info import describe, training_memory
 from gptkit.runtime.device import Memory
@@ -44,7 +45,8 @@ class Run:
     loader: Loader  # the training batches, of this process
     val_data: ShardData
     memory: Memory  # what a process needs on its device, checked; its guard makes an allocator's failure one line
-    checkpoint: Path | None = None  # a resume's: the checkpoint it goes on from, checked against the settings
+    checkpoint: CheckpointReader | None = None  # a resume's: the checkpoint it goes on from, opened, checked against the settings
+    init_from: CheckpointReader | None = None  # --init-from's checkpoint, opened: the weights a new run starts from
     recipe: Recipe | None = None  # the recipe that chose the settings, whose timing the run is held to (TooSlow)
     new_length: bool = False  # a resume given a length other than the run's (--max-steps, --max-tokens, --max-time)
     recorded: bool = False  # a resume whose settings config.json records already
@@ -68,11 +70,11 @@ def prepare_run(config: TrainConfig, resume=False, dist=Dist(), threads=None) ->
     config = as_recorded(config, then)
     data = ShardDir(config.data)
     tokenizer, identity = data_tokenizer(data), data_identity(data)
-    recipe = None
+    recipe = start = None
     if config.model is None and config.init_from is None and not resume:
         config, recipe = recipe_config(config, data, tokenizer.vocab_size, dist.device, threads, dist.largest, dist.world)
     if config.init_from and not resume:
-        config = initialized(config, tokenizer)
+        config, start = initialized(config, tokenizer)
     given = completed(config)  # its model as given: a preset's name or a file's path, named in messages
     config, model = resolve_model(given, tokenizer.vocab_size)
     context = config.context_length or model.context_length
@@ -94,5 +96,5 @@ def prepare_run(config: TrainConfig, resume=False, dist=Dist(), threads=None) ->
                     "choose a smaller --model or --batch-size")
     memory.check()
     run = Run(config, model, data, tokenizer, data.eot_id(tokenizer), identity, Loader(train_data, config, context, dist),
-              val_data, memory, recipe=recipe)
+              val_data, memory, init_from=start, recipe=recipe)
     return resumed(run, resume, given, then) if resume else run

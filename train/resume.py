@@ -1,5 +1,5 @@
 """A resume checked against the run it goes on (prepare.py's last step): the checkpoint it goes
-on from, read and checked (checkpointing.read_state), the same settings but for the length, the
+on from, opened and checked (checkpointing.read_state), the same settings but for the length, the
 same data by its content wherever it lies now, and a new length that leaves steps to do."""
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ def resumed(run, resume, given, then):
     length must leave steps to do."""
     config = run.config
     checkpoint = Path(config.out) / LATEST if resume is True else Path(resume)
-    state = read_state(checkpoint, config, run.tokenizer, run.model)
+    saved, state = read_state(checkpoint, config, run.tokenizer, run.model)
     # Hashed with the settings before: the preset name or file path, by a run begun before
     # config.json held the model itself; the data's path, before the data was known by its content.
     digests = {c.digest(data) for c in (config, given) for data in (None, then.get("data"))}
@@ -37,7 +37,7 @@ def resumed(run, resume, given, then):
         setting = "max_tokens" if config.max_tokens else "max_steps"
         raise SettingError(setting, f"{getattr(config, setting)}: the run in {config.out} has done {step:,} steps, "
                                     f"{'all' if asked == step else 'more than'} the {asked:,} asked for")
-    return dataclasses.replace(run, checkpoint=checkpoint, new_length=new_length, recorded=config.to_dict() == then)
+    return dataclasses.replace(run, checkpoint=saved, new_length=new_length, recorded=config.to_dict() == then)
 
 
 def _check_data(identity, recorded, data, now):

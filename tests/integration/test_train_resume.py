@@ -118,6 +118,26 @@ def test_init_from_refuses_another_tokenizer_a_model_and_a_missing_checkpoint(da
     assert not any((tmp_path / name / "checkpoints").exists() for name in "abcd")
 
 
+def test_init_from_refuses_a_damaged_checkpoint_before_the_run_starts(data, model_json, tmp_path):
+    """--init-from's checkpoint is opened once, while the run is prepared: a damaged tokenizer.json is
+    refused there, before a model is built, damaged weights before any is put in; the run writes no
+    checkpoint."""
+    source = tmp_path / "source"
+    train(config(data, source, model_json, max_steps=1))
+    base = flags(data=data, device="cpu", batch_size=4, context_length=32, max_steps=1, eval_tokens=256)
+    for name in ("tokenizer.json", "model.safetensors"):
+        damaged = tmp_path / f"damaged-{name}"
+        shutil.copytree(source / "latest", damaged)
+        with open(damaged / name, "r+b") as f:  # the last byte changed: the file's CRC-32 no longer matches
+            f.seek(-1, os.SEEK_END)
+            last = f.read(1)
+            f.seek(-1, os.SEEK_END)
+            f.write(bytes([last[0] ^ 1]))
+        assert_input_error(invoke(*base, "--out", tmp_path / f"run-{name}", "--init-from", damaged),
+                           f"{damaged.resolve() / name}: corrupted")
+        assert not (tmp_path / f"run-{name}" / "checkpoints").exists()
+
+
 def test_a_resume_keeps_its_own_weights_and_refuses_another_init_from(data, model_json, tmp_path):
     source, run, scratch = tmp_path / "source", tmp_path / "run", tmp_path / "scratch"
     train(config(data, source, model_json, max_steps=2))

@@ -72,6 +72,7 @@ bench: install ## Benchmarks against the reference clients; corpora from ../shar
 	$(PY) bench/tokenizer.py $(BENCH_DATA)/corpus_5mb.txt $(BENCH_DATA)/corpus_36mb.txt --threads 2
 	$(PY) bench/encode.py $(BENCH_DATA)/corpus_5mb.txt $(BENCH_DATA)/corpus_36mb.txt --threads 1 2
 	$(PY) bench/sample.py
+	$(PY) bench/serve.py
 	$(PY) bench/train.py
 
 # bench/gpu_check.py (issue 31): rows run as child processes; GPU_CHECK_DRY=1 (from the environment or

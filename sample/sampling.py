@@ -71,7 +71,7 @@ class Sampler:
     def chat_ids(self, messages) -> list[int]:
         """`messages` rendered with the checkpoint's chat template, up to the assistant's turn."""
         if self.template is None:
-            raise SettingError("chat", f"is refused: {self.checkpoint} has no chat template ({self._no_template})")
+            raise SettingError("chat", f"is refused for {self.checkpoint}: {self._no_template}")
         return self.template.prompt_ids(self.tokenizer, messages)
 
     def sample(self, prompt: str, settings: Settings = Settings()) -> Samples:

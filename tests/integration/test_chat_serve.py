@@ -64,8 +64,8 @@ def test_sample_chat_prints_the_reply(checkpoints, samplers):
 
 def test_sample_chat_is_refused_without_a_template_and_system_without_chat(checkpoints):
     plain = checkpoints["plain"]
-    assert_input_error(run_sample("--checkpoint", plain, "--chat", "--prompt", "hi"), "--chat", str(plain),
-                       "no chat template")
+    assert_input_error(run_sample("--checkpoint", plain, "--chat", "--prompt", "hi"), f"--chat is refused for {plain}: ",
+                       "no chat template", "tokenizer train --chat")
     assert_input_error(run_sample("--checkpoint", plain, "--system", "x", "--prompt", "hi"), "--system", "--chat")
 
 

@@ -57,8 +57,8 @@ class Sampler:
         self.eot_id = eot_id(checkpoint, self.tokenizer)  # the token that stops a sample
         try:
             self.template = ChatTemplate.beside(settled(checkpoint) / TOKENIZER_FILE)
-        except InputError as e:  # no template: `chat` refuses with this reason
-            self.template, self._no_template = None, e
+        except InputError as e:  # none, or one that cannot be read: `chat` refuses, and says why
+            self.template, self.no_template = None, e
 
     def prompt_ids(self, prompt: str) -> list[int]:
         """`prompt` framed as the model saw its documents (generate.prompt_ids)."""
@@ -71,7 +71,7 @@ class Sampler:
     def chat_ids(self, messages) -> list[int]:
         """`messages` rendered with the checkpoint's chat template, up to the assistant's turn."""
         if self.template is None:
-            raise SettingError("chat", f"is refused for {self.checkpoint}: {self._no_template}")
+            raise SettingError("chat", f"is refused for {self.checkpoint}: {self.no_template}")
         return self.template.prompt_ids(self.tokenizer, messages)
 
     def sample(self, prompt: str, settings: Settings = Settings()) -> Samples:

@@ -44,7 +44,7 @@ class Engine:
         """How chat messages become a prompt, for the start-up line."""
         if self.sampler.template is not None:
             return "its chat template"
-        return "the plain-text template, User: and Assistant: lines: the checkpoint has no chat template"
+        return f"the plain-text template, User: and Assistant: lines, since {self.sampler.no_template}"
 
     def prompt(self, request) -> tuple[list[int], tuple[str, ...]]:
         """The request's prompt as token ids, and the stops that end its reply."""

@@ -271,7 +271,7 @@ def covered_bytes(work, context):
     tokenizer = data_tokenizer(data)
     val = ShardData(data, "val", tokenizer.vocab_size, tokenizer.fingerprint, context)
     lengths = [0 if i in set(tokenizer.special_tokens.values()) else len(b) for i, b in enumerate(tokenizer.vocab)]
-    return sum(lengths[t] for t in eval_sequences(val, context, 1 << 62)[:, 1:].ravel())
+    return sum(lengths[t] for t in eval_sequences(val, context, 1 << 62)[0][:, 1:].ravel())
 
 
 # -- compressors ---------------------------------------------------------------------------------

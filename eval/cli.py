@@ -80,16 +80,21 @@ def text(inputs, more_inputs, data, eval_tokens, checkpoint, batch_size, device,
     scorer = _Scorer(checkpoint, device, threads)
     context = scorer.model.config.context_length
     if data:
-        windows = [eval_sequences(_val_split(data, scorer), context, eval_tokens or 2**62)]
+        sequences, mask = eval_sequences(_val_split(data, scorer), context, eval_tokens or 2**62)
+        if mask is not None and not mask[:, 1:].any():
+            raise InputError(f"--data {data}: its first {mask.size - len(mask) + 1:,} validation tokens hold no token the mask "
+                             "counts (the assistant's): score more with --eval-tokens")
+        windows, masks = [sequences], [mask]
         source = {"data": str(Path(data).resolve()), "eval_tokens": eval_tokens}
     else:
         windows = [w for w in text_windows(_framed_text(inputs, scorer), context) if w is not None and len(w)]
+        masks = [None] * len(windows)
         source = {"input": [str(Path(path).resolve()) for path in inputs]}
     nbytes = torch.tensor(token_bytes(scorer.tokenizer), device=scorer.device)
     progress = Progress("scoring", "windows", total=sum(map(len, windows)), quiet=quiet)
     sums, done = torch.zeros(4, dtype=torch.float64, device=scorer.device), 0
-    for part in windows:
-        sums += loss_sums(scorer.model, part, nbytes, batch_size, scorer.autocast, scorer.each_batch(progress, done))
+    for part, mask in zip(windows, masks):
+        sums += loss_sums(scorer.model, part, nbytes, batch_size, scorer.autocast, scorer.each_batch(progress, done), mask)
         done += len(part)
     progress.close()
     loss = summary(sums)

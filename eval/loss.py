@@ -25,16 +25,13 @@ class Loss(NamedTuple):
 
 def eval_sequences(data: ShardData, context_length, max_tokens):
     """The fixed validation set: the first `max_tokens` tokens of the validation stream, as
-    whole windows (the same tokens in every evaluation of every run)."""
+    whole windows (the same tokens in every evaluation of every run), and their mask where the
+    data has one (chat data: 1 where the loss counts the token), else None."""
     count = _windows_of(data, context_length, max_tokens)
-    sequences = windows(data.span(0, count * context_length + 1), context_length)
+    length = count * context_length + 1
+    sequences = windows(data.span(0, length), context_length)
     data.check_ids(sequences, context_length * np.arange(count))
-    return sequences
-
-
-def eval_masks(data: ShardData, context_length, max_tokens):
-    """The mask of eval_sequences' windows, of data with a mask (chat data): 1 where the loss counts the token."""
-    return windows(data.mask_span(0, _windows_of(data, context_length, max_tokens) * context_length + 1), context_length)
+    return sequences, windows(data.mask_span(0, length), context_length) if data.masked else None
 
 
 def _windows_of(data, context_length, max_tokens):
@@ -78,7 +75,7 @@ def loss_sums(model, sequences, nbytes, batch_size, autocast, each_batch=None, m
     loss, the predicted tokens, the loss of the tokens that are text, and their bytes (`nbytes`:
     token_bytes as a tensor on the model's device); a float64 tensor there, with no sync per
     batch, for the ranks to add up. `each_batch(windows done)` after each batch. `masks` (the
-    windows' eval_masks): only the targets whose mask is 1 count, in every sum."""
+    masks eval_sequences gives): only the targets whose mask is 1 count, in every sum."""
     sums = torch.zeros(4, device=nbytes.device, dtype=torch.float64)
     for i in range(0, len(sequences), batch_size):
         batch = on_device(sequences[i : i + batch_size], nbytes.device).long()

@@ -117,6 +117,17 @@ class ShardDir:
             return self.manifest["totals"][split]["tokens"]
         return sum(read_header(path).num_tokens for path in self.shard_paths(split))
 
+    def identity(self) -> dict:
+        """What makes this directory the data a run trained on, wherever it lies: each split's shards
+        in order, as [file, tokens, CRC-32] from the manifest (plain llm.c shards, which have none, by
+        their token counts alone). Its tokenizer is the checkpoint's own check. A checkpoint records it
+        and a resume compares it (identity_difference): the file names, which a copy keeps and another
+        encoding of the same text may not, are there for the messages."""
+        if self.manifest is not None:
+            return {split: [[s["file"], s["tokens"], s["crc32"]] for s in self.manifest["shards"] if s["split"] == split]
+                    for split in ("train", "val")}
+        return {split: [[p.name, read_header(p).num_tokens, None] for p in self.shard_paths(split)] for split in ("train", "val")}
+
     def unlisted(self) -> list[Path]:
         """Shards of ours that the manifest does not list: no part of the dataset (an interrupted
         run left them; the next run into the directory removes them)."""
@@ -205,6 +216,19 @@ MANIFEST_FIELDS = {
         "crc32": (lambda v: isinstance(v, str) and re.fullmatch(r"[0-9a-f]{8}", v) is not None, "8 hexadecimal digits"),
     }],
 }
+
+
+def identity_difference(then: dict, now: dict) -> str | None:
+    """The first way the data `now` differs from the run's, `then` (ShardDir.identity), or None."""
+    for split in ("train", "val"):
+        if len(now[split]) != len(then[split]):
+            return f"{split} shards: {len(now[split])}, the run's {len(then[split])}"
+        for (_, tokens_then, crc_then), (file, tokens, crc) in zip(then[split], now[split]):
+            if tokens != tokens_then:
+                return f"{split} shard {file}: {tokens:,} tokens, the run's {tokens_then:,}"
+            if crc != crc_then:
+                return f"{split} shard {file}: CRC-32 {crc}, the run's {crc_then}"
+    return None
 
 
 def _mismatch(value, spec, where):

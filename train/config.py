@@ -174,7 +174,7 @@ class TrainConfig:
 
     def digest(self, data_path=None):
         """A hash of the settings that must not change when a run is resumed (RESUME_FIXED). The
-        data is compared by its content instead (train/data.py, data_identity); `data_path`: hashed
+        data is compared by its content instead (shared/shard_dir.py, ShardDir.identity); `data_path`: hashed
         too, as checkpoints written before that hashed the path the run recorded."""
         fixed = {k: v for k, v in self.to_dict().items() if k in RESUME_FIXED}
         if data_path is not None:
@@ -256,7 +256,7 @@ REAL = {"lr": AT_LEAST_0, "min_lr": AT_LEAST_0, "weight_decay": AT_LEAST_0, "gra
 
 # Changing these would make a resumed run differ from an uninterrupted one. The length
 # (LENGTH) may change: the schedule is re-planned from the step where the run resumes. So may the
-# data's path: a resume checks its content (train/data.py, data_identity).
+# data's path: a resume checks its content (shared/shard_dir.py, ShardDir.identity).
 RESUME_FIXED = ("model", "seed", "batch_size", "grad_accum", "context_length", "loader", "optimizer", "lr",
                 "min_lr", "beta1", "beta2", "eps", "weight_decay", "decay_embeddings", "muon_lr", "muon_momentum",
                 "grad_clip", "schedule", "warmup_steps", "decay_steps", "cooldown_fraction")

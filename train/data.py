@@ -18,7 +18,6 @@ import numpy as np
 from gptkit.shared.errors import SettingError
 from gptkit.shared.shard_data import ShardData
 from gptkit.shared.shard_dir import TOKENIZER_FILE, ShardDir
-from gptkit.shared.shards import read_header
 from gptkit.tokenizer import Tokenizer
 
 
@@ -69,28 +68,3 @@ def data_tokenizer(data: ShardDir):
         hint = "" if data.manifest else f" (for plain llm.c shards, put the {TOKENIZER_FILE} they were made with beside them)"
         raise SettingError("data", f"{data.path}: no {TOKENIZER_FILE}{hint}")
     return Tokenizer.from_file(data.tokenizer)
-
-
-def data_identity(data: ShardDir) -> dict:
-    """What makes a data directory the data a run trained on, wherever it lies: each split's shards
-    in order, as [file, tokens, CRC-32] from the manifest (plain llm.c shards, which have none, by
-    their token counts alone). Its tokenizer is the checkpoint's own check. A checkpoint records it
-    and a resume compares it (identity_difference): the file names, which a copy keeps and another
-    encoding of the same text may not, are there for the messages."""
-    if data.manifest is not None:
-        return {split: [[s["file"], s["tokens"], s["crc32"]] for s in data.manifest["shards"] if s["split"] == split]
-                for split in ("train", "val")}
-    return {split: [[p.name, read_header(p).num_tokens, None] for p in data.shard_paths(split)] for split in ("train", "val")}
-
-
-def identity_difference(then: dict, now: dict) -> str | None:
-    """The first way the data `now` differs from the run's, `then` (data_identity), or None."""
-    for split in ("train", "val"):
-        if len(now[split]) != len(then[split]):
-            return f"{split} shards: {len(now[split])}, the run's {len(then[split])}"
-        for (_, tokens_then, crc_then), (file, tokens, crc) in zip(then[split], now[split]):
-            if tokens != tokens_then:
-                return f"{split} shard {file}: {tokens:,} tokens, the run's {tokens_then:,}"
-            if crc != crc_then:
-                return f"{split} shard {file}: CRC-32 {crc}, the run's {crc_then}"
-    return None

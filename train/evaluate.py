@@ -7,7 +7,7 @@ import numpy as np
 import torch
 
 from gptkit.eval.choice import frame, score
-from gptkit.eval.loss import eval_masks, eval_sequences, loss_sums, summary, token_bytes
+from gptkit.eval.loss import eval_sequences, loss_sums, summary, token_bytes
 from gptkit.shared.errors import SettingError
 from gptkit.eval.tasks import read_hellaswag
 
@@ -20,8 +20,7 @@ class Evaluator:
 
     def __init__(self, val_data, tokenizer, context_length, config, dist):
         """`dist`: this process's place (processes.Dist)."""
-        sequences = eval_sequences(val_data, context_length, config.eval_tokens)
-        masks = eval_masks(val_data, context_length, config.eval_tokens) if val_data.masked else None
+        sequences, masks = eval_sequences(val_data, context_length, config.eval_tokens)
         if masks is not None and not masks[:, 1:].any():
             raise SettingError("eval_tokens", f"{config.eval_tokens}: the first {masks.shape[0] * (masks.shape[1] - 1) + 1:,} validation tokens of "
                                               f"{val_data.shards[0].path.parent} hold no token the mask counts (the "

@@ -26,7 +26,7 @@ from gptkit.tokenizer import Tokenizer
 
 from .checkpointing import initialized
 from .config import TrainConfig, completed, resolve_model
-from .data import Loader, data_identity, data_tokenizer
+from .data import Loader, data_tokenizer
 from .processes import Dist
 from .recipe import Recipe, recipe_config
 from .resume import resumed
@@ -41,7 +41,7 @@ class Run:
     data: ShardDir
     tokenizer: Tokenizer  # the data's
     eot_id: int | None  # the data's end-of-text id: what samples and HellaSwag's texts start with
-    data_identity: dict  # what the data holds (data.py), which a checkpoint records
+    data_identity: dict  # what the data holds (ShardDir.identity), which a checkpoint records
     loader: Loader  # the training batches, of this process
     val_data: ShardData
     memory: Memory  # what a process needs on its device, checked; its guard makes an allocator's failure one line
@@ -69,7 +69,7 @@ def prepare_run(config: TrainConfig, resume=False, dist=Dist(), threads=None) ->
     then = load_run_config(config.out) if resume else None  # the run's settings as recorded, read once
     config = as_recorded(config, then)
     data = ShardDir(config.data)
-    tokenizer, identity = data_tokenizer(data), data_identity(data)
+    tokenizer, identity = data_tokenizer(data), data.identity()
     recipe = start = None
     if config.model is None and config.init_from is None and not resume:
         config, recipe = recipe_config(config, data, tokenizer.vocab_size, dist.device, threads, dist.largest, dist.world)

@@ -7,12 +7,11 @@ import dataclasses
 from pathlib import Path
 
 from gptkit.shared.errors import SettingError
-from gptkit.shared.shard_dir import ShardDir
+from gptkit.shared.shard_dir import ShardDir, identity_difference
 
 from .budget import steps_asked
 from .checkpointing import read_state
 from .config import LENGTH, fixed_difference
-from .data import data_identity, identity_difference
 from .run_dir import LATEST
 
 
@@ -42,14 +41,14 @@ def resumed(run, resume, given, then):
 
 def _check_data(identity, recorded, data, now):
     """Refuse data (`now`: the identity of the directory `data`) that is not the run's by its
-    content (`identity`: the checkpoint's record of it, data_identity; None from a checkpoint
+    content (`identity`: the checkpoint's record of it, ShardDir.identity; None from a checkpoint
     older than that, whose data is then the directory the run `recorded`, compared while it is
     there)."""
     if identity is None and data != recorded:
         if not Path(recorded).is_dir():
             raise SettingError("data", f"{data}: the run's checkpoint, from an older gptkit, does not record what its "
                                        f"data holds, and {recorded} is gone: resume with the data there")
-        identity = data_identity(ShardDir(recorded))
+        identity = ShardDir(recorded).identity()
     difference = identity and identity_difference(identity, now)
     if difference:
         raise SettingError("data", f"{data}: not the data the run was trained on ({difference}); give --data the run's data")

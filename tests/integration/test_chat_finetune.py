@@ -11,6 +11,7 @@ import torch
 import torch.nn.functional as F
 from click.testing import CliRunner
 
+from gptkit.eval.cli import cli as eval_cli
 from gptkit.pretokenize.cli import cli as pretokenize
 from gptkit.shared.shard_data import ShardData
 from gptkit.shared.shard_dir import ShardDir
@@ -154,10 +155,19 @@ def test_fine_tuning_from_a_checkpoint_carries_the_template(qwen, chat_data, tmp
     train(config(tmp_path / "text", tmp_path / "base", write_model(tmp_path / "model.json", vocab_size=600), max_steps=2))
     res = CliRunner().invoke(train_cli, ["--data", str(chat_data), "--init-from", str(tmp_path / "base" / "latest"),
                                          "--out", str(tmp_path / "chat"), "--device", "cpu", "--batch-size", "4",
-                                         "--context-length", "32", "--max-steps", "2", "--eval-tokens", "512", "--threads", "1"])
+                                         "--context-length", "64", "--max-steps", "2", "--eval-tokens", "512", "--threads", "1"])
     assert res.exit_code == 0, res.output
     checkpoint = tmp_path / "chat" / "latest"
     assert (checkpoint / TEMPLATE_FILE).read_text() == QWEN2_TEMPLATE
     assert json.loads((checkpoint / "tokenizer_config.json").read_text()) == {"eos_token": "<|im_end|>", "pad_token": "<|endoftext|>"}
     assert ChatTemplate.beside(checkpoint / "tokenizer.json").stops == ("<|im_end|>",)
     assert not (tmp_path / "base" / "latest" / TEMPLATE_FILE).exists()  # plain data carries none
+
+    # gptkit eval scores chat data as training validates it: the assistant's tokens alone
+    (last,) = [json.loads(line) for line in (tmp_path / "chat" / "metrics.jsonl").read_text().splitlines()
+               if "val_loss" in line][-1:]
+    res = CliRunner().invoke(eval_cli, ["text", "--checkpoint", str(checkpoint), "--data", str(chat_data), "--eval-tokens",
+                                        "512", "--device", "cpu", "--out", str(tmp_path / "eval.json"), "-q"])
+    assert res.exit_code == 0, res.output
+    scored = json.loads((tmp_path / "eval.json").read_text())
+    assert scored["loss"] == pytest.approx(last["val_loss"], rel=1e-5) and scored["tokens"] < 7 * 64  # of the 7 windows' targets, the masked ones

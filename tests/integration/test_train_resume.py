@@ -18,7 +18,7 @@ from gptkit.model.config import ModelConfig, load_config
 from gptkit.model.model import TransformerLM
 from tests.conftest import assert_input_error, english_like
 from gptkit.train.config import TrainConfig
-from gptkit.train.data import identity_difference
+from gptkit.shared.shard_dir import identity_difference
 from gptkit.train.run import train
 from tests.training import (MODEL, ROOT, comparable, config, flags, invoke, latest_step, records, stopped_after,
                             weights, write_model)

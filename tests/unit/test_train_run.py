@@ -154,7 +154,7 @@ def test_validation_reports_bits_per_byte_of_the_text(data, model_json, tmp_path
     data_dir = ShardDir(data)
     tok = data_tokenizer(data_dir)
     model, _ = load_model(run / "latest")
-    sequences = torch.from_numpy(eval_sequences(ShardData(data_dir, "val", tok.vocab_size, tok.fingerprint, 32), 32, 1024)).long()
+    sequences = torch.from_numpy(eval_sequences(ShardData(data_dir, "val", tok.vocab_size, tok.fingerprint, 32), 32, 1024)[0]).long()
     losses = model.eval().token_losses(sequences[:, :-1], sequences[:, 1:])
     eot = tok.special_tokens["<|endoftext|>"]
     nbytes = torch.tensor([0 if i == eot else len(tok.decode_bytes([i])) for i in range(tok.vocab_size)])[sequences[:, 1:]]

@@ -72,8 +72,11 @@ def test_sample_chat_is_refused_without_a_template_and_system_without_chat(check
 @pytest.fixture(scope="module")
 def clients(samplers):
     with running(samplers["e"]) as e, running(samplers["gptkit"]) as gptkit:
-        yield {name: openai.OpenAI(base_url=url + "/v1", api_key="unused", max_retries=0, timeout=60)
-               for name, url in (("e", e), ("gptkit", gptkit))}
+        clients = {name: openai.OpenAI(base_url=url + "/v1", api_key="unused", max_retries=0, timeout=60)
+                   for name, url in (("e", e), ("gptkit", gptkit))}
+        yield clients
+        for client in clients.values():  # before the servers stop: a connection they still read from is closed cleanly
+            client.close()
 
 
 @pytest.mark.parametrize("name", ["e", "gptkit"])

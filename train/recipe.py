@@ -26,13 +26,15 @@ import math
 import os
 import statistics
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
+import numpy as np
 import torch
 
 from gptkit.model.config import ModelConfig
 from gptkit.model.info import model_cost
 from gptkit.model.model import TransformerLM
+from gptkit.shared.shards import open_shard
 
 from .config import DEFAULT_BUDGET, from_layers, parse_duration
 from .optim import AdamW
@@ -62,6 +64,20 @@ MAX_PARAMS_PER_TOKEN = 4
 # (d 96) at 6.5 epochs: 2.10, 2.16, 2.27. Where each token is seen a few dozen times or fewer,
 # dropout only slows learning; past that, memorizing the corpus costs more than dropout does.
 DROPOUT = ((32, 0.0), (64, 0.1), (math.inf, 0.2))  # (epochs below, dropout)
+
+# The context of text that repeats itself: code, markup, records and tables repeat spans a few lines
+# apart, which a model can copy only from inside its context. Where at least REPEAT_SHARE of the
+# training positions begin a span of REPEAT_SPAN tokens last seen beyond a shape's context but
+# within REPEAT_CONTEXT tokens, the shape takes REPEAT_CONTEXT tokens of context at the same tokens
+# a step (and is timed so). Measured at fixed steps, held-out bits per byte (docs/train.md,
+# "Context"): d 64 x 2 layers, 64 -> 256 tokens, on CSV (8.7% of its positions so), HTML (14.9%),
+# C headers (5.1%) and key: value records (3.5%) 1.6-3.0% better; on Tiny Shakespeare (1.6%) 1.1%
+# worse. d 96 x 3 layers on Python (3.5%): 128 -> 256 as good (1.210 against 1.216 and 1.212), 512
+# worse (1.252): so a floor of 256, not a multiple of the shape's context.
+REPEAT_CONTEXT = 256
+REPEAT_SPAN = 8
+REPEAT_SHARE = 0.03
+REPEAT_SAMPLE = 1 << 20  # training tokens read to measure it (from the first)
 
 TIMED_STEPS = 2  # per shape, after one warm-up step
 TIMING_SHARE = 0.05  # of the budget: the most the timing may take; the climb stops when it is spent
@@ -102,6 +118,47 @@ LADDER = (
 EVALS = 5  # validations in a run (the last one included)
 
 
+@dataclass(frozen=True)
+class Repeats:
+    """How far back a corpus repeats itself: for each of its first training positions, how many
+    tokens back the REPEAT_SPAN tokens that start there last started (a huge number: never)."""
+
+    distances: np.ndarray
+
+    @classmethod
+    def of(cls, data, vocab_size):
+        """Of the first REPEAT_SAMPLE training tokens of `data` (a ShardDir of `vocab_size` tokens)."""
+        parts, left = [], REPEAT_SAMPLE
+        for path in data.shard_paths("train"):
+            parts.append(np.asarray(open_shard(path, vocab_size).tokens[:left], np.uint64))
+            left -= len(parts[-1])
+            if left <= 0:
+                break
+        tokens = np.concatenate(parts) if parts else np.empty(0, np.uint64)
+        n = len(tokens) - REPEAT_SPAN + 1
+        if n <= 0:
+            return cls(np.empty(0, np.int64))
+        span = np.zeros(n, np.uint64)
+        for k in range(REPEAT_SPAN):  # a polynomial hash of each span (wrapping uint64 arithmetic)
+            span = span * np.uint64(1_000_003) + tokens[k : k + n]
+        order = np.lexsort((np.arange(n), span))  # by span, then position
+        again = np.r_[False, span[order[1:]] == span[order[:-1]]]  # the same span as the one sorted before it
+        distances = np.full(n, np.iinfo(np.int64).max, np.int64)
+        distances[order[again]] = order[again] - order[np.r_[again[1:], False]]
+        return cls(distances)
+
+    def share(self, context) -> float:
+        """The share of positions whose span was last seen beyond `context` tokens but within REPEAT_CONTEXT."""
+        return float(((self.distances > context) & (self.distances <= REPEAT_CONTEXT)).mean()) if len(self.distances) else 0.0
+
+    def fit(self, shape):
+        """`shape`, with REPEAT_CONTEXT tokens of context at the same tokens a step where the corpus
+        repeats itself beyond its context (REPEAT_SHARE)."""
+        if shape.context >= REPEAT_CONTEXT or self.share(shape.context) < REPEAT_SHARE:
+            return shape
+        return replace(shape, context=REPEAT_CONTEXT, batch=max(1, shape.batch * shape.context // REPEAT_CONTEXT))
+
+
 def dropout_for(epochs):
     """The model's dropout for a run that makes `epochs` passes over its training tokens (DROPOUT)."""
     return next(dropout for below, dropout in DROPOUT if epochs < below)
@@ -115,6 +172,7 @@ class Recipe:
     seconds_per_step: float  # as timed on the run's device
     steps: int  # in the budget at that speed (--max-time measures the real number)
     train_tokens: int
+    repeat_share: float | None = None  # Repeats.share at the ladder's context, where Repeats.fit could change it
 
     def epochs(self, steps=None):
         """The passes over the training tokens that `steps` (the budget's, as timed) make."""
@@ -139,24 +197,37 @@ class Recipe:
                 f"{self.params / 1e6:.2f}M parameters, batch {config.batch_size} x {context}, lr {config.lr:g}: "
                 f"{1000 * self.seconds_per_step:.0f} ms a step as timed here, about {self.steps:,} steps in the budget, "
                 f"{epochs:.1f} epochs (the largest shape that gets {TOKENS_PER_PARAM} tokens a non-embedding parameter), "
-                f"dropout {model.get('dropout', 0.0):g} (for {epochs:.0f} passes over the corpus); pass --config for a preset")
+                f"dropout {model.get('dropout', 0.0):g} (for {epochs:.0f} passes over the corpus){self._context_reason()}; "
+                "pass --config for a preset")
+
+    def _context_reason(self):
+        """Why the context is what it is, where the corpus's repeats could have changed it (Repeats.fit)."""
+        if self.repeat_share is None:
+            return ""
+        verdict = "for text that repeats itself" if self.repeat_share >= REPEAT_SHARE else "the ladder's"
+        return (f", context {self.shape.context} {verdict} ({100 * self.repeat_share:.1f}% of its positions begin a span of "
+                f"{REPEAT_SPAN} tokens last seen beyond the ladder's context and within {REPEAT_CONTEXT} tokens; "
+                f"{100 * REPEAT_SHARE:g}% asks for {REPEAT_CONTEXT})")
 
 
-def choose(train_tokens, vocab_size, budget_seconds, seconds_per_step) -> Recipe:
+def choose(train_tokens, vocab_size, budget_seconds, seconds_per_step, repeats=None) -> Recipe:
     """The largest shape of LADDER, climbed from the smallest, that trains on TOKENS_PER_PARAM
     tokens per non-embedding parameter in `budget_seconds` and has at most MAX_PARAMS_PER_TOKEN such parameters per
-    training token; the smallest shape if none does. `seconds_per_step(shape)`: the time of one
+    training token; the smallest shape if none does. Each shape with the context the corpus's
+    `repeats` ask for (Repeats.fit; None: the ladder's). `seconds_per_step(shape)`: the time of one
     training step of the shape, or None where it could not be timed (out of memory, or the
     timing's share of the budget spent): the climb stops there, as at the first shape too big."""
     chosen = None
-    for shape in LADDER:
+    for rung in LADDER:
+        shape = rung if repeats is None else repeats.fit(rung)
         cost = model_cost(ModelConfig(**shape.model(vocab_size)))
         if chosen is not None and cost.non_embedding_params > MAX_PARAMS_PER_TOKEN * train_tokens:
             break
         seconds = seconds_per_step(shape)
         if seconds is None:
             break
-        candidate = Recipe(shape, vocab_size, cost.params, seconds, int(budget_seconds / seconds), train_tokens)
+        share = repeats.share(rung.context) if repeats is not None and rung.context < REPEAT_CONTEXT else None
+        candidate = Recipe(shape, vocab_size, cost.params, seconds, int(budget_seconds / seconds), train_tokens, share)
         if chosen is not None and candidate.steps * shape.batch * shape.context < TOKENS_PER_PARAM * cost.non_embedding_params:
             break
         chosen = candidate
@@ -222,7 +293,7 @@ def recipe_config(config, data, vocab_size, device, threads, agree=float, world=
     budget = config.max_time or DEFAULT_BUDGET
     train_tokens = data.tokens("train")
     timer = step_timer(vocab_size, device, threads, parse_duration(budget), agree, world)
-    chosen = choose(train_tokens, vocab_size, parse_duration(budget), timer)
+    chosen = choose(train_tokens, vocab_size, parse_duration(budget), timer, Repeats.of(data, vocab_size))
     steps = None  # the budget's, as timed
     if config.max_time is None and (config.max_steps or config.max_tokens):  # a length in steps or tokens: the evaluations fit it
         tokens_per_step = (config.batch_size or chosen.shape.batch) * (config.context_length or chosen.shape.context) * config.grad_accum

@@ -3,6 +3,7 @@ timing it chooses by, and how a run uses it (flags win, --config and --model byp
 names the choice)."""
 import json
 
+import numpy as np
 import pytest
 import torch
 from click.testing import CliRunner
@@ -14,7 +15,10 @@ from gptkit.shared.shard_dir import ShardDir
 from gptkit.train.cli import cli
 from gptkit.train.config import WITHOUT_RECIPE, TrainConfig, completed
 from gptkit.train.data import data_tokenizer
-from gptkit.train.recipe import DEFAULT_BUDGET, LADDER, TOKENS_PER_PARAM, choose, dropout_for, recipe_config, step_timer
+
+from tests.unit.test_shards import U16, write_llmc
+from gptkit.train.recipe import (DEFAULT_BUDGET, LADDER, REPEAT_CONTEXT, TOKENS_PER_PARAM, Repeats, choose, dropout_for,
+                                 recipe_config, step_timer)
 
 MINUTE = 60
 CORPORA = (50_000, 400_000, 4_000_000, 400_000_000)  # training tokens: ~100 KB to ~1 GB of text
@@ -49,6 +53,39 @@ def test_the_embedding_does_not_count_against_a_larger_vocabulary():
     timed = {LADDER[0]: 0.075, LADDER[1]: 0.107, LADDER[2]: 0.2}
     chosen = choose(250_000, 4096, 2 * MINUTE, lambda shape: timed.get(shape))
     assert chosen.shape == LADDER[1]
+
+
+def repeating(tmp_path, tokens):
+    tmp_path.mkdir(exist_ok=True)
+    write_llmc(tmp_path / "r_train.bin", tokens, U16)
+    write_llmc(tmp_path / "r_val.bin", tokens[:10], U16)
+    return Repeats.of(ShardDir(tmp_path), None)
+
+
+def test_repeats_measure_how_far_back_each_span_was_last_seen(tmp_path):
+    """120 random tokens twice, then 120 others: each span of the second copy was seen 120 tokens
+    before, no other was."""
+    rng = np.random.default_rng(0)
+    block = list(rng.integers(0, 60_000, 120))
+    repeats = repeating(tmp_path, block + block + list(rng.integers(0, 60_000, 120)))
+    seen = repeats.distances < 10**9
+    assert seen.nonzero()[0].tolist() == list(range(120, 233)) and (repeats.distances[seen] == 120).all()
+    assert repeats.share(64) == pytest.approx(113 / len(repeats.distances)) and repeats.share(128) == 0
+
+
+def test_text_that_repeats_itself_within_256_tokens_gets_256_of_context(tmp_path):
+    """The smallest rung (64 tokens) takes 256 at the same tokens a step, timed so; a rung whose
+    context already holds the repeats, and a corpus that does not repeat itself, keep the ladder's."""
+    rng = np.random.default_rng(0)
+    block = list(rng.integers(0, 60_000, 120))
+    repeats = repeating(tmp_path, (block * 2 + list(rng.integers(0, 60_000, 240))) * 20)
+    assert repeats.fit(LADDER[0]).context == REPEAT_CONTEXT and repeats.fit(LADDER[0]).batch == LADDER[0].batch // 4
+    assert repeats.fit(LADDER[1]) == LADDER[1] and repeats.fit(LADDER[4]) == LADDER[4]
+    assert repeating(tmp_path / "random", list(rng.integers(0, 60_000, 10_000))).fit(LADDER[0]) == LADDER[0]
+    timed = []
+    chosen = choose(34_000, 1024, 2 * MINUTE, lambda shape: timed.append(shape) or 0.05, repeats)
+    assert timed[0] == repeats.fit(LADDER[0]) and chosen.shape == timed[0] and chosen.settings()["model"]["context_length"] == 256
+    assert chosen.repeat_share == repeats.share(64) >= 0.03
 
 
 def test_a_faster_machine_never_buys_a_smaller_model():
@@ -139,6 +176,8 @@ def test_without_config_the_recipe_sizes_the_run(data, capsys):
     assert isinstance(config.model, dict) and f"d {config.model['d_model']}," in line and "ms a step as timed here" in line
     assert f"batch {config.batch_size} x {config.model['context_length']}" in line
     assert config.max_time == DEFAULT_BUDGET and config.max_steps is None  # only the length that applies
+    if config.model["context_length"] < REPEAT_CONTEXT:  # the corpus's repeats were measured, and said
+        assert f"context {config.model['context_length']} the ladder's (" in line and "3% asks for 256" in line, line
 
 
 def test_flags_beat_the_recipe(data, capsys):

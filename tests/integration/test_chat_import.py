@@ -11,16 +11,10 @@ from gptkit.model.hf.chat import HF_TEMPLATE_DIR
 from gptkit.tokenizer.chat import CONFIG_FILE, GPTKIT_TEMPLATE, SPECIAL_TOKENS, TEMPLATE_FILE, ChatTemplate
 from tests.conftest import assert_input_error
 from tests.integration.test_import_hf import assert_ok, import_hf, invoke, make_hf, with_specials
+from tests.unit.test_chat_template import QWEN2_TEMPLATE
 
 transformers = pytest.importorskip("transformers")
 
-# Qwen2-7B-Instruct's template, as its tokenizer_config.json gives it.
-QWEN2_TEMPLATE = (
-    "{% for message in messages %}{% if loop.first and messages[0]['role'] != 'system' %}"
-    "{{ '<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n' }}{% endif %}"
-    "{{'<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n'}}{% endfor %}"
-    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}"
-)
 # One that uses the token names: they must reach the template at render time.
 NAMED = "{{ eos_token }}{% for m in messages %}{{ m['role'] }}: {{ m['content'] }}{{ pad_token }}{% endfor %}"
 CHATS = [

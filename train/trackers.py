@@ -133,7 +133,25 @@ class Wandb:
         self.run.log({**scalars, **texts}, step=step)
 
     def close(self):
+        """Finish the run, its records on disk when this returns. run.finish() returns once the
+        service process (wandb-core) has taken the run's exit, but the records it holds are
+        written to RUN/wandb/.../run-ID.wandb only when it closes the run's stream, on a request
+        that finish() sends without waiting (below 32 KiB of records, nothing but the file's
+        header is on disk until then). A process that ends with no atexit hooks (os._exit, a
+        multiprocessing worker) can take the service with it first, and a reader in this
+        process (wandb sync, a test) can find the file empty. wandb.teardown() waits for the
+        service to close every stream and exit; a later wandb.init starts a new one. It is left
+        alone while another run of this process is open (the user's own), which teardown would
+        finish: the records are then written when the service gets to them."""
+        import wandb
+        from wandb.sdk.wandb_setup import singleton
+
         self.run.finish()
+        if singleton().most_recent_active_run is None:
+            try:
+                wandb.teardown()
+            except SystemExit as e:  # the service ended in error: one warning (Trackers.close), not the program's end
+                raise RuntimeError(f"the wandb service process ended with exit code {e.code}") from None
 
 
 def _warn(name, why):

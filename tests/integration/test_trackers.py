@@ -84,6 +84,19 @@ def test_every_record_reaches_tensorboard_and_wandb(data, model_json, tmp_path):
     assert (run / "wandb" / "gptkit-run-id").read_text().strip() in str(next((run / "wandb").glob("offline-run-*")))
 
 
+def test_the_wandb_file_is_whole_when_the_run_returns(data, model_json, tmp_path, monkeypatch):
+    """run.finish() returns before wandb's service process writes the run's records: they reach
+    the .wandb file when the service closes the run's stream, on a request finish() sends without
+    waiting for it. Held back here (the service not yet at it when train() returns, as on a busy
+    machine), the file is whole all the same: the tracker waits for the service to close it."""
+    from wandb.sdk.lib.service.service_connection import ServiceConnection
+
+    monkeypatch.setattr(ServiceConnection, "inform_finish", lambda self, run_id: None)
+    run = tmp_path / "run"
+    train(config(data, run, model_json, log_to="wandb", max_steps=3), threads=1)
+    assert [row["_step"] for row in wandb_history(run) if "loss" in row] == [1, 2, 3]
+
+
 def test_a_resumed_run_appends_without_duplicates(data, model_json, tmp_path):
     run = tmp_path / "run"
     settings = dict(log_to=["tensorboard", "wandb"], checkpoint_interval=2, max_steps=4)

@@ -18,7 +18,7 @@ from .bpe import Tokenizer
 from .chat import SPECIAL_TOKENS as CHAT_TOKENS
 from .split import GPT2_PATTERN
 from .train import TIE_BREAKS, train_bpe
-from .vocab import auto_vocab_size
+from .vocab import LARGE, auto_vocab_size, longer_tokens
 
 log = logging.getLogger(__name__)
 DEFAULT_PATH = "tokenizer.json"
@@ -75,10 +75,14 @@ def train(inputs, more_inputs, vocab_size, special_tokens, chat, tie_break, out,
         special_tokens = (*special_tokens, *(t for t in CHAT_TOKENS if t not in special_tokens))
     start = time.perf_counter()
     corpus = Corpus(inputs, separator=separator or None, text_field=text_field)
-    if vocab_size == "auto":
+    auto = vocab_size == "auto"
+    if auto:
         vocab_size, why = auto_vocab_size(corpus)
-        click.echo(f"vocab size {why}", err=True)
     tokenizer = train_bpe(corpus, vocab_size, special_tokens, tie_break=tie_break, workers=threads, max_bytes=max_bytes, quiet=quiet)
+    if auto:
+        if vocab_size == LARGE:
+            tokenizer, why = longer_tokens(tokenizer, corpus, why)
+        click.echo(f"vocab size {why}", err=True)
     _save(tokenizer, out)
     click.echo(
         f"wrote {out}: {tokenizer.vocab_size:,} tokens ({len(tokenizer.merges):,} merges, "

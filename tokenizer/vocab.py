@@ -19,10 +19,22 @@ shape, dropout 0.2, 2,000 steps of 1 thread), 512 / 1,024 / 4,096 tokens scored 
 2.163 / 2.213 / -, KJV 1.653 / 1.663 / -, Python 2.639 / 2.894 / 4.716: 195 bytes of text per
 token were best, 98 worse, 24 far worse, while the 1.1 MB texts above (272 bytes a token at 4,096)
 lost nothing. So no size with fewer than MIN_BYTES_PER_TOKEN bytes of corpus per token is taken.
+
+The larger vocabulary must also make the tokens longer: its head costs a small model 4 times the
+compute of the smaller's (d 64: 142 against 49 ms a step on one thread), which pays only where
+the text takes fewer tokens. On text whose repeats are numbers and varied values, it hardly does.
+Bytes a token at 1,024 / 4,096 tokens on the bench's 1.1 MB texts, and held-out bits per byte of
+the recipe with each (2026-11-25, one thread for the char model's time, 103-112 s): CSV numbers
+1.40 / 1.46, 0.663 / 1.139; key: value records 2.68 / 2.89, 0.574 / 0.602; HTML 3.01 / 3.46,
+0.826 / 0.777; code and prose 1.27 to 1.54 times as long at 4,096. So 4,096 is kept only where
+its tokens are LONGER_TOKENS times as long as 1,024's on the corpus's first MiB; else the
+tokenizer is cut to 1,024 (first_tokens: what training at that size makes).
 """
 import numpy as np
 
 from gptkit.shared.corpus import Corpus
+
+from .bpe import Tokenizer
 
 TINY, SMALL, LARGE = 512, 1024, 4096
 MIN_BYTES_PER_TOKEN = 192
@@ -30,6 +42,7 @@ LARGE_CORPUS_BYTES = 4_000_000  # from here on the larger vocabulary, whatever t
 REPEATS_FOR_LARGE = 0.05  # between verse's 1% and the 8% of the texts that gained
 SAMPLE_BYTES = 1 << 20
 SPAN, WITHIN = 16, 1024
+LONGER_TOKENS = 1.1  # LARGE's bytes a token over SMALL's, at least: between the records' 1.08 and HTML's 1.15
 
 
 def auto_vocab_size(corpus: Corpus) -> tuple[int, str]:
@@ -47,6 +60,30 @@ def auto_vocab_size(corpus: Corpus) -> tuple[int, str]:
         return fits, (f"{fits:,}, not {size:,}: the corpus has {corpus.total_bytes:,} bytes, too little text to learn "
                       f"{size:,} tokens from (at least {MIN_BYTES_PER_TOKEN} bytes a token); {why}")
     return size, f"{size:,}: {why}"
+
+
+def longer_tokens(tokenizer: Tokenizer, corpus: Corpus, why: str) -> tuple[Tokenizer, str]:
+    """(`tokenizer`, `why`) where its LARGE tokens are at least LONGER_TOKENS times as long as
+    SMALL's on the corpus's first MiB; else (the SMALL tokenizer training would have made, why)."""
+    small = first_tokens(tokenizer, SMALL)
+    text = _first_bytes(corpus, SAMPLE_BYTES).decode("utf-8", errors="ignore")
+    nbytes = len(text.encode("utf-8"))
+    long, short = nbytes / max(1, len(tokenizer.encode(text))), nbytes / max(1, len(small.encode(text)))
+    if long >= LONGER_TOKENS * short:
+        return tokenizer, why
+    return small, (f"{SMALL:,}, not {LARGE:,}: {LARGE:,} tokens are {long / short:.2f} times as long as {SMALL:,}'s "
+                   f"({long:.2f} against {short:.2f} bytes a token; at least {LONGER_TOKENS:g} pays for a head "
+                   f"{LARGE // SMALL} times as large); {why.split(': ', 1)[1]}")
+
+
+def first_tokens(tokenizer: Tokenizer, size: int) -> Tokenizer:
+    """The tokenizer of `size` tokens that training on the same corpus makes: BPE learns its merges
+    one at a time whatever the size asked, so its merges are the first of `tokenizer`'s, then the
+    same special tokens."""
+    specials = sorted(tokenizer.special_tokens, key=tokenizer.special_tokens.get)
+    merges = size - 256 - len(specials)
+    vocab = tokenizer.vocab[: 256 + merges] + [s.encode("utf-8") for s in specials]
+    return Tokenizer(vocab, tokenizer.merges[:merges], {s: 256 + merges + i for i, s in enumerate(specials)})
 
 
 def repeated_span_share(data: bytes) -> float:

@@ -18,7 +18,7 @@ from .bpe import Tokenizer
 from .chat import SPECIAL_TOKENS as CHAT_TOKENS
 from .split import GPT2_PATTERN
 from .train import TIE_BREAKS, train_bpe
-from .vocab import LARGE, auto_vocab_size, longer_tokens
+from .vocab import auto_tokenizer
 
 log = logging.getLogger(__name__)
 DEFAULT_PATH = "tokenizer.json"
@@ -53,7 +53,7 @@ def cli():
 @cli.command()
 @click.option("--input", "inputs", multiple=True, metavar="PATH", help="A text, .jsonl or .parquet file (text and .jsonl also .gz/.xz/.bz2/.zst), a directory (its .txt/.jsonl/.parquet files) or a glob. Repeatable; extra paths may follow it.")
 @click.argument("more_inputs", nargs=-1, metavar="[PATH]...")
-@click.option("--vocab-size", type=VOCAB_SIZE, required=True, help="Tokens in all: 256 bytes + merges + special tokens; 'auto': 512, 1,024 or 4,096, chosen for the corpus (its size, and how often it repeats itself).")
+@click.option("--vocab-size", type=VOCAB_SIZE, required=True, help="Tokens in all: 256 bytes + merges + special tokens; 'auto': 512, 1,024 or 4,096, chosen for the corpus (its size, how often it repeats itself, and how long the tokens of each size are).")
 @click.option("--special-token", "special_tokens", multiple=True, default=[EOT], show_default=True, help="Repeatable.")
 @click.option("--chat", is_flag=True, help=f"Add gptkit's chat tokens ({', '.join(CHAT_TOKENS)}) to the special tokens: its chat template applies (pretokenize --chat).")
 @click.option("--tie-break", type=click.Choice(TIE_BREAKS), default=TIE_BREAKS[0], show_default=True,
@@ -75,14 +75,14 @@ def train(inputs, more_inputs, vocab_size, special_tokens, chat, tie_break, out,
         special_tokens = (*special_tokens, *(t for t in CHAT_TOKENS if t not in special_tokens))
     start = time.perf_counter()
     corpus = Corpus(inputs, separator=separator or None, text_field=text_field)
-    auto = vocab_size == "auto"
-    if auto:
-        vocab_size, why = auto_vocab_size(corpus)
-    tokenizer = train_bpe(corpus, vocab_size, special_tokens, tie_break=tie_break, workers=threads, max_bytes=max_bytes, quiet=quiet)
-    if auto:
-        if vocab_size == LARGE:
-            tokenizer, why = longer_tokens(tokenizer, corpus, why)
+    def trained(size):
+        return train_bpe(corpus, size, special_tokens, tie_break=tie_break, workers=threads, max_bytes=max_bytes, quiet=quiet)
+
+    if vocab_size == "auto":
+        tokenizer, vocab_size, why = auto_tokenizer(corpus, trained)
         click.echo(f"vocab size {why}", err=True)
+    else:
+        tokenizer = trained(vocab_size)
     _save(tokenizer, out)
     click.echo(
         f"wrote {out}: {tokenizer.vocab_size:,} tokens ({len(tokenizer.merges):,} merges, "

@@ -29,6 +29,13 @@ the recipe with each (2026-11-25, one thread for the char model's time, 103-112 
 0.826 / 0.777; code and prose 1.27 to 1.54 times as long at 4,096. So 4,096 is kept only where
 its tokens are LONGER_TOKENS times as long as 1,024's on the corpus's first MiB; else the
 tokenizer is cut to 1,024 (first_tokens: what training at that size makes).
+
+A script of thousands of characters is the exception to the repeats: 1,024 tokens cannot hold its
+characters whole. Chinese news (1.7% repeated spans) takes 0.86 characters a 1,024 token (every
+other kind of bench/corpora.py 1.40 or more), and 4,096 tokens are 1.53 times as long; the recipe
+(one thread, 180 s, side by side) scored 2.260 with 1,024 and 2.130 with 4,096 tokens, while Tiny
+Shakespeare (2.43 characters a token) scored 2.206 / 2.310 and Urdu (2.83) 0.950 / 0.969. So
+4,096 is kept, whatever the repeats, where 1,024's tokens are shorter than WHOLE_CHARACTERS.
 """
 import numpy as np
 
@@ -43,43 +50,50 @@ REPEATS_FOR_LARGE = 0.05  # between verse's 1% and the 8% of the texts that gain
 SAMPLE_BYTES = 1 << 20
 SPAN, WITHIN = 16, 1024
 LONGER_TOKENS = 1.1  # LARGE's bytes a token over SMALL's, at least: between the records' 1.08 and HTML's 1.15
+WHOLE_CHARACTERS = 1.0  # characters a SMALL token, at least: below it, SMALL cannot hold the script's characters
 
 
-def auto_vocab_size(corpus: Corpus) -> tuple[int, str]:
-    """(vocabulary size, why) for `corpus`."""
+def auto_tokenizer(corpus: Corpus, train) -> tuple[Tokenizer, int, str]:
+    """(the tokenizer for `corpus`, the size it was chosen at, why in one line); `train(size)`
+    trains a tokenizer of `size` tokens on it. Where the corpus has the text for LARGE tokens,
+    LARGE is trained and then kept or cut to SMALL (first_tokens) by what it does to the text."""
     if corpus.total_bytes >= LARGE_CORPUS_BYTES:
-        return LARGE, f"{LARGE:,}: the corpus has {corpus.total_bytes / 1e6:,.1f} MB, at least {LARGE_CORPUS_BYTES / 1e6:g} MB"
-    share = repeated_span_share(_first_bytes(corpus, SAMPLE_BYTES))
-    size = LARGE if share >= REPEATS_FOR_LARGE else SMALL
-    why = (f"{100 * share:.1f}% of the positions begin a {SPAN}-byte span seen in the {WITHIN:,} bytes "
-           f"before ({'at least' if size == LARGE else 'under'} {100 * REPEATS_FOR_LARGE:g}%: "
-           f"{'text that repeats itself, as code and formulaic prose do' if size == LARGE else 'text that rarely repeats itself'}), "
-           f"in a corpus under {LARGE_CORPUS_BYTES / 1e6:g} MB")
+        return train(LARGE), LARGE, (f"{LARGE:,}: the corpus has {corpus.total_bytes / 1e6:,.1f} MB, "
+                                     f"at least {LARGE_CORPUS_BYTES / 1e6:g} MB")
     fits = max((n for n in (TINY, SMALL, LARGE) if n * MIN_BYTES_PER_TOKEN <= corpus.total_bytes), default=TINY)
-    if fits < size:
-        return fits, (f"{fits:,}, not {size:,}: the corpus has {corpus.total_bytes:,} bytes, too little text to learn "
-                      f"{size:,} tokens from (at least {MIN_BYTES_PER_TOKEN} bytes a token); {why}")
-    return size, f"{size:,}: {why}"
-
-
-def longer_tokens(tokenizer: Tokenizer, corpus: Corpus, why: str) -> tuple[Tokenizer, str]:
-    """(`tokenizer`, `why`) where its LARGE tokens are at least LONGER_TOKENS times as long as
-    SMALL's on the corpus's first MiB; else (the SMALL tokenizer training would have made, why)."""
-    small = first_tokens(tokenizer, SMALL)
-    text = _first_bytes(corpus, SAMPLE_BYTES).decode("utf-8", errors="ignore")
-    nbytes = len(text.encode("utf-8"))
-    long, short = nbytes / max(1, len(tokenizer.encode(text))), nbytes / max(1, len(small.encode(text)))
-    if long >= LONGER_TOKENS * short:
-        return tokenizer, why
-    return small, (f"{SMALL:,}, not {LARGE:,}: {LARGE:,} tokens are {long / short:.2f} times as long as {SMALL:,}'s "
-                   f"({long:.2f} against {short:.2f} bytes a token; at least {LONGER_TOKENS:g} pays for a head "
-                   f"{LARGE // SMALL} times as large); {why.split(': ', 1)[1]}")
+    if fits < LARGE:
+        return train(fits), fits, (f"{fits:,}, not {LARGE:,}: the corpus has {corpus.total_bytes:,} bytes, too little "
+                                   f"text to learn {LARGE:,} tokens from (at least {MIN_BYTES_PER_TOKEN} bytes a token)")
+    large = train(LARGE)
+    small = first_tokens(large, SMALL)
+    data = _first_bytes(corpus, SAMPLE_BYTES)
+    text = data.decode("utf-8", errors="ignore")
+    small_tokens, large_tokens = max(1, len(small.encode(text))), max(1, len(large.encode(text)))
+    characters = len(text) / small_tokens
+    if characters < WHOLE_CHARACTERS:
+        return large, LARGE, (f"{LARGE:,}: {SMALL:,} tokens are shorter than the text's characters ({characters:.2f} "
+                              f"characters a token, {len(set(text)):,} distinct characters): too few for its script")
+    share, longer = repeated_span_share(data), small_tokens / large_tokens
+    repeats = (f"{100 * share:.1f}% of the positions begin a {SPAN}-byte span seen in the {WITHIN:,} bytes before "
+               f"({'at least' if share >= REPEATS_FOR_LARGE else 'under'} {100 * REPEATS_FOR_LARGE:g}%: text that "
+               f"{'repeats itself, as code and formulaic prose do' if share >= REPEATS_FOR_LARGE else 'rarely repeats itself'})")
+    lengths = (f"{LARGE:,} tokens are {longer:.2f} times as long as {SMALL:,}'s ({len(data) / large_tokens:.2f} against "
+               f"{len(data) / small_tokens:.2f} bytes a token; at least {LONGER_TOKENS:g} pays for a head {LARGE // SMALL} "
+               "times as large)")
+    if share < REPEATS_FOR_LARGE:
+        return small, SMALL, f"{SMALL:,}, not {LARGE:,}: {repeats}"
+    if longer < LONGER_TOKENS:
+        return small, SMALL, f"{SMALL:,}, not {LARGE:,}: {lengths}; {repeats}"
+    return large, LARGE, f"{LARGE:,}: {repeats}; {lengths}"
 
 
 def first_tokens(tokenizer: Tokenizer, size: int) -> Tokenizer:
     """The tokenizer of `size` tokens that training on the same corpus makes: BPE learns its merges
     one at a time whatever the size asked, so its merges are the first of `tokenizer`'s, then the
-    same special tokens."""
+    same special tokens; `tokenizer` itself where it has no more than `size` (its corpus ran out of
+    pairs to merge)."""
+    if tokenizer.vocab_size <= size:
+        return tokenizer
     specials = sorted(tokenizer.special_tokens, key=tokenizer.special_tokens.get)
     merges = size - 256 - len(specials)
     vocab = tokenizer.vocab[: 256 + merges] + [s.encode("utf-8") for s in specials]

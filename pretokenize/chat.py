@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from gptkit.shared.corpus import READ_ERRORS, _decompressed, expand_inputs
+from gptkit.shared.corpus import READ_ERRORS, decompressed, expand_inputs
 from gptkit.shared.errors import InputError, SettingError
 from gptkit.shared.jsonfile import parse_json
 from gptkit.shared.progress import Progress
@@ -134,7 +134,7 @@ def _jobs(paths):
     job, done = [], 0
     for path in paths:
         try:
-            with open(path, "rb") as raw, _decompressed(path, raw) as f:
+            with open(path, "rb") as raw, decompressed(path, raw) as f:
                 for lineno, line in enumerate(f, 1):
                     if line.strip():
                         job.append((f"{path}:{lineno}", _messages(line, f"{path}:{lineno}")))

@@ -64,7 +64,7 @@ def _in_directory(path: Path, directory: Path) -> bool:
     return not hidden and name.endswith(DIRECTORY_FORMATS)
 
 
-def _decompressed(path: Path, raw):
+def decompressed(path: Path, raw):
     """The bytes of an open file, decompressed as its name says."""
     compression = _compression(path)
     if compression == ".gz":
@@ -89,7 +89,7 @@ def _check_readable(path: Path):
     if _format(path) == ".parquet":
         return  # its reader checks it
     try:
-        with open(path, "rb") as raw, _decompressed(path, raw) as f:
+        with open(path, "rb") as raw, decompressed(path, raw) as f:
             start = f.read(SNIFF_BYTES)
     except READ_ERRORS as e:
         raise InputError(f"{path}: cannot read as {_format(path)}{_compression(path) or ''} ({e})") from e
@@ -193,7 +193,7 @@ class Corpus:
         hold = len(sep) if sep else 1
         decoder = Utf8Decoder()
         buf = ""
-        with open(path, "rb") as raw, _decompressed(path, raw) as f:
+        with open(path, "rb") as raw, decompressed(path, raw) as f:
             while True:
                 block = f.read(BLOCK_BYTES)
                 self.bytes_read = start + raw.tell()
@@ -213,7 +213,7 @@ class Corpus:
     def _jsonl(self, path, start, piece_chars):
         field = self.text_field
         decoder = Utf8Decoder()
-        with open(path, "rb") as raw, _decompressed(path, raw) as f:
+        with open(path, "rb") as raw, decompressed(path, raw) as f:
             for lineno, line in enumerate(f, 1):
                 text = self._decode(path, decoder, line, final=True)
                 if not text.strip():

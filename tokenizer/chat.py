@@ -80,16 +80,17 @@ class ChatTemplate:
         gptkit's own where the tokenizer has its chat tokens; else a one-line InputError."""
         path = Path(tokenizer_path)
         tokenizer = tokenizer or Tokenizer.from_file(path)
-        config = _read_config(path.parent / CONFIG_FILE)
-        variables = {k: _token_text(config[k]) for k in TEMPLATE_VARIABLES if _token_text(config.get(k)) is not None}
+        config_path = path.parent / CONFIG_FILE
+        config = _read_config(config_path)
+        variables = token_names(config, config_path)
         file = path.parent / TEMPLATE_FILE
         if file.is_file():
             try:
                 return cls(file.read_text(encoding="utf-8"), tokenizer, variables, file)
             except (OSError, UnicodeDecodeError) as e:
                 raise InputError(f"{file}: cannot read ({getattr(e, 'strerror', None) or e})") from None
-        if (source := _config_template(config, path.parent / CONFIG_FILE)) is not None:
-            return cls(source, tokenizer, variables, path.parent / CONFIG_FILE)
+        if (source := config_template(config, config_path)[0]) is not None:
+            return cls(source, tokenizer, variables, config_path)
         missing = [t for t in SPECIAL_TOKENS if t not in tokenizer.special_tokens]
         if missing:
             raise InputError(f"{path}: no chat template ({file} is missing) and not gptkit's chat tokens (no "
@@ -219,19 +220,34 @@ def _read_config(path):
     return config
 
 
-def _config_template(config, path):
-    """tokenizer_config.json's "chat_template": a string, or named templates of which "default" is it."""
-    template = config.get("chat_template")
-    if isinstance(template, list):
-        named = {t.get("name"): t.get("template") for t in template if isinstance(t, dict)}
-        template = named.get("default")
-        if template is None:
-            raise InputError(f"{path}: chat_template names no \"default\" template")
-    if template is not None and not isinstance(template, str):
-        raise InputError(f"{path}: chat_template is not a string")
-    return template
+def config_template(config, path) -> tuple[str | None, list[str]]:
+    """tokenizer_config.json's "chat_template" (`config`, read from `path`) and the names of the
+    templates it leaves out: a string, or named templates ({name, template} objects) of which the
+    "default" is the one kept, as transformers renders by default."""
+    value = config.get("chat_template")
+    if value is None or isinstance(value, str):
+        return value, []
+    if not (isinstance(value, list) and all(isinstance(t, dict) and isinstance(t.get("name"), str)
+                                            and isinstance(t.get("template"), str) for t in value)):
+        raise InputError(f"{path}: chat_template is not a string or a list of {{name, template}} objects")
+    named = {t["name"]: t["template"] for t in value}
+    if "default" not in named:
+        raise InputError(f"{path}: chat_template names {', '.join(map(json.dumps, named))} but no \"default\"; "
+                         "expected one named default")
+    return named["default"], [name for name in named if name != "default"]
 
 
-def _token_text(value):
-    """A special token as tokenizer_config.json gives it: a string, or {"content": ...}."""
-    return value.get("content") if isinstance(value, dict) else value if isinstance(value, str) else None
+def token_names(config, path) -> dict:
+    """{bos_token: its text, ...}: the special-token names of tokenizer_config.json (`config`, read
+    from `path`) that a template renders with; each a string or an AddedToken object's content."""
+    names = {}
+    for name in TEMPLATE_VARIABLES:
+        value = config.get(name)
+        if value is None:
+            continue
+        text = value.get("content") if isinstance(value, dict) else value
+        if not isinstance(text, str):
+            raise InputError(f"{path}: {name} {json.dumps(value)} is not a token's text; expected a string or "
+                             "{\"content\": ...}")
+        names[name] = text
+    return names

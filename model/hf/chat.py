@@ -11,7 +11,7 @@ import json
 
 from gptkit.shared.errors import InputError
 from gptkit.shared.files import regular_file, settled
-from gptkit.tokenizer.chat import CONFIG_FILE, SPECIAL_TOKENS, TEMPLATE_FILE, TEMPLATE_VARIABLES, ChatTemplate
+from gptkit.tokenizer.chat import CONFIG_FILE, SPECIAL_TOKENS, TEMPLATE_FILE, ChatTemplate, config_template, token_names
 
 from ..checkpoint import TOKENIZER_FILE
 from .files import read_json_object
@@ -25,7 +25,9 @@ def read_chat_template(hf_dir, notes) -> tuple[str | None, dict]:
     it has none. Of named templates the "default" is kept; the others are dropped, with a note."""
     config_path = hf_dir / CONFIG_FILE
     config = read_json_object(config_path) if config_path.exists() else {}
-    template = _from_config(config_path, config.get("chat_template"), notes)
+    template, dropped = config_template(config, config_path)
+    if dropped:
+        notes.append(f"{CONFIG_FILE}: chat_template: the default is kept, the others ({', '.join(dropped)}) are dropped")
     file = hf_dir / TEMPLATE_FILE
     if file.exists():  # transformers' order: the file before tokenizer_config.json's field
         try:
@@ -38,33 +40,7 @@ def read_chat_template(hf_dir, notes) -> tuple[str | None, dict]:
                      "the default one)")
     if template is None:
         return None, {}
-    return template, {name: _token_text(config_path, name, config[name]) for name in TEMPLATE_VARIABLES
-                      if config.get(name) is not None}
-
-
-def _from_config(path, value, notes):
-    if value is None or isinstance(value, str):
-        return value
-    if not (isinstance(value, list) and all(isinstance(t, dict) and isinstance(t.get("name"), str)
-                                            and isinstance(t.get("template"), str) for t in value)):
-        raise InputError(f"{path}: chat_template is not a string or a list of {{name, template}} objects")
-    named = {t["name"]: t["template"] for t in value}
-    if "default" not in named:
-        raise InputError(f"{path}: chat_template names {', '.join(map(json.dumps, named))} but no \"default\"; "
-                         "expected one named default")
-    if len(named) > 1:
-        notes.append(f"{path.name}: chat_template: the default is kept, the others ("
-                     f"{', '.join(name for name in named if name != 'default')}) are dropped")
-    return named["default"]
-
-
-def _token_text(path, name, value) -> str:
-    """A special token's text: a string, or an AddedToken object's content."""
-    text = value.get("content") if isinstance(value, dict) else value
-    if not isinstance(text, str):
-        raise InputError(f"{path}: {name} {json.dumps(value)} is not a token's text; expected a string or "
-                         "{\"content\": ...}")
-    return text
+    return template, token_names(config, config_path)
 
 
 def checkpoint_files(template: str | None, names: dict) -> dict:

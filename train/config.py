@@ -284,7 +284,17 @@ def load_train_config(name_or_path, overrides) -> TrainConfig:
     if settings.get("model") is not None and overrides.get("init_from") is not None and overrides.get("model") is None:
         raise SettingError("config", f"{name_or_path}: gives a model, and --init-from {overrides['init_from']} starts "
                                      "from the checkpoint's: give one of them")
-    return from_layers(overrides, settings)
+    lengths = [name for name in LENGTH if settings.get(name) is not None]
+    if len(lengths) > 1 and all(overrides.get(name) is None for name in LENGTH):  # a flag's length drops the file's
+        first, second = lengths[:2]
+        raise SettingError("config", f"{path}: {first} {settings[first]} and {second} {settings[second]}: give one "
+                                     "(each sets the length of the run)")
+    try:
+        return from_layers(overrides, settings)
+    except SettingError as e:  # a value of the file's own: the file is named, not a flag
+        if e.setting in settings and overrides.get(e.setting) is None:
+            raise SettingError("config", f"{path}: {e.setting} {e.problem}") from None
+        raise
 
 
 DURATION = re.compile(r"(?:(\d+(?:\.\d+)?)h)?(?:(\d+(?:\.\d+)?)m)?(?:(\d+(?:\.\d+)?)s?)?")

@@ -85,11 +85,13 @@ def test_non_finite_loss_error_names_the_step_as_the_logs_do(nan_run):
 
 
 def test_two_lengths_are_refused_from_flags_a_settings_file_and_a_library_call(data, tmp_path):
+    """Each names where the two came from: the flags, the file, the fields."""
     out, two = tmp_path / "r", tmp_path / "two.json"
     refused = "--max-steps 3 and --max-tokens 999: give one (each sets the length of the run)"
     assert_input_error(invoke("--config", "tiny", "--data", data, "--out", out, "--max-steps", 3, "--max-tokens", 999), refused)
     two.write_text(json.dumps({"model": "tiny", "max_steps": 3, "max_tokens": 999}))
-    assert_input_error(invoke("--config", two, "--data", data, "--out", out), refused)
+    assert_input_error(invoke("--config", two, "--data", data, "--out", out),
+                       f"{two}: max_steps 3 and max_tokens 999: give one (each sets the length of the run)")
     assert load_train_config(two, {"data": "d", "out": "o", "max_time": "1m"}).max_steps is None  # a flag's length: the file's go
     with pytest.raises(SettingError, match="^max_steps 3 and --max-tokens 999: give one"):
         train(TrainConfig(data=str(data), out=str(out), max_steps=3, max_tokens=999))
@@ -126,6 +128,10 @@ def test_bad_settings(data, model_json, tmp_path):
     assert_input_error(invoke("--config", "no-such-preset", *base_flags(data, out, model_json)), "no-such-preset", "tiny")
     (tmp_path / "c.json").write_text(json.dumps({"batch_size": 4, "learning_rate": 1e-3}))
     assert_input_error(invoke("--config", tmp_path / "c.json", *base_flags(data, out, model_json)), "learning_rate")
+    (tmp_path / "bad.json").write_text(json.dumps({"batch_size": 4, "lr": -1}))  # the file's value: the file is named
+    assert_input_error(invoke("--config", tmp_path / "bad.json", *flags(data=data, out=out, model=model_json, max_steps=1)),
+                       f"{tmp_path / 'bad.json'}: lr -1: expected a finite number 0 or more")
+    assert_input_error(invoke("--config", tmp_path / "bad.json", *base_flags(data, out, model_json, lr=-2)), "--lr -2")
     assert_input_error(invoke(*base_flags(data, out, model_json, loader="shuffled")), "--loader", "sequential")
     assert_input_error(invoke(*base_flags(data, out, model_json, grad_accum=0)), "--grad-accum")
     with pytest.raises(SettingError, match="^batch_size 3: not divisible among 2 processes"):

@@ -138,3 +138,13 @@ def test_a_script_with_more_characters_than_the_smaller_vocabulary_holds_gets_th
     latin = [chr(c) for c in range(0x21, 0x5D)]
     (tmp_path / "latin.txt").write_text(sentences_of(latin, 12_000, seed=4))
     assert auto(tmp_path / "latin.txt")[1] == SMALL
+
+
+def test_a_corpus_out_of_pairs_keeps_the_tokenizer_it_has(tmp_path, monkeypatch):
+    """Training stops where no pair is left to merge (286 tokens of a run of one letter): cutting
+    it to 1,024 keeps it whole, and the command says the corpus had too few pairs."""
+    monkeypatch.setattr("gptkit.tokenizer.vocab.MIN_BYTES_PER_TOKEN", 1)
+    (tmp_path / "a.txt").write_text("a" * 5_000)
+    tokenizer, size, why = auto(tmp_path / "a.txt")
+    assert first_tokens(tokenizer, SMALL) is tokenizer and tokenizer.vocab_size < SMALL
+    assert size == SMALL and why.startswith("1,024, not 4,096: 4,096 tokens are 1.00 times as long")

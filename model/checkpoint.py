@@ -19,7 +19,7 @@ from pathlib import Path
 import torch
 
 from gptkit.shared.errors import InputError
-from gptkit.shared.files import atomic_directory, check_output, settled
+from gptkit.shared.files import LATEST, atomic_directory, check_output, settled
 from gptkit.shared.jsonfile import parse_json, read_json
 from gptkit.shared.text import EOT
 from gptkit.tokenizer import Tokenizer
@@ -105,15 +105,26 @@ def load_model(directory, device="cpu"):
     return model.to(device).eval(), tokenizer  # for inference: no dropout (training sets train mode itself)
 
 
+def checkpoint_directory(path) -> Path:
+    """Where a reader finds the checkpoint `path` names: `path` as a writer killed while swapping it
+    for a new one may have left it (shared/files.py, settled), or, given a training run's directory,
+    its newest checkpoint (LATEST)."""
+    directory = settled(path)
+    if not (directory / MODEL_FILE).exists() and (directory / LATEST).is_dir():
+        return settled(directory / LATEST)
+    return directory
+
+
 class CheckpointReader:
-    """A checkpoint directory opened for reading, in one pass: found where a writer killed
-    mid-swap may have left it (shared/files.py, settled), its three files checked present and its
-    config.json read and checked, once; every file read through it then comes from that one
+    """A checkpoint directory (or a training run's directory: its newest checkpoint, LATEST) opened
+    for reading, in one pass: found where a writer killed mid-swap may have left it
+    (shared/files.py, settled), its three files checked present and its config.json read and
+    checked, once; every file read through it then comes from that one
     version, its CRC-32 checked against the one config.json records (checkpoints written before
     checksums were recorded pass)."""
 
     def __init__(self, directory):
-        directory = settled(directory)  # a writer killed while swapping it for a new one left it aside: read that
+        directory = checkpoint_directory(directory)
         if not directory.is_dir():
             raise CheckpointError(f"{directory}: no such checkpoint directory; `gptkit train` (make train) writes one")
         for name in (MODEL_FILE, CONFIG_FILE, TOKENIZER_FILE):
@@ -222,7 +233,7 @@ def stored_dtypes(directory) -> dict:
     float32), read from the file's header alone (no checksum: load_model checks the file)."""
     from safetensors import safe_open
 
-    with safe_open(settled(directory) / MODEL_FILE, framework="pt") as f:
+    with safe_open(checkpoint_directory(directory) / MODEL_FILE, framework="pt") as f:
         return {name: DTYPES[f.get_slice(name).get_dtype()] for name in f.keys()}
 
 

@@ -19,13 +19,12 @@ import logging
 import random
 import time
 
-from gptkit.model.checkpoint import TOKENIZER_FILE, bos_id, eot_id, load_model
+from gptkit.model.checkpoint import TOKENIZER_FILE, bos_id, checkpoint_directory, eot_id, load_model
 from gptkit.model.generate import generate, prompt_ids
 from gptkit.model.info import describe, sampling_memory
 from gptkit.runtime.device import Memory, resolve_device
 from gptkit.runtime.threads import torch_threads
 from gptkit.shared.errors import InputError, SettingError
-from gptkit.shared.files import settled
 from gptkit.tokenizer.chat import ChatTemplate
 
 from .settings import Settings
@@ -56,7 +55,7 @@ class Sampler:
         self.bos_id = bos_id(checkpoint, self.tokenizer)  # what a text starts with
         self.eot_id = eot_id(checkpoint, self.tokenizer)  # the token that stops a sample
         try:
-            self.template = ChatTemplate.beside(settled(checkpoint) / TOKENIZER_FILE)
+            self.template = ChatTemplate.beside(checkpoint_directory(checkpoint) / TOKENIZER_FILE)
         except InputError as e:  # none, or one that cannot be read: `chat` refuses, and says why
             self.template, self.no_template = None, e
 

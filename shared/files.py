@@ -178,6 +178,9 @@ def _aside(path):
     return path.with_name(f".{path.name}.old-{os.getpid()}")
 
 
+LATEST = "latest"  # the link a training run's directory keeps to its newest checkpoint (atomic_symlink)
+
+
 def atomic_symlink(link, target):
     """Point the symbolic link `link` at `target` (relative to the link's directory), replacing
     what it pointed at in one rename: a reader follows the old target or the new one."""

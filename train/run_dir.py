@@ -15,14 +15,14 @@ import math
 from pathlib import Path
 
 from gptkit.shared.errors import InputError, SettingError
-from gptkit.shared.files import atomic_write
+from gptkit.shared.files import LATEST, atomic_write
 from gptkit.shared.jsonfile import parse_json, read_json
 
 from .config import FIELDS, TrainConfig, from_layers
 from .trackers import TRACKERS
 
 CONFIG_FILE, METRICS_FILE = "config.json", "metrics.jsonl"
-CHECKPOINTS, LATEST = "checkpoints", "latest"  # what checkpointing.py writes there
+CHECKPOINTS = "checkpoints"  # what checkpointing.py writes there, and LATEST, the link to the newest
 
 
 class RunDir:

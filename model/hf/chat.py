@@ -10,10 +10,10 @@ from __future__ import annotations
 import json
 
 from gptkit.shared.errors import InputError
-from gptkit.shared.files import regular_file, settled
+from gptkit.shared.files import regular_file
 from gptkit.tokenizer.chat import CONFIG_FILE, SPECIAL_TOKENS, TEMPLATE_FILE, ChatTemplate, config_template, token_names
 
-from ..checkpoint import TOKENIZER_FILE
+from ..checkpoint import TOKENIZER_FILE, checkpoint_directory
 from .files import read_json_object
 
 HF_TEMPLATE_DIR = "additional_chat_templates"  # transformers' other named templates, one .jinja file each
@@ -56,7 +56,7 @@ def checkpoint_template(checkpoint, tokenizer) -> ChatTemplate | None:
     """The chat template a checkpoint renders with (ChatTemplate.beside its tokenizer.json), None
     where it has none: no template file and not gptkit's chat tokens. One it has but cannot
     read is an error, not None."""
-    path = settled(checkpoint) / TOKENIZER_FILE
+    path = checkpoint_directory(checkpoint) / TOKENIZER_FILE
     try:
         return ChatTemplate.beside(path, tokenizer)
     except InputError:

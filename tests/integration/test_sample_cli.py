@@ -2,6 +2,7 @@
 model's checkpoint; the decoding it rests on is tests/unit/test_sample.py's."""
 import json
 import shutil
+from pathlib import Path
 
 import pytest
 import torch
@@ -170,6 +171,17 @@ def test_cli_bad_checkpoints_and_prompts(checkpoint, tmp_path):
     assert_input_error(run_cli("--checkpoint", broken, "--prompt", "hi"), "model.safetensors")
     (tmp_path / "p.txt").write_text("hi")
     assert_input_error(run_cli("--checkpoint", checkpoint, "--prompt", "hi", "--prompt-file", tmp_path / "p.txt"), "--prompt-file")
+
+
+def test_a_training_runs_directory_samples_its_newest_checkpoint(checkpoint, tmp_path):
+    """`--checkpoint RUN`, as nanoGPT's sample.py takes its out_dir: RUN/latest, the link train keeps."""
+    run = tmp_path / "run"
+    shutil.copytree(checkpoint, run / "checkpoints" / "step-000002")
+    (run / "latest").symlink_to(Path("checkpoints") / "step-000002")
+    args = ["--prompt", PROMPT, "--max-new-tokens", 5, "--temperature", 0]
+    assert ok("--checkpoint", run, *args).stdout == ok("--checkpoint", checkpoint, *args).stdout
+    (run / "latest").unlink()  # a run with no checkpoint yet
+    assert_input_error(run_cli("--checkpoint", run, *args), f"{run}: incomplete checkpoint, no model.safetensors")
 
 
 def test_cli_empty_prompt(checkpoint, tmp_path):

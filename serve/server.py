@@ -15,6 +15,7 @@ import hmac
 import importlib.resources
 import json
 import logging
+import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -226,6 +227,14 @@ class Handler(BaseHTTPRequestHandler):
 
 class Server(ThreadingHTTPServer):
     daemon_threads = True  # a stalled client never holds up the process's exit
+
+    def handle_error(self, request, client_address):
+        """What escapes a request's handler (Handler._route answers the rest), instead of
+        socketserver's traceback on stderr: a client that hung up while its request was read (a
+        browser dropping a kept-alive connection) is no error, anything else one line in the log."""
+        error = sys.exc_info()[1]
+        if not isinstance(error, (BrokenPipeError, ConnectionResetError)):
+            log.error(f"a request from {client_address[0]}: {type(error).__name__}: {error}")
 
 
 def make_server(host="127.0.0.1", port=8000, *, engine=None, api_key=None) -> Server:

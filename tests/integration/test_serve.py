@@ -3,9 +3,12 @@
 import http.client
 import json
 import os
+import socket
+import struct
 import subprocess
 import sys
 import threading
+import time
 
 import openai
 import pytest
@@ -60,6 +63,21 @@ def raw(url, method, path, body=b"", headers=None):
     data = response.read()
     connection.close()
     return response.status, json.loads(data)
+
+
+def test_a_client_that_hangs_up_mid_request_leaves_no_traceback(url, client, capsys):
+    """A connection reset while the server reads the request line (as a browser drops a kept-alive
+    connection): socketserver printed "Exception occurred during processing of request" and a
+    traceback; the server says nothing and goes on answering."""
+    host, port = url.removeprefix("http://").split(":")
+    for _ in range(3):
+        with socket.create_connection((host, int(port)), timeout=30) as s:
+            s.sendall(b"GET /v1/mod")  # half a request line
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))  # close sends a reset
+        time.sleep(0.2)
+    assert [m.id for m in client.models.list()] == ["tiny"]
+    captured = capsys.readouterr()
+    assert "Traceback" not in captured.err and "Exception occurred" not in captured.err, captured.err
 
 
 # -- answers ---------------------------------------------------------------------------------------

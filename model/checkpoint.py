@@ -119,9 +119,9 @@ class CheckpointReader:
     """A checkpoint directory (or a training run's directory: its newest checkpoint, LATEST) opened
     for reading, in one pass: found where a writer killed mid-swap may have left it
     (shared/files.py, settled), its three files checked present and its config.json read and
-    checked, once; every file read through it then comes from that one
-    version, its CRC-32 checked against the one config.json records (checkpoints written before
-    checksums were recorded pass)."""
+    checked, once; every file read through it then comes from that one version, its CRC-32
+    checked against the one config.json records (checkpoints written before checksums were
+    recorded pass)."""
 
     def __init__(self, directory):
         directory = checkpoint_directory(directory)

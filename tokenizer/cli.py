@@ -75,6 +75,7 @@ def train(inputs, more_inputs, vocab_size, special_tokens, chat, tie_break, out,
         special_tokens = (*special_tokens, *(t for t in CHAT_TOKENS if t not in special_tokens))
     start = time.perf_counter()
     corpus = Corpus(inputs, separator=separator or None, text_field=text_field)
+
     def trained(size):
         return train_bpe(corpus, size, special_tokens, tie_break=tie_break, workers=threads, max_bytes=max_bytes, quiet=quiet)
 

@@ -55,8 +55,8 @@ WHOLE_CHARACTERS = 1.0  # characters a SMALL token, at least: below it, SMALL ca
 
 def auto_tokenizer(corpus: Corpus, train) -> tuple[Tokenizer, int, str]:
     """(the tokenizer for `corpus`, the size it was chosen at, why in one line); `train(size)`
-    trains a tokenizer of `size` tokens on it. Where the corpus has the text for LARGE tokens,
-    LARGE is trained and then kept or cut to SMALL (first_tokens) by what it does to the text."""
+    trains a tokenizer of `size` tokens on it. Where the corpus has the text for LARGE tokens, the
+    choice follows from what each size does to its first MiB."""
     if corpus.total_bytes >= LARGE_CORPUS_BYTES:
         return train(LARGE), LARGE, (f"{LARGE:,}: the corpus has {corpus.total_bytes / 1e6:,.1f} MB, "
                                      f"at least {LARGE_CORPUS_BYTES / 1e6:g} MB")
@@ -64,24 +64,29 @@ def auto_tokenizer(corpus: Corpus, train) -> tuple[Tokenizer, int, str]:
     if fits < LARGE:
         return train(fits), fits, (f"{fits:,}, not {LARGE:,}: the corpus has {corpus.total_bytes:,} bytes, too little "
                                    f"text to learn {LARGE:,} tokens from (at least {MIN_BYTES_PER_TOKEN} bytes a token)")
-    large = train(LARGE)
-    small = first_tokens(large, SMALL)
     data = _first_bytes(corpus, SAMPLE_BYTES)
     text = data.decode("utf-8", errors="ignore")
-    small_tokens, large_tokens = max(1, len(small.encode(text))), max(1, len(large.encode(text)))
+    share = repeated_span_share(data)
+    # LARGE is trained only where the repeats may keep it; elsewhere SMALL, and LARGE after it only
+    # for a script SMALL cannot hold (the cut of LARGE is what training SMALL makes: either way)
+    large = train(LARGE) if share >= REPEATS_FOR_LARGE else None
+    small = first_tokens(large, SMALL) if large is not None else train(SMALL)
+    small_tokens = max(1, len(small.encode(text)))
     characters = len(text) / small_tokens
     if characters < WHOLE_CHARACTERS:
-        return large, LARGE, (f"{LARGE:,}: {SMALL:,} tokens are shorter than the text's characters ({characters:.2f} "
-                              f"characters a token, {len(set(text)):,} distinct characters): too few for its script")
-    share, longer = repeated_span_share(data), small_tokens / large_tokens
+        return large or train(LARGE), LARGE, (f"{LARGE:,}: {SMALL:,} tokens are shorter than the text's characters "
+                                              f"({characters:.2f} characters a token, {len(set(text)):,} distinct "
+                                              "characters): too few for its script")
     repeats = (f"{100 * share:.1f}% of the positions begin a {SPAN}-byte span seen in the {WITHIN:,} bytes before "
-               f"({'at least' if share >= REPEATS_FOR_LARGE else 'under'} {100 * REPEATS_FOR_LARGE:g}%: text that "
-               f"{'repeats itself, as code and formulaic prose do' if share >= REPEATS_FOR_LARGE else 'rarely repeats itself'})")
+               f"({'at least' if large else 'under'} {100 * REPEATS_FOR_LARGE:g}%: text that "
+               f"{'repeats itself, as code and formulaic prose do' if large else 'rarely repeats itself'})")
+    if large is None:
+        return small, SMALL, f"{SMALL:,}, not {LARGE:,}: {repeats}"
+    large_tokens = max(1, len(large.encode(text)))
+    longer = small_tokens / large_tokens
     lengths = (f"{LARGE:,} tokens are {longer:.2f} times as long as {SMALL:,}'s ({len(data) / large_tokens:.2f} against "
                f"{len(data) / small_tokens:.2f} bytes a token; at least {LONGER_TOKENS:g} pays for a head {LARGE // SMALL} "
                "times as large)")
-    if share < REPEATS_FOR_LARGE:
-        return small, SMALL, f"{SMALL:,}, not {LARGE:,}: {repeats}"
     if longer < LONGER_TOKENS:
         return small, SMALL, f"{SMALL:,}, not {LARGE:,}: {lengths}; {repeats}"
     return large, LARGE, f"{LARGE:,}: {repeats}; {lengths}"

@@ -5,6 +5,7 @@ parameters a process holds (optim.py)."""
 from __future__ import annotations
 
 import contextlib
+import inspect
 
 import torch
 import torch.distributed as dist
@@ -14,6 +15,11 @@ from gptkit.model.model import TransformerLM
 
 from .fsdp import local, shard
 from .optim import build_optimizers
+
+# No buffer sync in DDP's forward: torch 2.13 names it forward_sync_buffers and deprecates the
+# older broadcast_buffers, which is all that torch before 2.13 accepts.
+NO_FORWARD_SYNC = ({"forward_sync_buffers": False} if "forward_sync_buffers" in inspect.signature(DistributedDataParallel).parameters
+                   else {"broadcast_buffers": False})
 
 
 class ParallelModel:
@@ -43,7 +49,7 @@ class ParallelModel:
             # bucket's all-reduce overlaps the rest of the backward. No buffer broadcast: the RoPE
             # tables, the only buffers, are the same in every process by construction.
             self.forward = DistributedDataParallel(self.forward, device_ids=[device.index] if device.type == "cuda" else None,
-                                                   gradient_as_bucket_view=True, forward_sync_buffers=False)
+                                                   gradient_as_bucket_view=True, **NO_FORWARD_SYNC)
 
     def describe(self):
         """How the processes run the model, for the run's first line."""

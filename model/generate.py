@@ -8,7 +8,8 @@ prefill every context/2 tokens rather than one per token.
 The model and the choice of the next token run on the model's device; the host waits for it
 once a step, for the tokens it yields. On CUDA the model computes in bf16 (autocast, which casts
 float32 weights each step; its KV cache is bf16 too): float32 reads twice the bytes and has no
-fused attention kernel for grouped-query attention. On a CPU it stays float32. The random numbers come from a CPU generator: a seed gives
+fused attention kernel for grouped-query attention; and each one-token step is a CUDA graph,
+captured once and replayed (GraphedStep). On a CPU it stays float32 and eager. The random numbers come from a CPU generator: a seed gives
 the same draws on every device, so a printed seed reproduces a sample anywhere, up to the
 devices' differences in the logits themselves (bf16's rounding on CUDA may reorder candidates
 of nearly equal probability).
@@ -90,8 +91,11 @@ def generate(model, prompt, *, max_new_tokens, num_samples=1, temperature=0.8, t
     The KV cache holds the positions the prompt and the new tokens need, at most the context."""
     config, device = model.config, next(model.parameters()).device
     generator = torch.Generator().manual_seed(seed)
-    # Entered each step, not across the yields: the caller's code must not run under it.
-    autocast = torch.autocast("cuda", torch.bfloat16) if device.type == "cuda" else contextlib.nullcontext()
+    # Entered each step, not across the yields: the caller's code must not run under it. No cache
+    # of cast weights: a CUDA graph's capture cannot keep one (torch.cuda.graph's docs), and a
+    # step casts each weight once anyway.
+    autocast = (torch.autocast("cuda", torch.bfloat16, cache_enabled=False) if device.type == "cuda"
+                else contextlib.nullcontext())
 
     def last_logits(ids, cache):
         with autocast:
@@ -101,13 +105,52 @@ def generate(model, prompt, *, max_new_tokens, num_samples=1, temperature=0.8, t
     cache = KVCache(config, 1, capacity=len(prompt) + max_new_tokens)
     logits = last_logits(window[:1], cache).expand(num_samples, -1)
     cache.expand(num_samples)
+    step = GraphedStep(last_logits, cache) if graphed(model, device) else lambda token: last_logits(token[:, None], cache)
     for _ in range(max_new_tokens):
         token = next_tokens(logits, temperature, top_p, top_k, generator)
         yield token.cpu()  # the step's one wait for the device
         window = torch.cat([window, token[:, None]], dim=1)[:, -config.context_length :]
         if cache.length == config.context_length:  # full: slide the window by half
             window = window[:, -(config.context_length // 2) :]
-            cache = KVCache(config, num_samples)
+            cache.length = 0  # refilled in place: a captured step keeps the cache's addresses
             logits = last_logits(window, cache)
         else:
-            logits = last_logits(token[:, None], cache)
+            logits = step(token)
+
+
+def graphed(model, device):
+    """Whether decoding steps run as CUDA graphs: on CUDA, unless the parameters are sharded
+    (FSDP's hooks gather them with collectives, which a graph cannot replay)."""
+    if device.type != "cuda":
+        return False
+    from torch.distributed.tensor import DTensor
+
+    return not any(isinstance(p, DTensor) for p in model.parameters())
+
+
+class GraphedStep:
+    """A batch's one-token step as a CUDA graph: captured at the first call (after a run on a side
+    stream, as capture asks), replayed at every call with the token and position copied into its
+    inputs. Eager, a small model's step waits for the host to launch its few hundred kernels; a
+    replay launches them at once (bench: make gpu-check's sampling row)."""
+
+    def __init__(self, last_logits, cache):
+        self.last_logits, self.cache, self.graph, self.logits = last_logits, cache, None, None
+        self.ids = torch.zeros(cache.shape[1], 1, dtype=torch.long, device=cache.keys.device)
+        self.position = torch.zeros(1, dtype=torch.long, device=cache.keys.device)
+
+    def __call__(self, token):
+        self.ids.copy_(token[:, None])
+        self.position.fill_(self.cache.length)
+        if self.graph is None:
+            side = torch.cuda.Stream()
+            side.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(side), self.cache.at(self.position):
+                self.last_logits(self.ids, self.cache)
+            torch.cuda.current_stream().wait_stream(side)
+            self.graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(self.graph, capture_error_mode="thread_local"), self.cache.at(self.position):
+                self.logits = self.last_logits(self.ids, self.cache)
+        self.graph.replay()  # writes this position's keys and values (again, at the first call)
+        self.cache.length += 1
+        return self.logits

@@ -29,6 +29,7 @@ residual stream's variance does not grow with depth. Norm gains start at 1, bias
 """
 from __future__ import annotations
 
+import contextlib
 import math
 
 import torch
@@ -93,13 +94,19 @@ class KVCache:
 
     Made at the first write, on the keys' device and in the dtype attention computes in: the
     autocast dtype where autocast is on (its attention casts to it), else the keys' own (bf16
-    under FSDP's mixed precision). A float32 cache beside bf16 queries fails in attention."""
+    under FSDP's mixed precision). A float32 cache beside bf16 queries fails in attention.
+
+    Inside `at(position)` a step of one token takes its position from `position`, a (1,) tensor
+    on the cache's device, and attends over the whole capacity with the positions after it
+    masked: the step has the same shapes, addresses and kernels at every position, so a CUDA graph
+    captured once replays it anywhere (generate.py). `length` is then the caller's to advance."""
 
     def __init__(self, config: ModelConfig, batch_size, capacity=None):
         capacity = config.context_length if capacity is None else min(capacity, config.context_length)
         self.shape = (config.n_layers, batch_size, config.n_kv_heads, capacity, config.head_dim)
         self.keys = self.values = None
         self.length = 0  # positions filled
+        self.position = self.visible = None  # inside at(): the step's position; the positions it sees
 
     @property
     def capacity(self):
@@ -114,10 +121,23 @@ class KVCache:
             dtype = torch.get_autocast_dtype(kind) if torch.is_autocast_enabled(kind) else k.dtype
             self.keys = torch.zeros(self.shape, device=k.device, dtype=dtype)
             self.values = torch.zeros(self.shape, device=k.device, dtype=dtype)
+        if self.position is not None:
+            self.keys[layer].index_copy_(2, self.position, k)
+            self.values[layer].index_copy_(2, self.position, v)
+            return self.keys[layer], self.values[layer]
         end = self.length + k.shape[2]
         self.keys[layer, :, :, self.length : end] = k
         self.values[layer, :, :, self.length : end] = v
         return self.keys[layer, :, :, :end], self.values[layer, :, :, :end]
+
+    @contextlib.contextmanager
+    def at(self, position):
+        """One-token steps at `position` (a (1,) long tensor on the cache's device) inside."""
+        self.position = position
+        try:
+            yield self
+        finally:
+            self.position = self.visible = None
 
     def expand(self, batch_size):
         """The cache of a batch of one after its prefill, repeated: many samples share one prompt's prefill."""
@@ -155,7 +175,9 @@ class Attention(nn.Module):
         if cache is not None:
             start = cache.length
             k, v = cache.write(self.layer, k, v)
-            if start > 0:  # new queries see every cached position and the new ones up to their own
+            if cache.visible is not None:  # one token, its position on the device
+                mask, causal = cache.visible, False
+            elif start > 0:  # new queries see every cached position and the new ones up to their own
                 causal = False
                 if T > 1:
                     mask = torch.ones(T, start + T, dtype=torch.bool, device=x.device).tril(start)
@@ -271,21 +293,30 @@ class TransformerLM(nn.Module):
     def hidden(self, idx, cache: KVCache | None = None):
         """The final normalized hidden states (B, T, d_model): what the LM head reads."""
         T = idx.shape[1]
-        start = cache.length if cache is not None else 0
-        if start + T > self.config.context_length:
-            raise ValueError(f"{start + T} positions, more than the context length {self.config.context_length}")
-        if cache is not None and start + T > cache.capacity:
-            raise ValueError(f"{start + T} positions, more than the {cache.capacity} the cache holds")
+        stepping = cache is not None and cache.position is not None  # inside cache.at(position)
+        if stepping:
+            if T != 1:
+                raise ValueError(f"{T} tokens in a step at a position on the device; it takes one")
+            positions = cache.position
+            # Made in the step, from the position's value then: a captured step reads it each replay.
+            cache.visible = torch.arange(cache.capacity, device=idx.device)[None] <= positions  # (1, capacity)
+        else:
+            start = cache.length if cache is not None else 0
+            if start + T > self.config.context_length:
+                raise ValueError(f"{start + T} positions, more than the context length {self.config.context_length}")
+            if cache is not None and start + T > cache.capacity:
+                raise ValueError(f"{start + T} positions, more than the {cache.capacity} the cache holds")
+            positions = slice(start, start + T)
         x = self.embedding(idx)
         if self.position_embedding is not None:
-            x = x + self.position_embedding(torch.arange(start, start + T, device=idx.device))
+            x = x + self.position_embedding(positions if stepping else torch.arange(start, start + T, device=idx.device))
             cos = sin = None
         else:
-            cos, sin = self.rope_cos[start : start + T], self.rope_sin[start : start + T]
+            cos, sin = self.rope_cos[positions], self.rope_sin[positions]
         x = F.dropout(x, self.config.dropout, self.training)
         for layer in self.layers:
             x = layer(x, cos, sin, cache)
-        if cache is not None:
+        if cache is not None and not stepping:
             cache.length += T
         return self.norm(x)
 

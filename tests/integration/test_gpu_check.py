@@ -50,3 +50,20 @@ def test_make_gpu_check_runs_the_script_with_its_output_directory(tmp_path):
                          cwd=ROOT, env=env(), capture_output=True, text=True, timeout=60)
     assert res.returncode == 0 and f"GPU_CHECK_OUT={tmp_path} " in res.stdout and "bench/gpu_check.py" in res.stdout, res
     assert "make gpu-check" in subprocess.run(["make", "-s", "help"], cwd=ROOT, capture_output=True, text=True).stdout
+
+
+def test_gpu_check_rows_runs_those_rows_alone_numbered_as_in_the_whole_table(tmp_path):
+    """A rerun of what failed within a lent GPU's minutes: fsdp brings resume (it compares with
+    resume's DDP run); an unknown row is one line naming the rows, before anything runs."""
+    res = subprocess.run([sys.executable, SCRIPT], cwd=ROOT, capture_output=True, text=True, timeout=600,
+                         env=env(GPU_CHECK_DRY="1", GPU_CHECK_OUT=str(tmp_path), GPU_CHECK_ROWS="sampling,fsdp"))
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert [(row["row"], row["name"], row["verdict"]) for row in report["rows"]] == \
+        [(3, "resume", "PASS"), (4, "fsdp", "PASS"), (7, "sampling", "PASS")], res.stdout[-3000:]
+    table = [line for line in res.stdout.splitlines() if line.startswith("| ") and not line.startswith("| #")]
+    assert [line.split(" | ")[0] for line in table] == ["| 3", "| 4", "| 7"] and res.returncode == 0
+    bad = subprocess.run([sys.executable, SCRIPT], cwd=ROOT, capture_output=True, text=True, timeout=120,
+                         env=env(GPU_CHECK_DRY="1", GPU_CHECK_OUT=str(tmp_path / "bad"), GPU_CHECK_ROWS="sampling fdsp"))
+    assert bad.returncode != 0 and bad.stdout == "" and bad.stderr.splitlines() == [
+        "Error: GPU_CHECK_ROWS: no row fdsp (rows: " + ", ".join(ROWS) + ")"]
+    assert not (tmp_path / "bad").exists()

@@ -175,7 +175,7 @@ class Attention(nn.Module):
         if cache is not None:
             start = cache.length
             k, v = cache.write(self.layer, k, v)
-            if cache.visible is not None:  # one token, its position on the device
+            if cache.position is not None:  # one token, its position on the device (inside cache.at)
                 mask, causal = cache.visible, False
             elif start > 0:  # new queries see every cached position and the new ones up to their own
                 causal = False

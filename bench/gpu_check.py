@@ -24,19 +24,22 @@ a row that fails or runs out of time leaves the others to run):
                  matmul weight (6N, N without the embedding lookup; a tied head counted once) + 12 x
                  layers x d x context for attention (PaLM's count, gptkit.model.info.model_cost; the
                  nanoGPT model by the same rule). Target: ours >= 45% MFU and ahead of both in tok/s.
-  3 resume       `gptkit train --nproc-per-node 1` on the stories shards (a 6-layer d 384 model,
-                 32 x 512 tokens, 300 steps, a loss logged every step): the run uninterrupted; the
-                 same run stopped by SIGTERM mid-run and `--resume`d. Target: its losses equal the
-                 uninterrupted run's. Compiled CUDA training is not guaranteed to be deterministic
-                 (the trainer has no torch.use_deterministic_algorithms setting), so the verdict
-                 reads the device's own noise off the steps before the stop: these are the same
-                 computation in both runs. Equal there and after: exact. Equal there, different
-                 after: the resume changed the run (FAIL). Different there already: the device is
-                 nondeterministic, and the resumed steps must stay within 0.05 of the loss
-                 (bf16's run-to-run scale, the GPU tier's FSDP tolerance).
+  3 resume       `gptkit train --nproc-per-node 1 --deterministic` on the stories shards (a
+                 6-layer d 384 model, 32 x 512 tokens, 300 steps, a loss logged every step): the run
+                 uninterrupted; the same run stopped by SIGTERM mid-run and `--resume`d. Target: its
+                 losses equal the uninterrupted run's, bit for bit. Without --deterministic compiled
+                 CUDA training does not repeat itself (Inductor's embedding backward adds with
+                 atomics, and its kernels are chosen by timing them): two runs of this row differed
+                 by up to 0.19 at a step before the stop on an H200.
   4 fsdp         the same with `--parallel fsdp --activation-checkpointing` (both rows sample
                  every 100 steps: `--sample-interval`): resume as in 3, the samples recorded, the
-                 losses within 0.05 of row 3's DDP run, and the peak memory per rank below DDP's.
+                 peak memory per rank below DDP's, and the run ending where row 3's DDP run ends:
+                 the mean loss of the last 50 steps within 0.02 of DDP's. FSDP computes in bf16
+                 from bf16 copies of the weights, root and residual stream included, where DDP's
+                 autocast keeps float32 outside the matrix products: a different arithmetic, whose
+                 early losses were 0.03-0.07 above DDP's (means over steps 11-100, up to 0.13 at a
+                 step) in three runs on an H200, with and without activation checkpointing, and
+                 0.002-0.003 over the last 50 steps; the largest gap is reported, not judged.
                  The trainer records no memory figure (metrics.jsonl and the log have none), so
                  each training process reports torch.cuda.max_memory_allocated() of its device at
                  exit through a sitecustomize.py this script puts on PYTHONPATH for these runs
@@ -112,7 +115,7 @@ MODES = {
         mfu_min=0.45, ahead=True, loader_max=0.02,
         run=dict(model={"context_length": 512, "d_model": 384, "n_layers": 6, "n_heads": 6, "d_ff": 1024}, batch=32,
                  context=512, steps=300, warmup=10, stop_after=30, sample_interval=100, sample_tokens=32, eval_tokens=8192),
-        resume_tol=0.05, fsdp_tol=0.05, memory_max=1.0,
+        fsdp_tail=50, fsdp_tol=0.02, memory_max=1.0,
         recipe_budget="2m", recipe_s=120, on_time=0.05,
         hf=dict(hidden_size=384, intermediate_size=1024, num_hidden_layers=6, num_attention_heads=6, num_key_value_heads=2,
                 max_position_embeddings=1024), text_bytes=50_000, eval_rel=0.01,
@@ -126,7 +129,7 @@ MODES = {
         mfu_min=None, ahead=False, loader_max=0.5,
         run=dict(model={"context_length": 64, "d_model": 32, "n_layers": 2, "n_heads": 2, "d_ff": 64}, batch=4,
                  context=64, steps=120, warmup=2, stop_after=10, sample_interval=40, sample_tokens=8, eval_tokens=512),
-        resume_tol=0.05, fsdp_tol=0.05, memory_max=1.5,
+        fsdp_tail=20, fsdp_tol=0.02, memory_max=1.5,
         recipe_budget="8s", recipe_s=8, on_time=0.5,
         hf=dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
                 max_position_embeddings=128), text_bytes=10_000, eval_rel=0.01,
@@ -141,10 +144,9 @@ ROW_TABLE = [
     ("gpu-tier", "pytest -m gpu", "all pass, none skipped" + (" (dry: skips allowed)" if DRY else "")),
     ("train-step", "train step, GPT-2 small", "ours >= 45% MFU, ahead of hf-llama and nanogpt (tok/s)" +
      (" (dry: code path only: tok/s > 0)" if DRY else "")),
-    ("resume", "train --nproc-per-node 1: SIGTERM, --resume", "losses equal the uninterrupted run's "
-     f"(within {MODE['resume_tol']} where the device itself is nondeterministic)"),
-    ("fsdp", "the same, --parallel fsdp --activation-checkpointing", f"resume as row 3, samples, losses within "
-     f"{MODE['fsdp_tol']} of DDP's, peak/rank < DDP's" + (" (dry: RSS <= 1.5x)" if DRY else "")),
+    ("resume", "train --nproc-per-node 1 --deterministic: SIGTERM, --resume", "losses equal the uninterrupted run's"),
+    ("fsdp", "the same, --parallel fsdp --activation-checkpointing", f"resume as row 3, samples, last {MODE['fsdp_tail']} "
+     f"steps' mean loss within {MODE['fsdp_tol']} of DDP's, peak/rank < DDP's" + (" (dry: RSS <= 1.5x)" if DRY else "")),
     ("recipe", f"recipe, --max-time {MODE['recipe_budget']}", f"loop within {MODE['on_time']:.0%} of the budget" +
      (" (dry: looser)" if DRY else "")),
     ("import-eval", "model import-hf (bf16), eval text", f"{DEVICE if not DRY else 'device'} loss within "
@@ -726,7 +728,7 @@ def stop_and_resume(r, tag, extra):
               "--batch-size", c["batch"], "--context-length", c["context"], "--max-steps", c["steps"],
               "--warmup-steps", c["warmup"], "--log-interval", 1, "--eval-interval", 0, "--eval-tokens", c["eval_tokens"],
               "--checkpoint-interval", 0, "--sample-interval", c["sample_interval"], "--sample-tokens", c["sample_tokens"],
-              *extra]
+              "--deterministic", *extra]
     straight, stopped = work / "straight", work / "stopped"
     started = row_started = time.perf_counter()
     partial(r, row_started, "the uninterrupted run did not end")
@@ -768,14 +770,11 @@ def stop_and_resume(r, tag, extra):
     r.values.update(max_diff_before_stop=before, max_diff_after_stop=after, exact=before == 0 == after)
     if before == 0 == after:
         verdict = "losses exact"
-        r.check("losses equal", True)
     elif before == 0:
-        verdict = f"resumed steps differ by up to {after:.2e} while the first {stop_step} repeat bit for bit"
-        r.check(f"{verdict}: the resume changed the run", False)
+        verdict = f"resumed steps differ by up to {after:.2e} while the first {stop_step} repeat bit for bit: the resume changed the run"
     else:
-        verdict = (f"not bit-exact: the device differs by {before:.2e} before the stop already, "
-                   f"{after:.2e} after it (tolerance {MODE['resume_tol']})")
-        r.check(f"within {MODE['resume_tol']} after the stop ({verdict})", after <= MODE["resume_tol"])
+        verdict = f"--deterministic did not repeat the run: {before:.2e} apart before the stop already, {after:.2e} after it"
+    r.check(verdict, before == 0 == after)
     r.figures = f"SIGTERM at step {stop_step}/{c['steps']}, --resume: {verdict}"
     return straight
 
@@ -801,11 +800,18 @@ def row_fsdp(r):
     ddp_peak = json.loads(ddp_result.read_text()).get("values", {}).get("straight_peak_bytes")
     peak = r.values["straight_peak_bytes"]
     r.values.update(ddp_peak_bytes=ddp_peak, fsdp_peak_bytes=peak)
+    gap = "no DDP run to compare with"
     if (ddp / "metrics.jsonl").exists():
         a, b = losses(ddp), losses(straight)
-        diff = max((abs(a[s] - b[s]) for s in a if s in b), default=math.inf)
-        r.values["max_diff_vs_ddp"] = diff
-        r.check(f"losses within {MODE['fsdp_tol']} of DDP's (max {diff:.3f})", diff <= MODE["fsdp_tol"])
+        steps = sorted(set(a) & set(b))
+        tail = steps[-MODE["fsdp_tail"]:]
+        end = statistics.fmean(b[s] - a[s] for s in tail) if tail else math.inf
+        worst = max(steps, key=lambda s: abs(b[s] - a[s]), default=None)
+        r.values.update(end_diff_vs_ddp=end, max_diff_vs_ddp=b[worst] - a[worst] if steps else None, max_diff_step=worst)
+        if steps:
+            gap = f"loss - DDP's {end:+.3f} over the last {len(tail)} steps, {b[worst] - a[worst]:+.3f} at most (step {worst})"
+        r.check(f"the last {MODE['fsdp_tail']} steps' mean loss within {MODE['fsdp_tol']} of DDP's ({end:+.3f})",
+                len(tail) == MODE["fsdp_tail"] and abs(end) <= MODE["fsdp_tol"])
     else:
         r.check("DDP's run (row 3) to compare with", False)
     memory = "peak/rank n/a"
@@ -816,7 +822,7 @@ def row_fsdp(r):
                 ratio < MODE["memory_max"] if not DRY else ratio <= MODE["memory_max"])
     else:
         r.check(f"peak memory of both runs (FSDP {gib(peak)}, DDP {gib(ddp_peak)})", False)
-    r.figures += f"; {memory}; samples {counts[0]}; loss vs DDP's at most {r.values.get('max_diff_vs_ddp', math.nan):.3f} apart"
+    r.figures += f"; {memory}; samples {counts[0]}; {gap}"
 
 
 # -- 5: the recipe on a time budget -------------------------------------------------------------------

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import contextlib
+import os
 from pathlib import Path
 
 import torch
@@ -34,6 +35,33 @@ def resolve_device(name: str, local_rank: int = 0) -> torch.device:
         torch.cuda.set_device(local_rank)
         return torch.device("cuda", local_rank)
     return torch.device("cpu")
+
+
+@contextlib.contextmanager
+def deterministic(on: bool):
+    """Where `on`, what runs inside computes with deterministic algorithms only, and the process's
+    settings come back after it. torch's own flag covers the eager kernels (an op without a
+    deterministic one warns, warn_only); cuBLAS needs a fixed workspace, read when its handle is
+    made, so the variable stays set after; Inductor, where this torch has the switch, picks its
+    kernels by rule instead of timing them, and falls back to aten where it would add with atomics
+    (it reads torch's flag)."""
+    if not on:
+        yield
+        return
+    import torch._inductor.config as inductor  # here: the import costs a second, and a run that compiles pays it anyway
+
+    before = torch.are_deterministic_algorithms_enabled(), torch.is_deterministic_algorithms_warn_only_enabled()
+    inductor_before = getattr(inductor, "deterministic", None)
+    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+    torch.use_deterministic_algorithms(True, warn_only=True)
+    if inductor_before is not None:
+        inductor.deterministic = True
+    try:
+        yield
+    finally:
+        torch.use_deterministic_algorithms(before[0], warn_only=before[1])
+        if inductor_before is not None:
+            inductor.deterministic = inductor_before
 
 
 def available_memory(device) -> int | None:

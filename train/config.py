@@ -63,6 +63,10 @@ class TrainConfig:
                                                     "compute.")
     compile: bool | None = setting(None, "Compile the model with torch.compile (costs 30-40 s on CPU and gains nothing "
                                          "there).", shown="on CUDA")
+    deterministic: bool = setting(False, "Deterministic algorithms only (torch.use_deterministic_algorithms, cuBLAS's "
+                                         "fixed workspace, Inductor's kernels chosen without timing them): a CUDA run, "
+                                         "compiled or not, repeats itself bit for bit, a resume included, somewhat "
+                                         "slower. A CPU run repeats itself anyway.")
     # Batch: each optimizer step sees batch_size x grad_accum sequences of context_length tokens;
     # batch_size counts the sequences of all processes together (each takes batch_size / processes).
     batch_size: int | None = setting(None, "Sequences per micro-step, all processes together.",
@@ -243,7 +247,7 @@ def resolve_model(config: TrainConfig, vocab_size: int) -> tuple[TrainConfig, Mo
 PATHS = {"data": "a pretokenize output directory", "out": "a run directory"}
 CHOICES = {"device": ("auto", "cpu", "cuda"), "parallel": ("ddp", "fsdp"), "loader": ("random", "sequential"),
            "optimizer": ("adamw", "muon"), "schedule": ("cosine", "wsd")}
-SWITCHES = ("compile", "activation_checkpointing", "verify_data", "decay_embeddings")  # None stays allowed where the default is None
+SWITCHES = ("compile", "deterministic", "activation_checkpointing", "verify_data", "decay_embeddings")  # None stays allowed where the default is None
 # Whole numbers and their least value (None stays allowed where the default is None).
 WHOLE = {"batch_size": 1, "grad_accum": 1, "max_steps": 1, "max_tokens": 1, "context_length": 1, "eval_tokens": 1,
          "log_interval": 1, "keep_last": 1, "sample_tokens": 1, "checkpoint_tokens": 1, "warmup_steps": 0,

@@ -9,6 +9,7 @@ import contextlib
 import dataclasses
 import gc
 
+from gptkit.runtime.device import deterministic
 from gptkit.runtime.threads import torch_threads
 from gptkit.shared.files import output_lock
 
@@ -24,7 +25,7 @@ def train(config: TrainConfig, resume=False, threads=None):
     `resume`: False (a new run), True (from the run's latest checkpoint), or a checkpoint
     directory of the run to resume from. `threads`: torch's CPU threads (None: measured,
     runtime/threads.py). Returns the steps done."""
-    with processes(config) as dist:
+    with deterministic(config.deterministic), processes(config) as dist:
         # One live run writes a run directory: rank 0, the writer, owns it until the run ends.
         with output_lock(config.out, "gptkit train") if dist.master else contextlib.nullcontext():
             threads = torch_threads(threads, dist.device)

@@ -39,24 +39,19 @@ def test_bf16_autocast_and_compile_train_and_checkpoint(data, model_json, tmp_pa
     assert all(p.dtype == torch.float32 and torch.isfinite(p).all() for p in model.parameters())
 
 
-def deterministic_torchrun(tmp_path, *args, **popen):
-    """`gptkit train` under torchrun, one process, with deterministic algorithms: Inductor's
-    embedding backward adds with atomics otherwise, and a compiled resume could not repeat a run
-    bit for bit."""
-    script = tmp_path / "deterministic_train.py"
-    script.write_text("import runpy, torch\ntorch.use_deterministic_algorithms(True)\n"
-                      "runpy.run_module('gptkit.train', run_name='__main__')\n")
-    return subprocess.Popen([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=1", script,
-                             *map(str, args)], cwd=ROOT, env={**ENV, "CUBLAS_WORKSPACE_CONFIG": ":4096:8"}, text=True,
+def torchrun_popen(*args, **popen):
+    """`gptkit train ARGS` under torchrun, one process, as a Popen (to be signalled)."""
+    return subprocess.Popen([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=1",
+                             "-m", "gptkit.train", *map(str, args)], cwd=ROOT, env=ENV, text=True,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, **popen)
 
 
 def test_one_process_nccl_run_stops_on_sigterm_and_resumes_exactly(data, model_json, tmp_path):
-    common = run_flags(data, None, model_json, device="cuda", max_steps=40, checkpoint_interval=1000, optimizer="muon")
-
-    def torchrun(*args, **popen):
-        return deterministic_torchrun(tmp_path, *args, **popen)
-
+    # --deterministic: Inductor's embedding backward adds with atomics otherwise, and a compiled
+    # run would not repeat itself bit for bit; the resume takes the setting from the run's config.
+    common = [*run_flags(data, None, model_json, device="cuda", max_steps=40, checkpoint_interval=1000, optimizer="muon"),
+              "--deterministic"]
+    torchrun = torchrun_popen
     straight = torchrun(*common, "--out", tmp_path / "straight")
     out, err = straight.communicate(timeout=300)
     assert straight.returncode == 0, err[-3000:]
@@ -254,7 +249,7 @@ def test_fsdp_on_one_gpu_trains_as_ddp_does_and_resumes_exactly(data, model_json
     precision; a checkpoint one CPU process loads; a resume that repeats the run exactly."""
     common = run_flags(data, None, model_json, device="cuda", max_steps=20, eval_interval=10, checkpoint_interval=10)
     ddp = torchrun(1, *common, "--out", tmp_path / "ddp")
-    sharded = deterministic_torchrun(tmp_path, *common, "--parallel", "fsdp", "--activation-checkpointing", "--out", tmp_path / "fsdp")
+    sharded = torchrun_popen(*common, "--parallel", "fsdp", "--activation-checkpointing", "--deterministic", "--out", tmp_path / "fsdp")
     sharded.stdout, sharded.stderr = sharded.communicate(timeout=300)
     assert ddp.returncode == 0 and sharded.returncode == 0, (ddp.stderr + sharded.stderr)[-3000:]
     assert "cuda:0 x 1 (torch.distributed nccl, FSDP2" in sharded.stdout
@@ -267,7 +262,7 @@ def test_fsdp_on_one_gpu_trains_as_ddp_does_and_resumes_exactly(data, model_json
     shutil.rmtree(next((resumed / "checkpoints").glob("step-000020_*")))
     (resumed / "latest").unlink()
     (resumed / "latest").symlink_to(next((resumed / "checkpoints").glob("step-000010_*")).relative_to(resumed))
-    again = deterministic_torchrun(tmp_path, "--out", resumed, "--resume")
+    again = torchrun_popen("--out", resumed, "--resume")
     _, err = again.communicate(timeout=300)
     assert again.returncode == 0, err[-3000:]
     assert [r["loss"] for r in records(resumed)] == [r["loss"] for r in records(tmp_path / "fsdp")]

@@ -1,6 +1,8 @@
 """A run through the library (`train(config)`, prepare_run, the Trainer), in-process on CPU with a tiny
 model: gradient accumulation, clipping, exact resume, activation checkpointing, host syncs,
 non-finite losses, bits per byte, kills during checkpoint saves, the library's errors."""
+import json
+import os
 import re
 import shutil
 import signal
@@ -20,7 +22,7 @@ from gptkit.train.optim import AdamW
 from gptkit.train.prepare import prepare_run
 from gptkit.train.run import train
 from gptkit.train.trainer import Trainer, TrainingError
-from tests.training import MODEL, SIGNALS, comparable, config, latest_step, records, stopped_after, weights
+from tests.training import MODEL, SIGNALS, comparable, config, invoke, latest_step, records, stopped_after, weights
 
 
 @pytest.fixture
@@ -84,6 +86,34 @@ def test_resume_is_exact(data, model_json, tmp_path, optimizer):
     for name in ("model.safetensors", "optimizer.safetensors"):
         a, b = load_file(tmp_path / "straight/latest" / name), load_file(tmp_path / "resumed/latest" / name)
         assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a), name
+
+
+def test_deterministic_trains_under_deterministic_algorithms_and_gives_the_process_its_settings_back(
+        data, model_json, tmp_path, monkeypatch):
+    """--deterministic: every step computes with torch's deterministic algorithms and Inductor's
+    deterministic switch (what makes a compiled CUDA run repeat itself, where the GPU tier checks it);
+    the setting is recorded, so a resume keeps it; the process computes as before afterwards."""
+    import torch._inductor.config as inductor
+
+    seen, step = [], Trainer._train_step
+
+    def recorded(self):
+        seen.append((torch.are_deterministic_algorithms_enabled(), inductor.deterministic))
+        return step(self)
+
+    monkeypatch.setattr(Trainer, "_train_step", recorded)
+    monkeypatch.delenv("CUBLAS_WORKSPACE_CONFIG", raising=False)
+    before = torch.are_deterministic_algorithms_enabled(), inductor.deterministic
+    train(config(data, tmp_path / "run", model_json, max_steps=2, deterministic=True))
+    assert seen == [(True, True)] * 2 and os.environ["CUBLAS_WORKSPACE_CONFIG"] == ":4096:8"
+    assert (torch.are_deterministic_algorithms_enabled(), inductor.deterministic) == before == (False, False)
+    assert json.loads((tmp_path / "run/config.json").read_text())["deterministic"] is True
+    seen.clear()
+    assert invoke("--out", tmp_path / "run", "--resume", "--max-steps", 3).exit_code == 0  # the run's config.json's setting
+    assert seen == [(True, True)]
+    seen.clear()
+    train(config(data, tmp_path / "plain", model_json, max_steps=1))
+    assert seen == [(False, False)]
 
 
 def test_activation_checkpointing_recomputes_each_block_and_trains_the_same_run(data, model_json, tmp_path, monkeypatch):

@@ -13,7 +13,7 @@ import click
 from gptkit.shared.cli import CONTEXT, DefaultGroup, flag, overwrite_option, threads_option, version_option
 from gptkit.shared.errors import InputError
 
-from .config import PATHS, TrainConfig, from_layers, load_train_config, preset_names
+from .config import PATHS, TrainConfig, from_layers, load_train_config, preset_names, refuse_unused
 from .plot import plot_run
 from .run_dir import RunDir, resume_config
 
@@ -83,6 +83,7 @@ def run(config_name, resume, from_checkpoint, threads, nproc_per_node, nnodes, n
         config = load_train_config(config_name, overrides)
     else:  # no preset: without --model, the recipe sizes the model, batch and schedule when the run starts
         config = from_layers(overrides)
+    refuse_unused(config, overrides)
     if not resume:  # before the recipe's timing or any worker starts (rank 0 writes the run when it starts)
         RunDir(config.out).check_new()
     one_process = functools.partial(train, config, resume=from_checkpoint or resume, threads=threads)

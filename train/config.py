@@ -169,9 +169,7 @@ class TrainConfig:
         if self.min_lr is not None and self.lr is not None and self.min_lr > self.lr:
             raise SettingError("min_lr", f"{self.min_lr}: above the peak --lr {self.lr} (the schedule decays from --lr "
                                          "to --min-lr)")
-        if self.decay_steps is not None and self.schedule != "cosine":
-            raise SettingError("decay_steps", f"{self.decay_steps}: only with --schedule cosine (wsd cools down over "
-                                              "--cooldown-fraction of the steps)")
+        refuse_unused(self, [name for name in ONLY_WITH if FIELDS[name].default is None and getattr(self, name) is not None])
 
     def to_dict(self):
         return dataclasses.asdict(self)
@@ -187,6 +185,25 @@ class TrainConfig:
 
 
 FIELDS = {f.name: f for f in dataclasses.fields(TrainConfig)}
+
+# Settings that do something only where another setting has a value (why, as the refusal says).
+ONLY_WITH = {"decay_steps": ("schedule", "cosine", "wsd cools down over --cooldown-fraction of the steps"),
+             "cooldown_fraction": ("schedule", "wsd", "cosine decays over --decay-steps"),
+             "muon_lr": ("optimizer", "muon", "AdamW's is --lr"),
+             "muon_momentum": ("optimizer", "muon", "AdamW's are --beta1 and --beta2")}
+
+
+def refuse_unused(config: TrainConfig, given) -> None:
+    """Refuse a setting among `given` (the names a user set) that `config` would not use, naming it:
+    one of ONLY_WITH where the setting it goes with has another value. TrainConfig refuses those
+    whose default is None when they are set; the others keep a default for the runs that use them
+    (and in their checkpoints' digests), so only the command line knows they were given: it calls
+    this with its flags and a --config file's settings."""
+    for name in given:
+        if name in ONLY_WITH:
+            other, value, why = ONLY_WITH[name]
+            if getattr(config, other) != value:
+                raise SettingError(name, f"{getattr(config, name)}: only with {flag(other)} {value} ({why})")
 
 
 def from_layers(*layers: dict) -> TrainConfig:
@@ -294,7 +311,9 @@ def load_train_config(name_or_path, overrides) -> TrainConfig:
         raise SettingError("config", f"{path}: {first} {settings[first]} and {second} {settings[second]}: give one "
                                      "(each sets the length of the run)")
     try:
-        return from_layers(overrides, settings)
+        config = from_layers(overrides, settings)
+        refuse_unused(config, settings)
+        return config
     except SettingError as e:  # a value of the file's own: the file is named, not a flag
         if e.setting in settings and overrides.get(e.setting) is None:
             raise SettingError("config", f"{path}: {e.setting} {e.problem}") from None

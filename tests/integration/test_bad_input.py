@@ -170,6 +170,28 @@ def test_numbers_are_checked_at_the_boundary(data, model_json, tmp_path, flag, v
     assert not (tmp_path / "r").exists()
 
 
+@pytest.mark.parametrize("given, needles", [
+    (["--cooldown-fraction", "0.3"], ["--cooldown-fraction 0.3: only with --schedule wsd"]),
+    (["--muon-lr", "0.01"], ["--muon-lr 0.01: only with --optimizer muon"]),
+    (["--optimizer", "muon", "--muon-momentum", "0.9", "--optimizer", "adamw"], ["--muon-momentum 0.9: only with --optimizer muon"]),
+    (["--decay-steps", "5", "--schedule", "wsd"], ["--decay-steps 5: only with --schedule cosine"]),
+])
+def test_a_setting_the_run_would_not_use_is_refused_not_ignored(data, model_json, tmp_path, given, needles):
+    res = invoke(train_cli, *run_args(data, tmp_path / "r", model_json, max_steps=1), *given)
+    assert_input_error(res, *needles)
+    assert not (tmp_path / "r").exists()
+
+
+def test_a_config_file_setting_the_run_would_not_use_is_refused_naming_the_file(data, model_json, tmp_path):
+    settings = tmp_path / "settings.json"
+    settings.write_text(json.dumps({"cooldown_fraction": 0.3}))
+    res = invoke(train_cli, *run_args(data, tmp_path / "r", model_json, max_steps=1), "--config", settings)
+    assert_input_error(res, "--config", str(settings), "cooldown_fraction 0.3: only with --schedule wsd")
+    res = invoke(train_cli, *run_args(data, tmp_path / "r", model_json, max_steps=1), "--config", settings, "--schedule", "wsd")
+    assert res.exit_code == 0, res.output
+    assert json.loads((tmp_path / "r/config.json").read_text())["cooldown_fraction"] == 0.3
+
+
 # -- sample -------------------------------------------------------------------------------------
 
 

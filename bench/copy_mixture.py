@@ -33,24 +33,26 @@ LENGTHS = (1, 2, 3, 5, 9, 17)  # buckets of the matched length start here
 COUNTS = (1, 2, 4)  # and of the context's count
 WEIGHTS = np.linspace(0, 0.95, 20)
 HASH_BITS, POSITION_BITS = 40, 24
+BATCH = 32  # windows a forward pass
 
 
 def model_probs(run, tokens):
     """p_model(tokens[i]) for i >= 1, the stream in windows of the model's context (as gptkit eval)."""
     import torch
 
+    from gptkit.eval.loss import text_windows
     from gptkit.model.checkpoint import load_model
 
     model, _ = load_model(run / "latest")
-    context = model.config.context_length
-    probs = np.zeros(len(tokens))
+    whole, last = text_windows(tokens, model.config.context_length)
+    probs = []
     with torch.inference_mode():
-        for start in range(0, len(tokens) - 1, context):
-            window = torch.tensor(tokens[start:start + context + 1], dtype=torch.long)[None]
-            logits = model(window[:, :-1])[0].float()
-            p = torch.softmax(logits[0], -1).gather(-1, window[0, 1:, None])[:, 0]
-            probs[start + 1:start + 1 + len(p)] = p.numpy()
-    return probs
+        for windows in (whole, last):
+            for start in range(0, 0 if windows is None else len(windows), BATCH):
+                batch = torch.from_numpy(windows[start:start + BATCH])
+                logits = model(batch[:, :-1])[0].float()
+                probs.append(torch.softmax(logits, -1).gather(-1, batch[:, 1:, None])[..., 0].flatten().numpy())
+    return np.concatenate([[0.0], *probs])
 
 
 def ngram_probs(stream, first):
@@ -112,6 +114,7 @@ def cross_fitted(p_model, p_ngram, bucket):
 
 
 def measure(work):
+    from gptkit.eval.loss import token_bytes
     from gptkit.shared.shard_dir import ShardDir
     from gptkit.shared.shards import open_shard
     from gptkit.train.data import data_tokenizer
@@ -120,7 +123,7 @@ def measure(work):
     tokenizer = data_tokenizer(data)
     train, held_out = (np.concatenate([np.asarray(open_shard(p).tokens, np.int64) for p in data.shard_paths(split)])
                        for split in ("train", "val"))
-    nbytes = np.array([0 if i in set(tokenizer.special_tokens.values()) else len(b) for i, b in enumerate(tokenizer.vocab)])
+    nbytes = np.array(token_bytes(tokenizer))
     p_model = model_probs(work / "run0", held_out)[1:]
     p_ngram, length, count = ngram_probs(np.concatenate([train, held_out]), len(train) + 1)
     targets = held_out[1:]

@@ -168,17 +168,16 @@ PLAN = ([[["gpu-tier", "train-step", "sampling"], ["setup", "resume"], ["wait-se
         [[["gpu-tier"], ["setup", "resume"], ["wait-setup", "fsdp"], ["wait-setup", "import-eval"]], [["train-step"]],
          [["recipe"]], [["sampling"]]])
 NEEDS_DATA = {"resume", "fsdp", "import-eval", "recipe"}
-# GPU_CHECK_ROWS="resume sampling": those rows alone (a rerun of what failed within a device's time);
-# fsdp brings resume, whose DDP run it compares with; train-step writes loader's row.
+# GPU_CHECK_ROWS="resume sampling": those rows alone (a rerun of what failed within a device's time),
+# with the rows they come with: fsdp compares with resume's DDP run; train-step writes loader's row.
 ONLY = set(os.environ.get("GPU_CHECK_ROWS", "").replace(",", " ").split())
+COMES_WITH = {"fsdp": {"resume"}, "loader": {"train-step"}, "train-step": {"loader"}}
 if ONLY:
     unknown = ONLY - {name for name, _, _ in ROW_TABLE}
     if unknown:
         sys.exit(f"Error: GPU_CHECK_ROWS: no row {', '.join(sorted(unknown))} "
                  f"(rows: {', '.join(name for name, _, _ in ROW_TABLE)})")
-    ONLY |= {"resume"} if "fsdp" in ONLY else set()
-    ONLY |= {"train-step"} if "loader" in ONLY else set()
-    ONLY |= {"loader"} if "train-step" in ONLY else set()
+    ONLY |= set().union(*(COMES_WITH.get(name, set()) for name in ONLY))
     ROW_TABLE = [row for row in ROW_TABLE if row[0] in ONLY]
     keep = ONLY | ({"setup", "wait-setup"} if ONLY & NEEDS_DATA else set())
     PLAN = [[lane for lane in ([item for item in lane if item in keep] for lane in phase) if lane] for phase in PLAN]

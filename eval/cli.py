@@ -60,10 +60,14 @@ limit_option = click.option("--limit", type=click.IntRange(min=1), metavar="N", 
               "checkpoint's tokenizer), in the windows training validation reads.")
 @click.option("--eval-tokens", type=click.IntRange(min=1), metavar="N",
               help="With --data: its first N tokens, as `train --eval-tokens N` scores them.  [default: all of the split]")
+@click.option("--copy-from", metavar="DIR", help="Mix the model with an unbounded n-gram over the training split of this "
+              "pretokenize directory (the checkpoint's tokenizer's) and the text scored before each token, as compressors "
+              "copy: the model alone is reported beside it.")
 @_scoring_options
-def text(inputs, more_inputs, data, eval_tokens, checkpoint, batch_size, device, threads, out, overwrite, quiet):
+def text(inputs, more_inputs, data, eval_tokens, copy_from, checkpoint, batch_size, device, threads, out, overwrite, quiet):
     """Loss (nats per token) and bits per byte of text, read in consecutive windows of the model's
-    context as training validation reads its split."""
+    context as training validation reads its split; with --copy-from, of the model and what it
+    copies together (eval/copy.py)."""
     inputs += more_inputs
     if bool(inputs) == bool(data):
         raise InputError("--input and --data: give one or the other" if data else "--input or --data: give one")
@@ -72,10 +76,12 @@ def text(inputs, more_inputs, data, eval_tokens, checkpoint, batch_size, device,
     for path in inputs:
         if not Path(path).is_file():
             raise InputError(f"--input {path}: no such file")
-    _check_out(out, overwrite, [("--input", path) for path in inputs] + [("--data", data), ("--checkpoint", checkpoint)])
-    import torch  # here, once the arguments are checked: --help and a bad flag answer at once (torch takes 2-3 s)
-
-    from .loss import eval_sequences, loss_sums, summary, text_windows, token_bytes
+    if copy_from is not None and not Path(copy_from).is_dir():
+        raise InputError(f"--copy-from {copy_from}: no such directory")
+    _check_out(out, overwrite, [("--input", path) for path in inputs] + [("--data", data), ("--copy-from", copy_from),
+                                                                          ("--checkpoint", checkpoint)])
+    # imports torch: here, once the arguments are checked, so --help and a bad flag answer at once (torch takes 2-3 s)
+    from .loss import eval_sequences, summary, text_windows
 
     scorer = _Scorer(checkpoint, device, threads)
     context = scorer.model.config.context_length
@@ -90,19 +96,59 @@ def text(inputs, more_inputs, data, eval_tokens, checkpoint, batch_size, device,
         windows = [w for w in text_windows(_framed_text(inputs, scorer), context) if w is not None and len(w)]
         masks = [None] * len(windows)
         source = {"input": [str(Path(path).resolve()) for path in inputs]}
-    nbytes = torch.tensor(token_bytes(scorer.tokenizer), device=scorer.device)
+    copy_tokens = None if copy_from is None else _copy_tokens(copy_from, scorer)
     progress = Progress("scoring", "windows", total=sum(map(len, windows)), quiet=quiet)
-    sums, done = torch.zeros(4, dtype=torch.float64, device=scorer.device), 0
-    for part, mask in zip(windows, masks):
-        sums += loss_sums(scorer.model, part, nbytes, batch_size, scorer.autocast, scorer.each_batch(progress, done), mask)
-        done += len(part)
+    if copy_from is None:
+        loss = summary(_model_sums(scorer, windows, masks, batch_size, progress))
+    else:
+        loss, model_alone = _copy_scores(scorer, windows, masks, batch_size, progress, copy_tokens)
+        source |= {"copy_from": str(Path(copy_from).resolve()), "copy_tokens": len(copy_tokens),
+                   "model_loss": model_alone.loss, "model_bpb": model_alone.bpb}
     progress.close()
-    loss = summary(sums)
     if not math.isfinite(loss.loss):
         raise InputError(f"--checkpoint {checkpoint}: its loss is {loss.loss} (its weights hold NaN or infinite values, or "
                          "its computation overflows): nothing to score")
     _report(out, {"task": "text", "checkpoint": str(Path(checkpoint).resolve()), **source, **loss._asdict()},
-            f"loss {loss.loss:.4f} nats/token, {loss.bpb:.4f} bits/byte ({loss.tokens:,} tokens, {loss.bytes:,} bytes of text)")
+            f"loss {loss.loss:.4f} nats/token, {loss.bpb:.4f} bits/byte ({loss.tokens:,} tokens, {loss.bytes:,} bytes of text)"
+            + (f"; the model alone {source['model_loss']:.4f}, {source['model_bpb']:.4f} (copying from "
+               f"{source['copy_tokens']:,} training tokens)" if copy_from else ""))
+
+
+def _model_sums(scorer, windows, masks, batch_size, progress):
+    """loss_sums over each part of the windows, with its masks, added up."""
+    import torch
+
+    from .loss import loss_sums, token_bytes
+
+    nbytes = torch.tensor(token_bytes(scorer.tokenizer), device=scorer.device)
+    sums, done = torch.zeros(4, dtype=torch.float64, device=scorer.device), 0
+    for part, mask in zip(windows, masks):
+        sums += loss_sums(scorer.model, part, nbytes, batch_size, scorer.autocast, scorer.each_batch(progress, done), mask)
+        done += len(part)
+    return sums
+
+
+def _copy_scores(scorer, windows, masks, batch_size, progress, copy_tokens):
+    """The Loss of the model mixed with the n-gram over `copy_tokens` and the scored stream before
+    each target, and the model's alone."""
+    import numpy as np
+
+    from . import copy
+    from .loss import summary, target_sums, token_bytes, token_losses
+
+    losses, done = [], 0
+    for part in windows:
+        losses.append(token_losses(scorer.model, part, batch_size, scorer.autocast, scorer.device,
+                                   scorer.each_batch(progress, done)))
+        done += len(part)
+    losses = np.concatenate(losses)
+    targets = np.concatenate([part[:, 1:].ravel() for part in windows]).astype(np.int64)
+    counted = None if masks[0] is None else np.concatenate([mask[:, 1:].ravel() for mask in masks]).astype(np.float64)
+    stream = np.concatenate([copy_tokens, windows[0][:1, 0], targets])
+    p_model = np.exp(-losses)
+    mixed = -np.log(np.maximum(copy.mixed(p_model, copy.ngram(stream, len(copy_tokens) + 1, p_model)), 1e-300))
+    nbytes = np.array(token_bytes(scorer.tokenizer))
+    return summary(target_sums(mixed, targets, nbytes, counted)), summary(target_sums(losses, targets, nbytes, counted))
 
 
 def _framed_text(inputs, scorer):
@@ -128,13 +174,34 @@ def _framed_text(inputs, scorer):
 def _val_split(data, scorer):
     """The validation split of the data directory `data`, which must be the checkpoint's tokenizer's."""
     from gptkit.shared.shard_data import ShardData
+
+    return ShardData(_shard_dir(data, "--data", scorer), "val", scorer.tokenizer.vocab_size, scorer.tokenizer.fingerprint,
+                     scorer.model.config.context_length)
+
+
+def _copy_tokens(copy_from, scorer):
+    """All the tokens of the training split of --copy-from (the checkpoint's tokenizer's), in order."""
+    import numpy as np
+
+    from gptkit.shared.errors import SettingError
+    from gptkit.shared.shard_data import ShardData
+
+    try:
+        train = ShardData(_shard_dir(copy_from, "--copy-from", scorer), "train", scorer.tokenizer.vocab_size,
+                          scorer.tokenizer.fingerprint, 1)
+    except SettingError as e:  # named for training's --data
+        raise SettingError("copy_from", e.problem) from None
+    return np.asarray(train.span(0, int(train.starts[-1])), np.int64)
+
+
+def _shard_dir(data, flag, scorer):
     from gptkit.shared.shard_dir import ShardDir
 
     directory, tokenizer = ShardDir(data), scorer.tokenizer
     if directory.fingerprint not in (None, tokenizer.fingerprint):
-        raise InputError(f"--data {data}: encoded with tokenizer {directory.fingerprint}, the checkpoint {scorer.checkpoint} "
+        raise InputError(f"{flag} {data}: encoded with tokenizer {directory.fingerprint}, the checkpoint {scorer.checkpoint} "
                          f"is for tokenizer {tokenizer.fingerprint}")
-    return ShardData(directory, "val", tokenizer.vocab_size, tokenizer.fingerprint, scorer.model.config.context_length)
+    return directory
 
 
 @cli.command()

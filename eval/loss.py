@@ -69,6 +69,16 @@ def token_bytes(tokenizer):
     return [0 if i in special else len(b) for i, b in enumerate(tokenizer.vocab)]
 
 
+def _losses(model, sequences, batch_size, autocast, device):
+    """Each batch of the windows `sequences`: its first window's index, its targets and their
+    losses, on `device`."""
+    for i in range(0, len(sequences), batch_size):
+        batch = on_device(sequences[i : i + batch_size], device).long()
+        with autocast:
+            losses = model.token_losses(batch[:, :-1], batch[:, 1:])
+        yield i, batch[:, 1:], losses
+
+
 @torch.no_grad()
 def loss_sums(model, sequences, nbytes, batch_size, autocast, each_batch=None, masks=None):
     """Sums over the windows `sequences` (an (n, T + 1) array), in batches of `batch_size`: the
@@ -77,11 +87,7 @@ def loss_sums(model, sequences, nbytes, batch_size, autocast, each_batch=None, m
     batch, for the ranks to add up. `each_batch(windows done)` after each batch. `masks` (the
     masks eval_sequences gives): only the targets whose mask is 1 count, in every sum."""
     sums = torch.zeros(4, device=nbytes.device, dtype=torch.float64)
-    for i in range(0, len(sequences), batch_size):
-        batch = on_device(sequences[i : i + batch_size], nbytes.device).long()
-        targets = batch[:, 1:]
-        with autocast:
-            losses = model.token_losses(batch[:, :-1], targets)
+    for i, targets, losses in _losses(model, sequences, batch_size, autocast, nbytes.device):
         text = nbytes[targets]
         if masks is not None:
             counted = on_device(masks[i : i + batch_size], nbytes.device)[:, 1:]
@@ -93,6 +99,25 @@ def loss_sums(model, sequences, nbytes, batch_size, autocast, each_batch=None, m
         if each_batch:
             each_batch(min(i + batch_size, len(sequences)))
     return sums
+
+
+@torch.no_grad()
+def token_losses(model, sequences, batch_size, autocast, device, each_batch=None):
+    """The loss of each target of the windows `sequences`, in their order, as float64 numpy."""
+    out = []
+    for i, _, losses in _losses(model, sequences, batch_size, autocast, device):
+        out.append(losses.double().flatten().cpu().numpy())
+        if each_batch:
+            each_batch(min(i + batch_size, len(sequences)))
+    return np.concatenate(out) if out else np.zeros(0)
+
+
+def target_sums(losses, targets, nbytes, counted=None):
+    """loss_sums' four sums from each target's loss (numpy): `nbytes` token_bytes as an array,
+    `counted` 1 where a target counts (None: all)."""
+    counted = np.ones(len(targets)) if counted is None else counted
+    text = nbytes[targets] * counted
+    return np.array([(losses * counted).sum(), counted.sum(), (losses * counted * (text > 0)).sum(), text.sum()])
 
 
 def summary(sums) -> Loss:

@@ -448,3 +448,59 @@ def test_the_ranks_share_the_items_and_add_up_to_one_process(checkpoint, tok, tm
     assert [r[2] for r in ranks] == [3, 2]
     assert whole[2] == 5 and sum(r[0] * r[2] for r in ranks) == pytest.approx(whole[0] * 5)
     assert sum(r[1] * r[2] for r in ranks) == pytest.approx(whole[1] * 5)
+
+
+# -- --copy-from ------------------------------------------------------------------------------------
+
+
+def test_copy_from_mixes_the_model_with_the_ngram_of_the_training_split_and_the_text_before(checkpoint, tok, data,
+                                                                                             tmp_path):
+    from gptkit.eval import copy
+    from gptkit.eval.loss import eval_sequences, token_bytes
+    from gptkit.shared.shard_data import ShardData
+    from gptkit.shared.shard_dir import ShardDir
+
+    ok("text", "--checkpoint", checkpoint, "--data", data, "--out", tmp_path / "alone.json", "-q")
+    res = ok("text", "--checkpoint", checkpoint, "--data", data, "--copy-from", data, "--out", tmp_path / "r.json", "-q")
+    alone, results = (json.loads((tmp_path / name).read_text()) for name in ("alone.json", "r.json"))
+    assert results["model_bpb"] == pytest.approx(alone["bpb"], rel=1e-9) and results["tokens"] == alone["tokens"]
+    assert results["bpb"] < 0.8 * alone["bpb"]  # a random model, words that recur: copying wins
+
+    # the same numbers from the stream the flag names: the training split, then the scored tokens
+    model, _ = load_model(checkpoint)
+    split = lambda name: ShardData(ShardDir(data), name, tok.vocab_size, tok.fingerprint, CONTEXT)
+    train_split = split("train")
+    train_tokens = np.asarray(train_split.span(0, int(train_split.starts[-1])), np.int64)
+    sequences, _ = eval_sequences(split("val"), CONTEXT, 2**62)
+    with torch.no_grad():
+        logits, _ = model(torch.from_numpy(sequences[:, :-1].astype(np.int64)))
+    targets = sequences[:, 1:].ravel().astype(np.int64)
+    p_model = torch.softmax(logits.double(), -1).flatten(0, 1)[torch.arange(len(targets)), targets].numpy()
+    stream = np.concatenate([train_tokens, sequences[:1, 0], targets])
+    p = copy.mixed(p_model, copy.ngram(stream, len(train_tokens) + 1, p_model))
+    nbytes = np.array(token_bytes(tok))[targets]
+    assert results["bpb"] == pytest.approx(-np.log2(p)[nbytes > 0].sum() / nbytes.sum(), rel=1e-6)
+    assert results["copy_from"] == str(data.resolve()) and results["copy_tokens"] == len(train_tokens)
+    assert f"the model alone {alone['loss']:.4f}, {alone['bpb']:.4f} (copying from {len(train_tokens):,} training tokens)" \
+        in res.stdout
+
+    text = tmp_path / "t.txt"
+    text.write_text(english_like(300, seed=5))
+    ok("text", "--checkpoint", checkpoint, "--input", text, "--copy-from", data, "--out", tmp_path / "t.json", "-q")
+    scored = json.loads((tmp_path / "t.json").read_text())
+    assert scored["bpb"] < scored["model_bpb"]
+
+
+def test_copy_from_a_directory_it_cannot_copy_from_is_one_line(checkpoint, data, tmp_path):
+    args = ("text", "--checkpoint", checkpoint, "--data", data, "--out", tmp_path / "r.json", "--copy-from")
+    assert_input_error(invoke(*args, tmp_path / "nowhere"), f"--copy-from {tmp_path / 'nowhere'}: no such directory")
+    val_only = tmp_path / "val-only"
+    shutil.copytree(data, val_only, ignore=shutil.ignore_patterns("*_train_*"))
+    assert_input_error(invoke(*args, val_only), f"{val_only}/data_train_000001.bin: cannot read")
+    other = tmp_path / "other-data"
+    shutil.copytree(data, other)
+    manifest = json.loads((other / "manifest.json").read_text())
+    manifest["tokenizer"]["fingerprint"] = "0123456789abcdef"
+    (other / "manifest.json").write_text(json.dumps(manifest))
+    assert_input_error(invoke(*args, other), f"--copy-from {other}: encoded with tokenizer 0123456789abcdef")
+    assert not (tmp_path / "r.json").exists()

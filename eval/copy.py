@@ -1,0 +1,115 @@
+"""Copying, as compressors copy: a model's probabilities mixed with an unbounded n-gram (an
+"infinity-gram", Liu et al. 2024) over a stream of earlier tokens, the training text's and the
+scored text's before each position.
+
+For each scored position, each context ending just before it that occurred earlier in the
+stream, from 1 token up to the longest (MAX_N at most), predicts the token by what followed it.
+The n-gram interpolates them from the model up, as a hierarchical Dirichlet (a PPM with the
+model below its shortest order): p_k = (count of the context of k tokens followed by the token
++ alpha p_(k-1)) / (count of the context + alpha), p_0 the model's. The mixture is then
+(1 - w) p_model + w p_ngram, the weight w chosen by the longest matched length and that context's
+count. Alpha and the weights are fitted online, as a compressor's mixer adapts: the scored
+positions in blocks of doubling size, each block with those that fit every position before it
+best (the first block: the model alone). So every token's probability depends only on the text
+before it, and the summed losses are a code length the text could be decoded from.
+
+The counts are exact: windows of k tokens compared by rank, refined one token at a time from
+k = 1 (a stable sort of the windows still repeated each round), in memory linear in the stream
+and time O(stream log stream) a length.
+"""
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+MAX_N = 32
+ALPHAS = np.array([1.0, 2.0, 4.0, 8.0, 16.0])  # the interpolation's alphas the online fit chooses from
+LENGTHS = (1, 2, 3, 5, 9, 17)  # the matched-length buckets start here
+COUNTS = (1, 2, 4)  # and the context-count buckets
+WEIGHTS = np.linspace(0, 0.95, 20)  # the weights a bucket chooses from
+FIRST_BLOCK = 256  # positions scored by the model alone, before any fit
+
+
+class Matches(NamedTuple):
+    """For each scored position: the n-gram's probability of its token for each of ALPHAS (rows),
+    the length of the longest earlier context matched (0: none) and that context's earlier count."""
+    prob: np.ndarray
+    length: np.ndarray
+    count: np.ndarray
+
+
+def ngram(stream, first, p_model, max_n=MAX_N) -> Matches:
+    """The n-gram's predictions of positions first.. of `stream` (token ids), each from the stream
+    before it, interpolated down to `p_model` (the model's probability of each of those tokens). A
+    context's count is the times it ended before the position's previous token, and the token's
+    count the times the context was followed by it there."""
+    tokens = np.asarray(stream, np.int64)
+    m, targets = len(tokens), np.arange(first, len(tokens))
+    if first < 1:
+        raise ValueError("the first scored position needs a token before it")
+    prob = np.tile(np.asarray(p_model, np.float64), (len(ALPHAS), 1))
+    length, context_count = np.zeros(len(targets), np.int64), np.zeros(len(targets), np.int64)
+    rank = tokens.copy()  # of the window of k tokens ending at each position; equal windows, equal ranks
+    earlier = np.zeros(m, np.int64)  # how often that window ended before the position
+    active = np.arange(m)  # the positions whose window recurs: the others' longer windows cannot
+    base = int(tokens.max()) + 1 if m else 1
+    contexts = np.zeros(len(targets), np.int64)  # the counts of the contexts of k - 1 tokens
+    for k in range(1, max_n + 2):
+        active = active[active >= k - 1]  # a window of k tokens ends at k - 1 or later
+        key = rank[active] if k == 1 else rank[active] * base + tokens[active - k + 1]
+        order = np.argsort(key, kind="stable")  # the positions of equal windows stay in order
+        sorted_key, positions = key[order], active[order]
+        new = np.r_[True, sorted_key[1:] != sorted_key[:-1]] if len(order) else np.zeros(0, bool)
+        starts, group = np.flatnonzero(new), np.cumsum(new) - 1
+        earlier[:] = 0
+        earlier[positions] = np.arange(len(order)) - starts[group]
+        rank[positions] = group
+        # the context of k - 1 tokens, followed by the token: the window of k tokens at the target
+        seen = contexts > 0
+        followed = earlier[targets[seen]]
+        prob[:, seen] = (followed + ALPHAS[:, None] * prob[:, seen]) / (contexts[seen] + ALPHAS[:, None])
+        if k <= max_n:
+            contexts = earlier[targets - 1]
+            found = contexts > 0
+            length[found], context_count[found] = k, contexts[found]
+        sizes = np.diff(np.r_[starts, len(order)])
+        active = np.sort(positions[sizes[group] > 1])
+        if not len(active):  # no context recurs: none of k tokens was seen (contexts are all 0)
+            break
+    return Matches(prob, length, context_count)
+
+
+def buckets(matches: Matches):
+    """Each position's bucket of the matched length and the context's count."""
+    return np.searchsorted(LENGTHS, matches.length, side="right") * (len(COUNTS) + 1) \
+        + np.searchsorted(COUNTS, matches.count, side="right")
+
+
+def mixed(p_model, matches: Matches):
+    """p_model (each scored position's model probability) mixed with the n-gram's, online: the
+    positions in blocks of doubling size from FIRST_BLOCK, each mixed with the alpha and the
+    weights fitted on all the positions before it."""
+    p_model = np.asarray(p_model, np.float64)
+    bucket, out = buckets(matches), p_model.copy()
+    start = FIRST_BLOCK
+    while start < len(p_model):
+        end = min(2 * start, len(p_model))
+        fits = [fitted_weights(p_model[:start], p_ngram[:start], bucket[:start]) for p_ngram in matches.prob]
+        best = min(range(len(fits)), key=lambda a: fits[a][1])
+        w = fits[best][0][bucket[start:end]]
+        out[start:end] = (1 - w) * p_model[start:end] + w * matches.prob[best, start:end]
+        start = end
+    return out
+
+
+def fitted_weights(p_model, p_ngram, bucket):
+    """For each bucket, the weight of WEIGHTS that gives these positions the least loss (0 where
+    the bucket has none), and the positions' loss with those weights."""
+    weights, loss = np.zeros((len(LENGTHS) + 1) * (len(COUNTS) + 1)), 0.0
+    for b in np.unique(bucket):
+        rows = bucket == b
+        mix = (1 - WEIGHTS[:, None]) * p_model[rows] + WEIGHTS[:, None] * p_ngram[rows]
+        losses = -np.log(np.maximum(mix, 1e-300)).sum(axis=1)
+        weights[b], loss = WEIGHTS[np.argmin(losses)], loss + losses.min()
+    return weights, loss

@@ -96,7 +96,8 @@ def text(inputs, more_inputs, data, eval_tokens, copy_from, checkpoint, batch_si
         windows = [w for w in text_windows(_framed_text(inputs, scorer), context) if w is not None and len(w)]
         masks = [None] * len(windows)
         source = {"input": [str(Path(path).resolve()) for path in inputs]}
-    copy_tokens = None if copy_from is None else _copy_tokens(copy_from, scorer)
+    copy_tokens = None if copy_from is None else \
+        _copy_tokens(copy_from, scorer, scored=sum(part[:, 1:].size for part in windows) + 1)
     progress = Progress("scoring", "windows", total=sum(map(len, windows)), quiet=quiet)
     if copy_from is None:
         loss = summary(_model_sums(scorer, windows, masks, batch_size, progress))
@@ -179,18 +180,24 @@ def _val_split(data, scorer):
                      scorer.model.config.context_length)
 
 
-def _copy_tokens(copy_from, scorer):
-    """All the tokens of the training split of --copy-from (the checkpoint's tokenizer's), in order."""
+def _copy_tokens(copy_from, scorer, scored):
+    """All the tokens of the training split of --copy-from (the checkpoint's tokenizer's), in order:
+    with the `scored` tokens after them, at most eval/copy.py's MAX_STREAM."""
     import numpy as np
 
     from gptkit.shared.errors import SettingError
     from gptkit.shared.shard_data import ShardData
+
+    from . import copy
 
     try:
         train = ShardData(_shard_dir(copy_from, "--copy-from", scorer), "train", scorer.tokenizer.vocab_size,
                           scorer.tokenizer.fingerprint, 1)
     except SettingError as e:  # named for training's --data
         raise SettingError("copy_from", e.problem) from None
+    if train.starts[-1] + scored > copy.MAX_STREAM:
+        raise InputError(f"--copy-from {copy_from}: {int(train.starts[-1]):,} training tokens and {scored:,} to score, more "
+                         f"than the {copy.MAX_STREAM:,} eval/copy.py counts")
     return np.asarray(train.span(0, int(train.starts[-1])), np.int64)
 
 

@@ -15,7 +15,7 @@ before it, and the summed losses are a code length the text could be decoded fro
 
 The counts are exact: windows of k tokens compared by rank, refined one token at a time from
 k = 1 (a stable sort of the windows still repeated each round), in memory linear in the stream
-and time O(stream log stream) a length.
+(int32 positions: below 2**31 tokens) and time O(stream log stream) a length.
 """
 from __future__ import annotations
 
@@ -29,6 +29,7 @@ LENGTHS = (1, 2, 3, 5, 9, 17)  # the matched-length buckets start here
 COUNTS = (1, 2, 4)  # and the context-count buckets
 WEIGHTS = np.linspace(0, 0.95, 20)  # the weights a bucket chooses from
 FIRST_BLOCK = 256  # positions scored by the model alone, before any fit
+MAX_STREAM = 2**31 - 1  # tokens: positions and counts are int32
 
 
 class Matches(NamedTuple):
@@ -44,36 +45,40 @@ def ngram(stream, first, p_model, max_n=MAX_N) -> Matches:
     before it, interpolated down to `p_model` (the model's probability of each of those tokens). A
     context's count is the times it ended before the position's previous token, and the token's
     count the times the context was followed by it there."""
-    tokens = np.asarray(stream, np.int64)
+    tokens = np.asarray(stream, np.int32)
     m, targets = len(tokens), np.arange(first, len(tokens))
     if first < 1:
         raise ValueError("the first scored position needs a token before it")
+    if m > MAX_STREAM:
+        raise ValueError(f"{m:,} tokens: more than the {MAX_STREAM:,} positions int32 holds")
     prob = np.tile(np.asarray(p_model, np.float64), (len(ALPHAS), 1))
     length, context_count = np.zeros(len(targets), np.int64), np.zeros(len(targets), np.int64)
     rank = tokens.copy()  # of the window of k tokens ending at each position; equal windows, equal ranks
-    earlier = np.zeros(m, np.int64)  # how often that window ended before the position
-    active = np.arange(m)  # the positions whose window recurs: the others' longer windows cannot
+    earlier = np.zeros(m, np.int32)  # how often that window ended before the position
+    active = np.arange(m, dtype=np.int32)  # the positions whose window recurs: the others' longer windows cannot
     base = int(tokens.max()) + 1 if m else 1
     contexts = np.zeros(len(targets), np.int64)  # the counts of the contexts of k - 1 tokens
     for k in range(1, max_n + 2):
         active = active[active >= k - 1]  # a window of k tokens ends at k - 1 or later
-        key = rank[active] if k == 1 else rank[active] * base + tokens[active - k + 1]
+        key = rank[active] if k == 1 else rank[active].astype(np.int64) * base + tokens[active - k + 1]
         order = np.argsort(key, kind="stable")  # the positions of equal windows stay in order
-        sorted_key, positions = key[order], active[order]
-        new = np.r_[True, sorted_key[1:] != sorted_key[:-1]] if len(order) else np.zeros(0, bool)
-        starts, group = np.flatnonzero(new), np.cumsum(new) - 1
+        positions, key = active[order], key[order]
+        new = np.r_[True, key[1:] != key[:-1]] if len(order) else np.zeros(0, bool)
+        del key, order
+        group = np.cumsum(new, dtype=np.int32) - 1
+        starts = np.flatnonzero(new).astype(np.int32)
         earlier[:] = 0
-        earlier[positions] = np.arange(len(order)) - starts[group]
+        earlier[positions] = np.arange(len(positions), dtype=np.int32) - starts[group]
         rank[positions] = group
         # the context of k - 1 tokens, followed by the token: the window of k tokens at the target
         seen = contexts > 0
         followed = earlier[targets[seen]]
         prob[:, seen] = (followed + ALPHAS[:, None] * prob[:, seen]) / (contexts[seen] + ALPHAS[:, None])
         if k <= max_n:
-            contexts = earlier[targets - 1]
+            contexts = earlier[targets - 1].astype(np.int64)
             found = contexts > 0
             length[found], context_count[found] = k, contexts[found]
-        sizes = np.diff(np.r_[starts, len(order)])
+        sizes = np.diff(np.r_[starts, len(positions)])
         active = np.sort(positions[sizes[group] > 1])
         if not len(active):  # no context recurs: none of k tokens was seen (contexts are all 0)
             break

@@ -491,7 +491,7 @@ def test_copy_from_mixes_the_model_with_the_ngram_of_the_training_split_and_the_
     assert scored["bpb"] < scored["model_bpb"]
 
 
-def test_copy_from_a_directory_it_cannot_copy_from_is_one_line(checkpoint, data, tmp_path):
+def test_copy_from_a_directory_it_cannot_copy_from_is_one_line(checkpoint, data, tmp_path, monkeypatch):
     args = ("text", "--checkpoint", checkpoint, "--data", data, "--out", tmp_path / "r.json", "--copy-from")
     assert_input_error(invoke(*args, tmp_path / "nowhere"), f"--copy-from {tmp_path / 'nowhere'}: no such directory")
     val_only = tmp_path / "val-only"
@@ -503,4 +503,6 @@ def test_copy_from_a_directory_it_cannot_copy_from_is_one_line(checkpoint, data,
     manifest["tokenizer"]["fingerprint"] = "0123456789abcdef"
     (other / "manifest.json").write_text(json.dumps(manifest))
     assert_input_error(invoke(*args, other), f"--copy-from {other}: encoded with tokenizer 0123456789abcdef")
+    monkeypatch.setattr("gptkit.eval.copy.MAX_STREAM", 1000)
+    assert_input_error(invoke(*args, data), f"--copy-from {data}: ", "training tokens and", "to score, more than the 1,000")
     assert not (tmp_path / "r.json").exists()

@@ -173,42 +173,39 @@ def _framed_text(inputs, scorer):
 
 
 def _val_split(data, scorer):
-    """The validation split of the data directory `data`, which must be the checkpoint's tokenizer's."""
-    from gptkit.shared.shard_data import ShardData
-
-    return ShardData(_shard_dir(data, "--data", scorer), "val", scorer.tokenizer.vocab_size, scorer.tokenizer.fingerprint,
-                     scorer.model.config.context_length)
+    """The validation split of the data directory `data`, in windows of the model's context."""
+    return _split(data, "data", "val", scorer, scorer.model.config.context_length)
 
 
 def _copy_tokens(copy_from, scorer, scored):
-    """All the tokens of the training split of --copy-from (the checkpoint's tokenizer's), in order:
-    with the `scored` tokens after them, at most eval/copy.py's MAX_STREAM."""
+    """All the tokens of the training split of --copy-from, in order: with the `scored` tokens after
+    them, at most eval/copy.py's MAX_STREAM."""
     import numpy as np
-
-    from gptkit.shared.errors import SettingError
-    from gptkit.shared.shard_data import ShardData
 
     from . import copy
 
-    try:
-        train = ShardData(_shard_dir(copy_from, "--copy-from", scorer), "train", scorer.tokenizer.vocab_size,
-                          scorer.tokenizer.fingerprint, 1)
-    except SettingError as e:  # named for training's --data
-        raise SettingError("copy_from", e.problem) from None
+    train = _split(copy_from, "copy_from", "train", scorer, 1)
     if train.starts[-1] + scored > copy.MAX_STREAM:
         raise InputError(f"--copy-from {copy_from}: {int(train.starts[-1]):,} training tokens and {scored:,} to score, more "
                          f"than the {copy.MAX_STREAM:,} eval/copy.py counts")
     return np.asarray(train.span(0, int(train.starts[-1])), np.int64)
 
 
-def _shard_dir(data, flag, scorer):
+def _split(data, setting, split, scorer, context_length):
+    """One split of the data directory `data` (the flag of `setting`), which must be the
+    checkpoint's tokenizer's."""
+    from gptkit.shared.errors import SettingError
+    from gptkit.shared.shard_data import ShardData
     from gptkit.shared.shard_dir import ShardDir
 
     directory, tokenizer = ShardDir(data), scorer.tokenizer
     if directory.fingerprint not in (None, tokenizer.fingerprint):
-        raise InputError(f"{flag} {data}: encoded with tokenizer {directory.fingerprint}, the checkpoint {scorer.checkpoint} "
-                         f"is for tokenizer {tokenizer.fingerprint}")
-    return directory
+        raise SettingError(setting, f"{data}: encoded with tokenizer {directory.fingerprint}, the checkpoint "
+                                    f"{scorer.checkpoint} is for tokenizer {tokenizer.fingerprint}")
+    try:
+        return ShardData(directory, split, tokenizer.vocab_size, tokenizer.fingerprint, context_length)
+    except SettingError as e:  # ShardData names the setting training's --data
+        raise SettingError(setting, e.problem) from None
 
 
 @cli.command()

@@ -53,17 +53,21 @@ from .optim import AdamW
 TOKENS_PER_PARAM = 6
 
 # A ceiling from the corpus, a judgment rather than a measurement: nanoGPT's shakespeare_char fits
-# 10.7M parameters to 1M characters only with dropout 0.2; we train without dropout, so at most
-# 4 parameters per training token (it binds only on long budgets over small corpora).
+# 10.7M parameters to 1M characters only with dropout 0.2; at most 4 non-embedding parameters per
+# training token (it binds only on long budgets over small corpora).
 MAX_PARAMS_PER_TOKEN = 4
 
-# Dropout for the passes the run will make over its corpus (epochs), measured at the shapes the
-# recipe takes, each run a whole schedule (1 thread, fixed steps; held-out bits per byte, docs/train.md,
-# "Dropout"). A 100 KB text (d 64): at 30 epochs 2.26 without dropout, 2.37 with 0.1, 2.36 with 0.2;
-# at 63 epochs 2.68, 2.22, 2.19; at 126 epochs 4.00, 2.38, 2.21 (0.3 no better). Tiny Shakespeare
-# (d 96) at 6.5 epochs: 2.10, 2.16, 2.27. Where each token is seen a few dozen times or fewer,
-# dropout only slows learning; past that, memorizing the corpus costs more than dropout does.
-DROPOUT = ((32, 0.0), (64, 0.1), (math.inf, 0.2))  # (epochs below, dropout)
+# Dropout where the run could memorize its corpus. A model memorizes in fewer passes the more
+# parameters it has, its embedding's included (the rows of a 4,096-token vocabulary store what each
+# token did), so the measure is the passes over the training tokens times the parameters: past
+# MEMORIZE_PARAM_EPOCHS, dropout scored better in 14 of 16 runs, below it worse or within 1.5%
+# (docs/train.md, "Dropout": 14 kinds of text, d 64 and d 96, 1.7M to 19.6M). Passes alone cannot
+# draw the line: at 27 passes a 0.36M-parameter model memorizes Chinese and a 0.17M one does not
+# memorize Urdu. Within MEMORIZE_EPOCHS passes, repeated tokens are as good as new ones whatever the
+# model's size (Muennighoff et al., 2023, "Scaling Data-Constrained Language Models").
+MEMORIZE_PARAM_EPOCHS = 6e6
+MEMORIZE_EPOCHS = 4
+DROPOUT = 0.2  # where dropout helped, 0.1 helped less (100 KB, d 64: 2.22 at 8.4M, 2.38 at 16.8M); 0.3 as much (2.21)
 
 # The context of text that repeats itself: code, markup, records and tables repeat spans a few lines
 # apart, which a model can copy only from inside its context. Where at least REPEAT_SHARE of the
@@ -159,9 +163,10 @@ class Repeats:
         return replace(shape, context=REPEAT_CONTEXT, batch=max(1, shape.batch * shape.context // REPEAT_CONTEXT))
 
 
-def dropout_for(epochs):
-    """The model's dropout for a run that makes `epochs` passes over its training tokens (DROPOUT)."""
-    return next(dropout for below, dropout in DROPOUT if epochs < below)
+def dropout_for(epochs, params):
+    """The model's dropout for a run that makes `epochs` passes over its training tokens with a model of
+    `params` parameters: DROPOUT where it could memorize them (MEMORIZE_PARAM_EPOCHS, MEMORIZE_EPOCHS)."""
+    return DROPOUT if epochs >= MEMORIZE_EPOCHS and epochs * params >= MEMORIZE_PARAM_EPOCHS else 0.0
 
 
 @dataclass(frozen=True)
@@ -181,24 +186,32 @@ class Recipe:
     def settings(self, steps=None):
         """TrainConfig fields; `steps`: the length of the run where it is fixed in steps. The
         warmup is the schedule's default, a fraction of the steps however many they turn out, and
-        min_lr the default tenth of lr; the model's dropout is the epochs' (dropout_for)."""
-        s, dropout = self.shape, dropout_for(self.epochs(steps))
+        min_lr the default tenth of lr; the model's dropout is dropout_for's."""
+        s, dropout = self.shape, dropout_for(self.epochs(steps), self.params)
         model = {**s.model(self.vocab_size), **({"dropout": dropout} if dropout else {})}
         return {"model": model, "batch_size": s.batch, "lr": s.lr, "eval_interval": max(1, (steps or self.steps) // EVALS)}
 
-    def line(self, train_tokens, budget, device, config):
+    def line(self, train_tokens, budget, device, config, steps=None):
         """What train logs at its start: the corpus, the budget, the choice and why (`config`:
-        with the flags)."""
+        with the flags; `steps`: the run's length where it is fixed in steps, as for settings)."""
         model, context = config.model, config.context_length or config.model["context_length"]
-        epochs = self.steps * config.batch_size * context / max(train_tokens, 1)
+        epochs = (steps or self.steps) * config.batch_size * context / max(train_tokens, 1)
         corpus = f"{train_tokens / 1e6:.1f}M" if train_tokens >= 100_000 else f"{train_tokens / 1e3:.0f}K"
         return (f"recipe for {corpus} training tokens and {budget} on {device}: "
                 f"d {model['d_model']}, {model['n_layers']} layers, {model['n_heads']} heads, d_ff {model['d_ff']}, "
                 f"{self.params / 1e6:.2f}M parameters, batch {config.batch_size} x {context}, lr {config.lr:g}: "
                 f"{1000 * self.seconds_per_step:.0f} ms a step as timed here, about {self.steps:,} steps in the budget, "
                 f"{epochs:.1f} epochs (the largest shape that gets {TOKENS_PER_PARAM} tokens a non-embedding parameter), "
-                f"dropout {model.get('dropout', 0.0):g} (for {epochs:.0f} passes over the corpus){self._context_reason()}; "
+                f"dropout {model.get('dropout', 0.0):g} ({self._dropout_reason(self.epochs(steps))}){self._context_reason()}; "
                 "pass --config for a preset")
+
+    def _dropout_reason(self, epochs):
+        """Why the dropout is what it is (dropout_for) for the `epochs` its shape makes."""
+        if epochs < MEMORIZE_EPOCHS:
+            return f"{epochs:.1f} passes over the corpus, fewer than the {MEMORIZE_EPOCHS} it takes to memorize it"
+        verdict = "past" if epochs * self.params >= MEMORIZE_PARAM_EPOCHS else "below"
+        return (f"{epochs:.0f} passes x {self.params / 1e6:.2f}M parameters = {epochs * self.params / 1e6:.1f}M parameter-passes, "
+                f"{verdict} the {MEMORIZE_PARAM_EPOCHS / 1e6:g}M where a model memorizes its corpus")
 
     def _context_reason(self):
         """Why the context is what it is, where the corpus's repeats could have changed it (Repeats.fit)."""
@@ -302,7 +315,7 @@ def recipe_config(config, data, vocab_size, device, threads, agree=float, world=
     where = f"{device.type} ({threads.count} thread{'s' if threads.count > 1 else ''})" if device.type == "cpu" else str(device)
     # the budget is the recipe's length: a length of config's own sets it instead
     resolved = from_layers(config.to_dict(), {**settings, "max_time": budget})
-    _log(chosen.line(train_tokens, budget if config.max_time else f"{budget} (the default budget)", where, resolved))
+    _log(chosen.line(train_tokens, budget if config.max_time else f"{budget} (the default budget)", where, resolved, steps))
     return resolved, chosen
 
 

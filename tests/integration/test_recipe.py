@@ -108,16 +108,23 @@ def test_each_choice_is_a_sound_config(tokens, seconds):
     assert activations < 8 * 2**30 or r.shape == LADDER[-1]  # a step of a CPU's rung fits a laptop's memory
 
 
-def test_dropout_grows_with_the_passes_over_the_corpus_and_is_recorded_in_the_model():
-    """Many epochs over a small corpus get dropout (a 100 KB text at 126 epochs: 4.00 bits per byte
-    without, 2.21 with 0.2); a corpus read a few times gets none, and its model config says nothing."""
-    assert [dropout_for(e) for e in (0.5, 6.5, 31.9, 32, 63.9, 64, 500)] == [0, 0, 0, 0.1, 0.1, 0.2, 0.2]
+def test_dropout_where_the_passes_and_the_parameters_could_memorize_the_corpus_and_recorded_in_the_model():
+    """Chinese at 27 passes memorized by a 0.36M model (2.20 bits per byte without dropout, 2.09 with
+    0.2), Urdu at 27 passes not by a 0.17M one (0.990, 1.010); and no dropout within a few passes,
+    however big the model (a GPU's pretraining run)."""
+    assert dropout_for(27, 0.36e6) == 0.2 and dropout_for(27, 0.17e6) == 0.0
+    assert dropout_for(3.9, 1e9) == 0.0 and dropout_for(4, 1e9) == 0.2
+    assert [dropout_for(e, 1e6) for e in (5.9, 6)] == [0.0, 0.2]
     once = choose(400_000_000, 1024, 10 * MINUTE, flop_rate(CPU))
-    assert once.epochs() < 32 and "dropout" not in once.settings()["model"]
+    assert once.epochs() < 1 and "dropout" not in once.settings()["model"]
     many = choose(34_000, 1024, 2 * MINUTE, flop_rate(CPU))
     assert many.epochs() > 64 and ModelConfig(**many.settings()["model"]).dropout == 0.2
-    # a length in steps sets the epochs the dropout is chosen for
-    assert many.settings(steps=1)["model"].get("dropout", 0) == dropout_for(many.epochs(1))
+    line = many.line(34_000, "2m", "cpu", completed(TrainConfig(data="d", out="o", max_time="2m", **many.settings())))
+    assert f"dropout 0.2 ({many.epochs():.0f} passes x {many.params / 1e6:.2f}M parameters = " in line and "past the 6M" in line
+    # a length in steps sets the passes the dropout is chosen for
+    assert "dropout" not in many.settings(steps=1)["model"]
+    gpu_hour = choose(10**10, 50_304, 60 * MINUTE, flop_rate(GPU, 50_304))
+    assert gpu_hour.params > 100e6 and "dropout" not in gpu_hour.settings()["model"]
 
 
 def test_a_small_corpus_caps_the_model_and_a_gpu_hour_buys_a_big_one():
@@ -209,6 +216,7 @@ def test_the_run_logs_the_recipe_and_records_it(data, tmp_path):
     assert res.exit_code == 0, res.output
     first, second = res.output.splitlines()[:2]
     assert first.startswith("recipe for ") and "on cpu (1 thread)" in first and second.startswith("training ")
+    assert "passes over the corpus, fewer than the 4 it takes to memorize it)" in first and "dropout 0 (" in first  # the 2 steps'
     saved = json.loads((run / "config.json").read_text())
     assert f"d {saved['model']['d_model']}, {saved['model']['n_layers']} layers" in first
     assert saved["max_steps"] == 2 and saved["max_time"] is None and saved["batch_size"] == 2

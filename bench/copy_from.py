@@ -2,7 +2,7 @@
 byte of the model alone and of the model with what it copies (eval/copy.py), beside xz, bzip2
 and zstd given the same training text, and the seconds each evaluation took.
 
-    python bench/copy.py TEXT... --work DIR [--busy 2]   # after `bench/recipe.py TEXT... --work DIR`
+    python bench/copy_from.py TEXT... --work DIR [--busy 2]   # after `bench/recipe.py TEXT... --work DIR`
 
 Each text's run is DIR/<text's stem>/run0 (its data: DIR/<stem>/data), scored on its whole
 validation split twice in fresh processes: `gptkit eval text` and `gptkit eval text --copy-from`,

@@ -16,7 +16,6 @@ import json
 import subprocess
 import sys
 import tempfile
-from dataclasses import replace
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -25,6 +24,7 @@ sys.path.insert(0, str(ROOT))
 from bench.common import cpu  # noqa: E402 (after the path is set)
 from gptkit.model.config import ModelConfig  # noqa: E402
 from gptkit.model.info import model_cost  # noqa: E402
+from gptkit.shared.shard_dir import ShardDir  # noqa: E402
 from gptkit.train.recipe import LADDER, dropout_for  # noqa: E402
 
 
@@ -54,16 +54,15 @@ def main():
     args = parser.parse_args()
     shape = LADDER[args.rung]
     if args.context:
-        shape = replace(shape, context=args.context, batch=max(1, shape.batch * shape.context // args.context))
+        shape = shape.at_context(args.context)
     print(f"machine: {cpu()}, {args.threads} thread(s); d {shape.d_model} x {shape.n_layers} layers, "
           f"batch {shape.batch} x {shape.context}, lr {shape.lr:g}")
     print("| text | parameters | passes (steps) | parameter-passes | the rule's dropout | "
           + " | ".join(f"dropout {d:g}" for d in args.dropout) + " |")
     print("|---|---:|---:|---:|---:|" + "---:|" * len(args.dropout))
     for data in args.data:
-        manifest = json.loads((data / "manifest.json").read_text())
-        vocab_size = manifest["tokenizer"]["vocab_size"]
-        tokens = sum(shard["tokens"] for shard in manifest["shards"] if shard["split"] == "train")
+        shards = ShardDir(str(data))
+        vocab_size, tokens = shards.vocab_size, shards.tokens("train")
         steps = args.steps or round(args.passes * tokens / (shape.batch * shape.context))
         passes = steps * shape.batch * shape.context / tokens
         params = model_cost(ModelConfig(**shape.model(vocab_size))).params

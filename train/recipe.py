@@ -100,6 +100,10 @@ class Shape:
     batch: int
     lr: float  # AdamW; smaller models take larger steps (tiny's 3e-3 at d 256, GPT-2's 6e-4 at d 768)
 
+    def at_context(self, context):
+        """This shape at `context` tokens of context, with the same tokens a step."""
+        return replace(self, context=context, batch=max(1, self.batch * self.context // context))
+
     def model(self, vocab_size):
         return {"vocab_size": vocab_size, "context_length": self.context, "d_model": self.d_model,
                 "n_layers": self.n_layers, "n_heads": self.n_heads, "d_ff": self.d_ff, "tie_embeddings": True}
@@ -160,7 +164,7 @@ class Repeats:
         repeats itself beyond its context (REPEAT_SHARE)."""
         if shape.context >= REPEAT_CONTEXT or self.share(shape.context) < REPEAT_SHARE:
             return shape
-        return replace(shape, context=REPEAT_CONTEXT, batch=max(1, shape.batch * shape.context // REPEAT_CONTEXT))
+        return shape.at_context(REPEAT_CONTEXT)
 
 
 def dropout_for(epochs, params):
@@ -209,7 +213,7 @@ class Recipe:
         """Why the dropout is what it is (dropout_for) for the `epochs` its shape makes."""
         if epochs < MEMORIZE_EPOCHS:
             return f"{epochs:.1f} passes over the corpus, fewer than the {MEMORIZE_EPOCHS} it takes to memorize it"
-        verdict = "past" if epochs * self.params >= MEMORIZE_PARAM_EPOCHS else "below"
+        verdict = "past" if dropout_for(epochs, self.params) else "below"
         return (f"{epochs:.0f} passes x {self.params / 1e6:.2f}M parameters = {epochs * self.params / 1e6:.1f}M parameter-passes, "
                 f"{verdict} the {MEMORIZE_PARAM_EPOCHS / 1e6:g}M where a model memorizes its corpus")
 

@@ -35,9 +35,12 @@ class ModelConfig:
     head_dim: int | None = None  # each head's size; None: d_model / n_heads (Qwen3 sets its own)
     rope_scaling: dict | None = None  # Llama 3's: {"rope_type": "llama3", factor, low_freq_factor, high_freq_factor,
     #                                   original_max_position_embeddings}, as Hugging Face writes it
-    # The probability of zeroing an activation in training (embeddings, attention weights, each residual
-    # branch's output, as nanoGPT's); none at inference. A regularizer for many epochs over a small corpus.
+    # The probability of zeroing an activation in training (the embeddings and each residual branch's
+    # output); none at inference. A regularizer for many epochs over a small corpus.
     dropout: float = 0.0
+    # The same on the attention weights (HF's attention_dropout, GPT-2's attn_pdrop); None: dropout's, as
+    # nanoGPT's. On a CPU it costs more than the rest of the dropout together: SDPA falls back to its math path.
+    attention_dropout: float | None = None
 
     def __post_init__(self):
         """Each value checked as TrainConfig checks its own: a SettingError naming the field
@@ -56,8 +59,12 @@ class ModelConfig:
             value = getattr(self, name)
             if not _is_positive(value):
                 raise SettingError(name, f"{value!r}: expected a number above 0")
-        if isinstance(self.dropout, bool) or not isinstance(self.dropout, (int, float)) or not 0 <= self.dropout < 1:
-            raise SettingError("dropout", f"{self.dropout!r}: expected a number from 0 up to, not including, 1")
+        if self.attention_dropout is None:
+            self.attention_dropout = self.dropout
+        for name in ("dropout", "attention_dropout"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < 1:
+                raise SettingError(name, f"{value!r}: expected a number from 0 up to, not including, 1")
         for name in ("tie_embeddings", "qk_norm", "qkv_bias"):
             if not isinstance(getattr(self, name), bool):
                 raise SettingError(name, f"{getattr(self, name)!r}: expected true or false")

@@ -20,7 +20,8 @@ with LayerNorms that have a bias, an MLP W2(GELU(W1 x)) (GELU's tanh approximati
 "gelu_new"), and a bias on every linear layer but the LM head.
 
 Dropout (ModelConfig.dropout, 0 by default), in training only, where nanoGPT puts it: on the
-embeddings, the attention weights and the output of each residual branch.
+embeddings and the output of each residual branch, and on the attention weights
+(ModelConfig.attention_dropout, the same by default).
 
 Initialization: every weight matrix and embedding ~ N(0, init_std) (0.02 by default),
 except the two projections that write into the residual stream (attention output and
@@ -151,7 +152,7 @@ class Attention(nn.Module):
     def __init__(self, config: ModelConfig, layer: int):
         super().__init__()
         self.layer, self.n_heads, self.n_kv_heads, self.head_dim = layer, config.n_heads, config.n_kv_heads, config.head_dim
-        self.dropout = config.dropout
+        self.dropout, self.attention_dropout = config.dropout, config.attention_dropout
         gpt2 = config.architecture == "gpt2"
         qkv_bias = config.qkv_bias or gpt2
         self.wq = nn.Linear(config.d_model, config.n_heads * config.head_dim, bias=qkv_bias)
@@ -182,7 +183,7 @@ class Attention(nn.Module):
                 if T > 1:
                     mask = torch.ones(T, start + T, dtype=torch.bool, device=x.device).tril(start)
         y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal and T > 1,
-                                           dropout_p=self.dropout if self.training else 0.0,
+                                           dropout_p=self.attention_dropout if self.training else 0.0,
                                            enable_gqa=self.n_kv_heads != self.n_heads)
         return F.dropout(self.wo(y.transpose(1, 2).reshape(B, T, -1)), self.dropout, self.training)
 

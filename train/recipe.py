@@ -68,6 +68,10 @@ MAX_PARAMS_PER_TOKEN = 4
 MEMORIZE_PARAM_EPOCHS = 6e6
 MEMORIZE_EPOCHS = 4
 DROPOUT = 0.2  # where dropout helped, 0.1 helped less (100 KB, d 64: 2.22 at 8.4M, 2.38 at 16.8M); 0.3 as much (2.21)
+# Not on the attention weights: there it scored no better (d 96 x 3, 2,000 steps: C headers 2.587 with
+# it, 2.582 without; KJV 1.521, 1.504) or worse (key: value records 0.553, 0.502), and made a CPU
+# step 1.7x slower than no dropout where the rest of the dropout makes it 1.2x (d 128 x 4, 2 threads).
+# A step is timed with the dropout it trains with: its steps decide the passes, and the shape.
 
 # The context of text that repeats itself: code, markup, records and tables repeat spans a few lines
 # apart, which a model can copy only from inside its context. Where at least REPEAT_SHARE of the
@@ -104,9 +108,10 @@ class Shape:
         """This shape at `context` tokens of context, with the same tokens a step."""
         return replace(self, context=context, batch=max(1, self.batch * self.context // context))
 
-    def model(self, vocab_size):
+    def model(self, vocab_size, dropout=0.0):
         return {"vocab_size": vocab_size, "context_length": self.context, "d_model": self.d_model,
-                "n_layers": self.n_layers, "n_heads": self.n_heads, "d_ff": self.d_ff, "tie_embeddings": True}
+                "n_layers": self.n_layers, "n_heads": self.n_heads, "d_ff": self.d_ff, "tie_embeddings": True,
+                **({"dropout": dropout, "attention_dropout": 0.0} if dropout else {})}
 
 
 # Smallest first. Tokens per step grow with the model (2K -> 16K): a bigger model has the budget
@@ -182,18 +187,26 @@ class Recipe:
     steps: int  # in the budget at that speed (--max-time measures the real number)
     train_tokens: int
     repeat_share: float | None = None  # Repeats.share at the ladder's context, where Repeats.fit could change it
+    dropout: float = 0.0  # in the budget: dropout_for the passes of steps timed with it (seconds_per_step is then that time)
+    slower: Recipe | None = None  # with DROPOUT, where it was timed and not taken: its steps' passes fell below the line
 
     def epochs(self, steps=None):
         """The passes over the training tokens that `steps` (the budget's, as timed) make."""
         return (steps or self.steps) * self.shape.batch * self.shape.context / max(self.train_tokens, 1)
 
+    def with_dropout(self, seconds, budget_seconds):
+        """This recipe with DROPOUT at `seconds` a step (as timed with it) where the steps the budget then
+        buys still make the passes that call for it (dropout_for); else without it, knowing why."""
+        slower = replace(self, seconds_per_step=seconds, steps=int(budget_seconds / seconds), dropout=DROPOUT)
+        return slower if dropout_for(slower.epochs(), self.params) else replace(self, slower=slower)
+
     def settings(self, steps=None):
-        """TrainConfig fields; `steps`: the length of the run where it is fixed in steps. The
-        warmup is the schedule's default, a fraction of the steps however many they turn out, and
-        min_lr the default tenth of lr; the model's dropout is dropout_for's."""
-        s, dropout = self.shape, dropout_for(self.epochs(steps), self.params)
-        model = {**s.model(self.vocab_size), **({"dropout": dropout} if dropout else {})}
-        return {"model": model, "batch_size": s.batch, "lr": s.lr, "eval_interval": max(1, (steps or self.steps) // EVALS)}
+        """TrainConfig fields; `steps`: the length of the run where it is fixed in steps (its dropout
+        then dropout_for its passes). The warmup is the schedule's default, a fraction of the steps
+        however many they turn out, and min_lr the default tenth of lr."""
+        dropout = self.dropout if steps is None else dropout_for(self.epochs(steps), self.params)
+        return {"model": self.shape.model(self.vocab_size, dropout), "batch_size": self.shape.batch, "lr": self.shape.lr,
+                "eval_interval": max(1, (steps or self.steps) // EVALS)}
 
     def line(self, train_tokens, budget, device, config, steps=None):
         """What train logs at its start: the corpus, the budget, the choice and why (`config`:
@@ -206,16 +219,22 @@ class Recipe:
                 f"{self.params / 1e6:.2f}M parameters, batch {config.batch_size} x {context}, lr {config.lr:g}: "
                 f"{1000 * self.seconds_per_step:.0f} ms a step as timed here, about {self.steps:,} steps in the budget, "
                 f"{epochs:.1f} epochs (the largest shape that gets {TOKENS_PER_PARAM} tokens a non-embedding parameter), "
-                f"dropout {model.get('dropout', 0.0):g} ({self._dropout_reason(self.epochs(steps))}){self._context_reason()}; "
+                f"dropout {model.get('dropout', 0.0):g} ({self._dropout_reason(steps)}){self._context_reason()}; "
                 "pass --config for a preset")
 
-    def _dropout_reason(self, epochs):
-        """Why the dropout is what it is (dropout_for) for the `epochs` its shape makes."""
+    def _dropout_reason(self, steps=None):
+        """Why the dropout is what it is for the passes its `steps` make (as settings)."""
+        epochs = self.epochs(steps)
         if epochs < MEMORIZE_EPOCHS:
             return f"{epochs:.1f} passes over the corpus, fewer than the {MEMORIZE_EPOCHS} it takes to memorize it"
         verdict = "past" if dropout_for(epochs, self.params) else "below"
-        return (f"{epochs:.0f} passes x {self.params / 1e6:.2f}M parameters = {epochs * self.params / 1e6:.1f}M parameter-passes, "
-                f"{verdict} the {MEMORIZE_PARAM_EPOCHS / 1e6:g}M where a model memorizes its corpus")
+        reason = (f"{epochs:.0f} passes x {self.params / 1e6:.2f}M parameters = {epochs * self.params / 1e6:.1f}M parameter-passes, "
+                  f"{verdict} the {MEMORIZE_PARAM_EPOCHS / 1e6:g}M where a model memorizes its corpus")
+        if steps is None and self.slower is not None:
+            slower = self.slower.epochs()
+            reason += (f", but at the {1000 * self.slower.seconds_per_step:.0f} ms a step dropout takes it would make "
+                       f"{slower:.0f} passes, {slower * self.params / 1e6:.1f}M")
+        return reason
 
     def _context_reason(self):
         """Why the context is what it is, where the corpus's repeats could have changed it (Repeats.fit)."""
@@ -233,7 +252,9 @@ def choose(train_tokens, vocab_size, budget_seconds, seconds_per_step, repeats=N
     training token; the smallest shape if none does. Each shape with the context the corpus's
     `repeats` ask for (Repeats.fit; None: the ladder's). `seconds_per_step(shape)`: the time of one
     training step of the shape, or None where it could not be timed (out of memory, or the
-    timing's share of the budget spent): the climb stops there, as at the first shape too big."""
+    timing's share of the budget spent): the climb stops there, as at the first shape too big.
+    A shape whose steps make the passes that call for dropout (dropout_for) is timed again with it,
+    `seconds_per_step(shape, DROPOUT)`, and its steps are those."""
     chosen = None
     for rung in LADDER:
         shape = rung if repeats is None else repeats.fit(rung)
@@ -245,6 +266,11 @@ def choose(train_tokens, vocab_size, budget_seconds, seconds_per_step, repeats=N
             break
         share = repeats.share(rung.context) if repeats is not None and rung.context < REPEAT_CONTEXT else None
         candidate = Recipe(shape, vocab_size, cost.params, seconds, int(budget_seconds / seconds), train_tokens, share)
+        if dropout_for(candidate.epochs(), cost.params):
+            seconds = seconds_per_step(shape, DROPOUT)
+            if seconds is None:
+                break
+            candidate = candidate.with_dropout(seconds, budget_seconds)
         if chosen is not None and candidate.steps * shape.batch * shape.context < TOKENS_PER_PARAM * cost.non_embedding_params:
             break
         chosen = candidate
@@ -260,14 +286,16 @@ def step_timer(vocab_size, device, threads, budget_seconds, agree=float, world=1
     the same shape."""
     autocast = torch.autocast("cuda", torch.bfloat16) if device.type == "cuda" else torch.autocast("cpu", enabled=False)
     deadline = time.monotonic() + TIMING_SHARE * budget_seconds
-    settled = False
+    settled, last = False, None
 
-    def seconds_per_step(shape):
-        nonlocal settled
-        if settled and agree(float(time.monotonic() > deadline)):  # the smallest shape is always timed
+    def seconds_per_step(shape, dropout=0.0):
+        nonlocal settled, last
+        # the smallest shape is always timed, and a shape timed once again with dropout
+        if settled and shape != last and agree(float(time.monotonic() > deadline)):
             return None
+        last = shape
         try:
-            model = TransformerLM(ModelConfig(**shape.model(vocab_size))).to(device)
+            model = TransformerLM(ModelConfig(**shape.model(vocab_size, dropout))).to(device)
             optimizer = AdamW([(list(model.named_parameters()), 0.0)], lr=1e-4, fused=device.type == "cuda")
             batch = torch.randint(vocab_size, (max(1, shape.batch // world), shape.context + 1), device=device)
 

@@ -39,8 +39,8 @@ class GPT2(Family):
                 "n_head": config.n_heads, "n_inner": config.d_ff, "activation_function": "gelu_new",
                 "layer_norm_epsilon": config.norm_eps, "scale_attn_weights": True, "scale_attn_by_inverse_layer_idx": False,
                 "reorder_and_upcast_attn": False,
-                # GPT-2 drops where nanoGPT and model.py do; the Llama family has no residual dropout to say it with
-                "resid_pdrop": config.dropout, "embd_pdrop": config.dropout, "attn_pdrop": config.dropout}
+                # GPT-2 drops where nanoGPT and model.py do; the Llama family only on the attention weights
+                "resid_pdrop": config.dropout, "embd_pdrop": config.dropout, "attn_pdrop": config.attention_dropout}
 
     def fields(self, hf, architecture):
         for field, why in (("activation_function", ""), ("scale_attn_weights", ""), ("scale_attn_by_inverse_layer_idx", ""),

@@ -70,6 +70,7 @@ class Llama(Family):
             "max_position_embeddings": config.context_length,
             "rms_norm_eps": config.norm_eps,
             "hidden_act": "silu",
+            "attention_dropout": config.attention_dropout,
             # transformers 5 reads rope_parameters; 4.x, rope_theta and rope_scaling
             "rope_theta": config.rope_theta,
             "rope_parameters": {**rope, "rope_theta": config.rope_theta},

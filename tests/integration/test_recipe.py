@@ -26,10 +26,12 @@ BUDGETS = (30, 2 * MINUTE, 10 * MINUTE, 60 * MINUTE, 24 * 60 * MINUTE)
 CPU, GPU = 60e9, 300e12  # training FLOP/s of a 2-core CPU and of a GPU at these shapes
 
 
-def flop_rate(rate, vocab_size=1024):
-    """A step timer for a machine doing `rate` training FLOP/s at every shape."""
-    def seconds_per_step(shape):
-        return model_cost(ModelConfig(**shape.model(vocab_size))).flops_per_token * shape.batch * shape.context / rate
+def flop_rate(rate, vocab_size=1024, dropout_cost=1.7):
+    """A step timer for a machine doing `rate` training FLOP/s at every shape, and a step with dropout
+    `dropout_cost` times as long."""
+    def seconds_per_step(shape, dropout=0.0):
+        seconds = model_cost(ModelConfig(**shape.model(vocab_size))).flops_per_token * shape.batch * shape.context / rate
+        return seconds * (dropout_cost if dropout else 1)
     return seconds_per_step
 
 
@@ -51,7 +53,7 @@ def test_the_embedding_does_not_count_against_a_larger_vocabulary():
     lookup: with the step times timed on the 2-core machine for 4,096 tokens, 2 minutes of 1 MB
     buy d 96, as for 1,024 tokens (counting the embedding, d 64, which scored worse)."""
     timed = {LADDER[0]: 0.075, LADDER[1]: 0.107, LADDER[2]: 0.2}
-    chosen = choose(250_000, 4096, 2 * MINUTE, lambda shape: timed.get(shape))
+    chosen = choose(250_000, 4096, 2 * MINUTE, lambda shape, dropout=0.0: timed.get(shape))
     assert chosen.shape == LADDER[1]
 
 
@@ -83,7 +85,7 @@ def test_text_that_repeats_itself_within_256_tokens_gets_256_of_context(tmp_path
     assert repeats.fit(LADDER[1]) == LADDER[1] and repeats.fit(LADDER[4]) == LADDER[4]
     assert repeating(tmp_path / "random", list(rng.integers(0, 60_000, 10_000))).fit(LADDER[0]) == LADDER[0]
     timed = []
-    chosen = choose(34_000, 1024, 2 * MINUTE, lambda shape: timed.append(shape) or 0.05, repeats)
+    chosen = choose(34_000, 1024, 2 * MINUTE, lambda shape, dropout=0.0: timed.append(shape) or 0.05, repeats)
     assert timed[0] == repeats.fit(LADDER[0]) and chosen.shape == timed[0] and chosen.settings()["model"]["context_length"] == 256
     assert chosen.repeat_share == repeats.share(64) >= 0.03
 
@@ -118,13 +120,27 @@ def test_dropout_where_the_passes_and_the_parameters_could_memorize_the_corpus_a
     once = choose(400_000_000, 1024, 10 * MINUTE, flop_rate(CPU))
     assert once.epochs() < 1 and "dropout" not in once.settings()["model"]
     many = choose(34_000, 1024, 2 * MINUTE, flop_rate(CPU))
-    assert many.epochs() > 64 and ModelConfig(**many.settings()["model"]).dropout == 0.2
+    model = ModelConfig(**many.settings()["model"])
+    assert many.epochs() > 64 and model.dropout == 0.2 and model.attention_dropout == 0.0
+    assert many.seconds_per_step == flop_rate(CPU)(many.shape, 0.2)  # its steps are those of the model it trains
     line = many.line(34_000, "2m", "cpu", completed(TrainConfig(data="d", out="o", max_time="2m", **many.settings())))
     assert f"dropout 0.2 ({many.epochs():.0f} passes x {many.params / 1e6:.2f}M parameters = " in line and "past the 6M" in line
     # a length in steps sets the passes the dropout is chosen for
     assert "dropout" not in many.settings(steps=1)["model"]
     gpu_hour = choose(10**10, 50_304, 60 * MINUTE, flop_rate(GPU, 50_304))
     assert gpu_hour.params > 100e6 and "dropout" not in gpu_hour.settings()["model"]
+
+
+def test_no_dropout_where_its_slower_steps_would_not_make_the_passes_that_call_for_it():
+    """2 minutes of 50 ms steps make 1.2x the parameter-passes that call for dropout; with dropout's
+    85 ms they would make 0.7x: no dropout, and the line says why."""
+    params = model_cost(ModelConfig(**LADDER[0].model(1024))).params
+    tokens = int(2400 * LADDER[0].batch * LADDER[0].context * params / (1.2 * 6e6))
+    r = choose(tokens, 1024, 2 * MINUTE, lambda shape, dropout=0.0: (0.085 if dropout else 0.05) if shape == LADDER[0] else None)
+    assert r.steps == 2400 and dropout_for(r.epochs(), r.params) and "dropout" not in r.settings()["model"]
+    line = r.line(tokens, "2m", "cpu", completed(TrainConfig(data="d", out="o", max_time="2m", **r.settings())))
+    assert "dropout 0 (" in line and "past the 6M" in line
+    assert "but at the 85 ms a step dropout takes it would make 25 passes, 4.2M)" in line
 
 
 def test_a_small_corpus_caps_the_model_and_a_gpu_hour_buys_a_big_one():
@@ -137,8 +153,8 @@ def test_a_small_corpus_caps_the_model_and_a_gpu_hour_buys_a_big_one():
 def test_the_climb_stops_where_a_shape_cannot_be_timed():
     timed = []
 
-    def out_of_memory_from_the_third(shape):
-        timed.append(shape)
+    def out_of_memory_from_the_third(shape, dropout=0.0):
+        timed.extend([] if dropout else [shape])
         return None if len(timed) >= 3 else 0.001
 
     r = choose(400_000_000, 1024, 24 * 60 * MINUTE, out_of_memory_from_the_third)
@@ -151,6 +167,8 @@ def test_step_timer_times_real_steps_within_its_share_of_the_budget():
     assert 0 < seconds < 5
     spent = step_timer(512, torch.device("cpu"), threads, budget_seconds=0.001)
     assert spent(LADDER[0]) > 0 and spent(LADDER[1]) is None  # the smallest shape is always timed
+    spent = step_timer(512, torch.device("cpu"), threads, budget_seconds=0.001)
+    assert spent(LADDER[0]) > 0 and spent(LADDER[0], 0.2) > 0  # and timed again with dropout
 
 
 # -- a run without --config --------------------------------------------------------------------

@@ -531,10 +531,32 @@ def test_a_checkpoint_edited_beyond_memory_is_one_line(tmp_path, small_tokenizer
         load_model(tmp_path / "ck")
 
 
+@pytest.mark.parametrize("field", ["dropout", "attention_dropout"])
 @pytest.mark.parametrize("bad", [1.0, -0.1, "0.1", True, float("nan")])
-def test_dropout_is_a_probability_below_1(bad):
-    with pytest.raises(InputError, match="dropout"):
-        ModelConfig.from_dict({"vocab_size": 10, "d_model": 32, "n_heads": 4, "dropout": bad})
+def test_dropout_is_a_probability_below_1(bad, field):
+    with pytest.raises(InputError, match=f"config: {field} "):
+        ModelConfig.from_dict({"vocab_size": 10, "d_model": 32, "n_heads": 4, field: bad})
+
+
+def test_attention_dropout_is_dropout_unless_set_and_drops_only_the_attention_weights(small_tokenizer):
+    """A config that names dropout alone (nanoGPT's, and every checkpoint written before the field)
+    drops the attention weights too; attention_dropout 0 keeps them and the residual dropout, and
+    attention_dropout alone drops inside the attention only."""
+    tok, _ = small_tokenizer
+    assert ModelConfig.from_dict({"vocab_size": 10, "d_model": 32, "n_heads": 4, "dropout": 0.2}).attention_dropout == 0.2
+    x = torch.randn(4, 16, cfg().d_model)
+
+    def attention(**kw):  # the attention's output before its own projection's dropout, in train mode
+        torch.manual_seed(0)
+        model = TransformerLM(ckpt_config(tok, **kw))
+        model.layers[0].attention.dropout = 0.0
+        torch.manual_seed(1)
+        return model.layers[0].attention(x, model.rope_cos[:16], model.rope_sin[:16])
+
+    plain = attention()
+    assert torch.equal(attention(dropout=0.5, attention_dropout=0.0), plain)
+    assert not torch.allclose(attention(attention_dropout=0.5), plain)
+    assert not torch.allclose(attention(dropout=0.5), plain)
 
 
 @pytest.mark.parametrize("bad", ["n_heads", "n_kv_heads", "n_layers", "context_length", "d_model"])

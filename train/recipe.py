@@ -68,10 +68,9 @@ MAX_PARAMS_PER_TOKEN = 4
 MEMORIZE_PARAM_EPOCHS = 6e6
 MEMORIZE_EPOCHS = 4
 DROPOUT = 0.2  # where dropout helped, 0.1 helped less (100 KB, d 64: 2.22 at 8.4M, 2.38 at 16.8M); 0.3 as much (2.21)
-# Not on the attention weights: there it scored no better (d 96 x 3, 2,000 steps: C headers 2.587 with
-# it, 2.582 without; KJV 1.521, 1.504) or worse (key: value records 0.553, 0.502), and made a CPU
-# step 1.7x slower than no dropout where the rest of the dropout makes it 1.2x (d 128 x 4, 2 threads).
-# A step is timed with the dropout it trains with: its steps decide the passes, and the shape.
+# Not on the attention weights: there it scored no better on any kind of text measured, and it is
+# most of what dropout costs a CPU step (docs/train.md, "Dropout"). A step is timed with the dropout
+# it trains with: its steps decide the passes, and the shape.
 
 # The context of text that repeats itself: code, markup, records and tables repeat spans a few lines
 # apart, which a model can copy only from inside its context. Where at least REPEAT_SHARE of the

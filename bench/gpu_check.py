@@ -50,7 +50,9 @@ a row that fails or runs out of time leaves the others to run):
   6 import-eval  a random bf16 LlamaForCausalLM (d 384, 6 layers, GQA 6/2 heads, the stories
                  tokenizer as tokenizer.json) saved with save_pretrained, `gptkit model import-hf`,
                  then `gptkit eval text` of 50 kB of stories on the CPU (float32) and on the GPU
-                 (bf16 autocast): losses within 1% of each other.
+                 (bf16 autocast): losses within 1% of each other; and with --adapt on the GPU
+                 (copies of the model stepped with SGD under autocast): at most the model
+                 alone's bits plus the mixture's log 4 nats.
   7 sampling     tokens/s of `gptkit.model.generate` (KV cache, eager) against HF `generate`
                  with `cache_implementation="static"` (which transformers compiles on CUDA) on
                  the same random GPT-2-small-sized Llama (our checkpoint, exported with
@@ -875,6 +877,15 @@ def row_import_eval(r):
     r.figures = (f"loss {DEVICE} {dev:.5f} vs cpu {cpu:.5f} nats/token ({100 * rel:.3f}% apart), bpb {scores['device']['bpb']:.4f}"
                  f" vs {scores['cpu']['bpb']:.4f}; {scores['cpu']['tokens']:,} tokens")
     r.check(f"losses within {MODE['eval_rel']:.0%} of each other ({100 * rel:.3f}%)", rel <= MODE["eval_rel"])
+    adapted = WORK / "eval-adapt.json"
+    run_logged(gptkit("eval", "text", "--checkpoint", ckpt, "--input", text, "--device", DEVICE, "--adapt", "--out", adapted,
+                      "-q"), log)
+    adapt = json.loads(adapted.read_text())
+    r.values.update(adapt=adapt)
+    r.figures += f"; --adapt on {DEVICE}: bpb {adapt['bpb']:.4f}"
+    # the mixture holds the model as trained: at most log 4 nats over the whole text worse than it
+    bound = adapt["model_bpb"] + math.log(4) / math.log(2) / adapt["bytes"]
+    r.check(f"--adapt on {DEVICE} at most the model alone's bits plus the mixture's log 4", adapt["bpb"] <= bound + 1e-6)
 
 
 # -- 7: sampling against HF generate with a static cache ------------------------------------------------

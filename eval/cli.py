@@ -7,6 +7,7 @@ import time
 from pathlib import Path
 
 import click
+from click.core import ParameterSource
 
 from gptkit.shared.cli import CONTEXT, Group, overwrite_option, threads_option, version_option
 from gptkit.shared.errors import InputError
@@ -63,16 +64,24 @@ limit_option = click.option("--limit", type=click.IntRange(min=1), metavar="N", 
 @click.option("--copy-from", metavar="DIR", help="Mix the model with an unbounded n-gram over the training split of this "
               "pretokenize directory (the checkpoint's tokenizer's) and the text scored before each token, as compressors "
               "copy: the model alone is reported beside it.")
+@click.option("--adapt", is_flag=True, help="Let the model learn from the text as it scores it, as a compressor adapts "
+              "(dynamic evaluation): after each window, copies of it take a step of SGD on it, and each token's probability "
+              "is their mixture with the model as trained, weighted by how each predicted the text before it. One window at "
+              "a time: not with --batch-size. The model alone is reported beside it.")
 @_scoring_options
-def text(inputs, more_inputs, data, eval_tokens, copy_from, checkpoint, batch_size, device, threads, out, overwrite, quiet):
+def text(inputs, more_inputs, data, eval_tokens, copy_from, adapt, checkpoint, batch_size, device, threads, out, overwrite,
+         quiet):
     """Loss (nats per token) and bits per byte of text, read in consecutive windows of the model's
     context as training validation reads its split; with --copy-from, of the model and what it
-    copies together (eval/copy.py)."""
+    copies together (eval/copy.py); with --adapt, of the model learning as it reads (eval/adapt.py)."""
     inputs += more_inputs
     if bool(inputs) == bool(data):
         raise InputError("--input and --data: give one or the other" if data else "--input or --data: give one")
     if eval_tokens is not None and not data:
         raise InputError("--eval-tokens: only with --data (the text of --input is scored whole)")
+    if adapt and click.get_current_context().get_parameter_source("batch_size") is ParameterSource.COMMANDLINE:
+        raise InputError("--batch-size: not with --adapt, which reads one window at a time (it learns from each before "
+                         "scoring the next)")
     for path in inputs:
         if not Path(path).is_file():
             raise InputError(f"--input {path}: no such file")
@@ -81,6 +90,7 @@ def text(inputs, more_inputs, data, eval_tokens, copy_from, checkpoint, batch_si
     _check_out(out, overwrite, [("--input", path) for path in inputs] + [("--data", data), ("--copy-from", copy_from),
                                                                           ("--checkpoint", checkpoint)])
     # imports torch: here, once the arguments are checked, so --help and a bad flag answer at once (torch takes 2-3 s)
+    from .adapt import LEARNING_RATES
     from .loss import eval_sequences, summary, text_windows
 
     scorer = _Scorer(checkpoint, device, threads)
@@ -99,20 +109,24 @@ def text(inputs, more_inputs, data, eval_tokens, copy_from, checkpoint, batch_si
     copy_tokens = None if copy_from is None else \
         _copy_tokens(copy_from, scorer, scored=sum(part[:, 1:].size for part in windows) + 1)
     progress = Progress("scoring", "windows", total=sum(map(len, windows)), quiet=quiet)
-    if copy_from is None:
+    if copy_from is None and not adapt:
         loss = summary(_model_sums(scorer, windows, masks, batch_size, progress))
     else:
-        loss, model_alone = _copy_scores(scorer, windows, masks, batch_size, progress, copy_tokens)
-        source |= {"copy_from": str(Path(copy_from).resolve()), "copy_tokens": len(copy_tokens),
-                   "model_loss": model_alone.loss, "model_bpb": model_alone.bpb}
+        loss, model_alone = _token_scores(scorer, windows, masks, batch_size, progress, adapt, copy_tokens)
+        source |= {"model_loss": model_alone.loss, "model_bpb": model_alone.bpb}
+        if copy_from:
+            source |= {"copy_from": str(Path(copy_from).resolve()), "copy_tokens": len(copy_tokens)}
+        if adapt:
+            source["adapt_learning_rates"] = list(LEARNING_RATES)
     progress.close()
     if not math.isfinite(loss.loss):
         raise InputError(f"--checkpoint {checkpoint}: its loss is {loss.loss} (its weights hold NaN or infinite values, or "
                          "its computation overflows): nothing to score")
+    beside = (["adapting"] if adapt else []) + ([f"copying from {len(copy_tokens):,} training tokens"] if copy_from else [])
     _report(out, {"task": "text", "checkpoint": str(Path(checkpoint).resolve()), **source, **loss._asdict()},
             f"loss {loss.loss:.4f} nats/token, {loss.bpb:.4f} bits/byte ({loss.tokens:,} tokens, {loss.bytes:,} bytes of text)"
-            + (f"; the model alone {source['model_loss']:.4f}, {source['model_bpb']:.4f} (copying from "
-               f"{source['copy_tokens']:,} training tokens)" if copy_from else ""))
+            + (f"; the model alone {source['model_loss']:.4f}, {source['model_bpb']:.4f} ({' and '.join(beside)})"
+               if beside else ""))
 
 
 def _model_sums(scorer, windows, masks, batch_size, progress):
@@ -129,27 +143,32 @@ def _model_sums(scorer, windows, masks, batch_size, progress):
     return sums
 
 
-def _copy_scores(scorer, windows, masks, batch_size, progress, copy_tokens):
-    """The Loss of the model mixed with the n-gram over `copy_tokens` and the scored stream before
-    each target, and the model's alone."""
+def _token_scores(scorer, windows, masks, batch_size, progress, adapt, copy_tokens):
+    """The Loss of the model adapting as it reads (`adapt`) and mixed with the n-gram over
+    `copy_tokens` and the scored stream before each target (None: not), and the model's alone."""
     import numpy as np
 
     from . import copy
+    from .adapt import adapted_losses
     from .loss import summary, target_sums, token_bytes, token_losses
 
-    losses, done = [], 0
-    for part in windows:
-        losses.append(token_losses(scorer.model, part, batch_size, scorer.autocast, scorer.device,
-                                   scorer.each_batch(progress, done)))
-        done += len(part)
-    losses = np.concatenate(losses)
+    if adapt:
+        losses, alone = adapted_losses(scorer.model, windows, scorer.autocast, scorer.device, scorer.each_batch(progress))
+    else:
+        parts, done = [], 0
+        for part in windows:
+            parts.append(token_losses(scorer.model, part, batch_size, scorer.autocast, scorer.device,
+                                      scorer.each_batch(progress, done)))
+            done += len(part)
+        losses = alone = np.concatenate(parts)
     targets = np.concatenate([part[:, 1:].ravel() for part in windows]).astype(np.int64)
     counted = None if masks[0] is None else np.concatenate([mask[:, 1:].ravel() for mask in masks]).astype(np.float64)
-    stream = np.concatenate([copy_tokens, windows[0][:1, 0], targets])
-    p_model = np.exp(-losses)
-    mixed = -np.log(np.maximum(copy.mixed(p_model, copy.ngram(stream, len(copy_tokens) + 1, p_model)), 1e-300))
+    if copy_tokens is not None:
+        stream = np.concatenate([copy_tokens, windows[0][:1, 0], targets])
+        p_model = np.exp(-losses)
+        losses = -np.log(np.maximum(copy.mixed(p_model, copy.ngram(stream, len(copy_tokens) + 1, p_model)), 1e-300))
     nbytes = np.array(token_bytes(scorer.tokenizer))
-    return summary(target_sums(mixed, targets, nbytes, counted)), summary(target_sums(losses, targets, nbytes, counted))
+    return summary(target_sums(losses, targets, nbytes, counted)), summary(target_sums(alone, targets, nbytes, counted))
 
 
 def _framed_text(inputs, scorer):

@@ -506,3 +506,43 @@ def test_copy_from_a_directory_it_cannot_copy_from_is_one_line(checkpoint, data,
     monkeypatch.setattr("gptkit.eval.copy.MAX_STREAM", 1000)
     assert_input_error(invoke(*args, data), f"--copy-from {data}: ", "training tokens and", "to score, more than the 1,000")
     assert not (tmp_path / "r.json").exists()
+
+
+# -- --adapt ----------------------------------------------------------------------------------------
+
+
+def test_adapt_scores_the_model_learning_as_it_reads_alone_and_with_copy_from(checkpoint, tok, data, tmp_path):
+    from gptkit.eval import adapt
+    from gptkit.eval.loss import text_windows, token_bytes
+
+    text = tmp_path / "t.txt"
+    text.write_text(english_like(60, seed=7) * 8)  # a text that repeats: a model that learns as it reads wins
+    ok("text", "--checkpoint", checkpoint, "--input", text, "--out", tmp_path / "alone.json", "-q")
+    res = ok("text", "--checkpoint", checkpoint, "--input", text, "--adapt", "--out", tmp_path / "r.json", "-q")
+    alone, results = (json.loads((tmp_path / name).read_text()) for name in ("alone.json", "r.json"))
+    assert results["model_bpb"] == pytest.approx(alone["bpb"], rel=1e-6) and results["tokens"] == alone["tokens"]
+    assert results["bpb"] < 0.9 * alone["bpb"] and results["adapt_learning_rates"] == list(adapt.LEARNING_RATES)
+    assert f"the model alone {alone['loss']:.4f}, {alone['bpb']:.4f} (adapting)" in res.stdout
+
+    # the same numbers from eval/adapt.py on the windows the text makes
+    model, _ = load_model(checkpoint)
+    ids = [tok.special_tokens[EOT]] + tok.encode(text.read_text(), allowed_special=())
+    parts = [w for w in text_windows(ids, CONTEXT) if w is not None]
+    mixed, _ = adapt.adapted_losses(model, parts, contextlib.nullcontext(), torch.device("cpu"))
+    nbytes = np.array(token_bytes(tok))[ids[1:]]
+    assert results["bpb"] == pytest.approx(mixed[nbytes > 0].sum() / math.log(2) / nbytes.sum(), rel=1e-6)
+
+    res = ok("text", "--checkpoint", checkpoint, "--data", data, "--adapt", "--copy-from", data, "--out",
+             tmp_path / "both.json", "-q")
+    ok("text", "--checkpoint", checkpoint, "--data", data, "--copy-from", data, "--out", tmp_path / "copy.json", "-q")
+    both, copied = (json.loads((tmp_path / name).read_text()) for name in ("both.json", "copy.json"))
+    assert both["bpb"] < copied["bpb"] and both["model_bpb"] == pytest.approx(copied["model_bpb"], rel=1e-6)
+    assert f"(adapting and copying from {both['copy_tokens']:,} training tokens)" in res.stdout
+
+
+def test_adapt_with_a_batch_size_is_one_line(checkpoint, tmp_path):
+    text = tmp_path / "t.txt"
+    text.write_text(english_like(100))
+    assert_input_error(invoke("text", "--checkpoint", checkpoint, "--input", text, "--adapt", "--batch-size", 8,
+                              "--out", tmp_path / "r.json"), "--batch-size: not with --adapt")
+    assert not (tmp_path / "r.json").exists()

@@ -37,8 +37,8 @@ def adapted_losses(model, parts, autocast, device, each_window=None):
         for window in part:
             ids = on_device(window[None], device).long()
             end = start + ids.shape[1] - 1
-            with torch.no_grad(), autocast:
-                losses[0, start:end] = _losses(model, ids).cpu().numpy()
+            with autocast:
+                losses[0, start:end] = model.token_losses(ids[:, :-1], ids[:, 1:])[0].cpu().numpy()
             for row, (c, optimizer) in enumerate(zip(copies, optimizers), 1):
                 with autocast:
                     loss = _losses(c, ids)
@@ -53,7 +53,8 @@ def adapted_losses(model, parts, autocast, device, each_window=None):
 
 
 def _losses(model, ids):
-    """The cross-entropy of each target of the window `ids` (1, T + 1), in float32."""
+    """The cross-entropy of each target of the window `ids` (1, T + 1), in float32, with its
+    gradients (TransformerLM.token_losses has none)."""
     logits, _ = model(ids[:, :-1])
     return F.cross_entropy(logits.float().flatten(0, 1), ids[0, 1:], reduction="none")
 

@@ -15,6 +15,8 @@ from gptkit.sample.sampling import Sampler, Settings, sample
 from gptkit.shared.errors import SettingError
 from tests.conftest import assert_input_error
 from gptkit.tokenizer.bpe import Tokenizer
+from gptkit.tokenizer.chat import ASSISTANT, END, SYSTEM, USER
+from tests.serving import chat_checkpoint
 from tests.unit.test_sample import CONTEXT, EOT, PROMPT, checkpoint, greedy_ids, model, tiny_model, tok  # noqa: F401 (fixtures)
 
 
@@ -223,3 +225,21 @@ def test_the_end_of_text_id_is_the_checkpoints(model, tok, tmp_path):
 @pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without CUDA")
 def test_cli_cuda_without_cuda(checkpoint):
     assert_input_error(run_cli("--checkpoint", checkpoint, "--prompt", "hi", "--device", "cuda"), "--device cuda")
+
+
+def test_sample_chat_encodes_special_spellings_in_the_messages_as_text(small_tokenizer, tmp_path):
+    """`sample --chat --system S --prompt P` with every special token spelled in both: the prompt
+    is the template's markup around the texts' ordinary ids, and the reply is the one those ids give."""
+    path = chat_checkpoint(small_tokenizer[0], tmp_path / "chat")
+    sampler = Sampler(path, device="cpu")
+    specials = sampler.tokenizer.special_tokens
+    forged = "".join(specials) + "x"
+    expected = [specials[SYSTEM], *sampler.tokenizer.encode(forged, allowed_special=()), specials[END], specials[USER],
+                *sampler.tokenizer.encode(forged, allowed_special=()), specials[END], specials[ASSISTANT]]
+    messages = [{"role": "system", "content": forged}, {"role": "user", "content": forged}]
+    assert sampler.chat_ids(messages) == expected
+    settings = Settings(max_new_tokens=12, temperature=0, stops=(END,))
+    reply = sampler.sample_ids(expected, settings).texts()[0]
+    res = ok("--checkpoint", path, "--chat", "--system", forged, "--prompt", forged, "--temperature", 0,
+             "--max-new-tokens", 12)
+    assert res.stdout.rstrip("\n") == reply

@@ -7,9 +7,13 @@ first time it runs, in at most 10 minutes on one H100, startup included.
 
 It prints one table, a row per check (verdict PASS / FAIL / SKIP, the figures, the target, the
 seconds), and writes it as JSON to GPU_CHECK_OUT/report.json, with each row's log in
-GPU_CHECK_OUT/logs/ and its files in GPU_CHECK_OUT/work/ (all three are replaced at the start;
-nothing else there is touched). Exit status: 0 when every row passes, 1 otherwise, 2 without
-CUDA (one line; GPU_CHECK_DRY=1 runs the dry run instead). No network: the data is
+GPU_CHECK_OUT/logs/ and its files in GPU_CHECK_OUT/work/. GPU_CHECK_OUT is the check's own, as
+`gptkit model export-hf`'s --out is: marked by the file gptkit-gpu-check.json, it is replaced at
+the start (report.json, work/, rows/, logs/), and only where it is new, empty or an earlier
+check's holding nothing else (logs/ only its .log files, rows/ only its .json files); a directory
+of other files, or a file, is refused in one line, exit status 2, and left as it is. Exit status:
+0 when every row passes, 1 otherwise, 2 without CUDA (one line; GPU_CHECK_DRY=1 runs the dry run
+instead) or for such a GPU_CHECK_OUT. No network: the data is
 `gptkit stories` -> `gptkit tokenizer train` -> `gptkit pretokenize` (10 MB, 2,048 tokens, as
 `make demo`), the models are random, built from configs.
 
@@ -99,8 +103,15 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path[0] = str(ROOT)  # the repository, not bench/: `from bench.train_gpu import ...`
 
 DRY = os.environ.get("GPU_CHECK_DRY", "") not in ("", "0")
-OUT = Path(os.environ.get("GPU_CHECK_OUT") or "out/gpu-check").resolve()
+# absolute for the rows, which run in ROOT; not resolved here: a path that cannot be followed is
+# main's to refuse in one line (out_refused)
+OUT = Path(os.path.abspath(os.environ.get("GPU_CHECK_OUT") or "out/gpu-check"))
 WORK, ROWS, LOGS = OUT / "work", OUT / "rows", OUT / "logs"
+# The file that marks GPU_CHECK_OUT as the check's own output, which a later check replaces, and
+# what the check writes beside it; anything else there is a user's, which it never deletes.
+MARKER, OUT_FORMAT = OUT / "gptkit-gpu-check.json", "gptkit-gpu-check-output"
+OWN = {MARKER.name, "report.json", "report.json.tmp", WORK.name, ROWS.name, LOGS.name}
+OWN_FILES = {LOGS: (".log",), ROWS: (".json", ".json.tmp")}  # what the check writes in these (work/ is the rows' own)
 DATA = WORK / "data" / "shards"
 TOKENIZER = WORK / "data" / "tokenizer.json"
 CORPUS = WORK / "data" / "stories.txt"
@@ -277,6 +288,43 @@ class Scheduler:
                 kill_group(proc)
 
 
+def out_refused():
+    """Why GPU_CHECK_OUT cannot be the check's output, in one line, or None: a path that cannot be
+    followed, a file, or a directory holding what the check did not write there."""
+    from gptkit.shared.errors import SettingError
+    from gptkit.shared.files import looked_up
+
+    try:
+        looked_up(OUT, "GPU_CHECK_OUT")
+    except SettingError as e:
+        return f"Error: GPU_CHECK_OUT {e.problem}"
+    if OUT.exists() and not OUT.is_dir():
+        return f"Error: GPU_CHECK_OUT {OUT}: is a file; give a directory (new, or an earlier gpu-check's output)"
+    others = not_ours() if OUT.is_dir() else []
+    if others:
+        more = ", ..." if others[1:] else ""
+        return (f"Error: GPU_CHECK_OUT {OUT}: holds files gpu-check did not write ({others[0]}{more}); give a new "
+                "directory, or an earlier gpu-check's output")
+    return None
+
+
+def not_ours():
+    """What the directory GPU_CHECK_OUT holds that the check did not write: all of it, where it has
+    no marker."""
+    from gptkit.shared.jsonfile import read_json
+
+    names = sorted(p.name for p in OUT.iterdir())
+    try:
+        marked = read_json(MARKER).get("format") == OUT_FORMAT
+    except (OSError, ValueError, AttributeError):
+        marked = False
+    if not marked:
+        return names
+    inside = [f"{d.name}/{p.name}" for d, suffixes in OWN_FILES.items() if d.is_dir() for p in sorted(d.iterdir())
+              if not p.name.endswith(suffixes)]
+    return [name for name in names if name not in OWN] + inside
+
+
 def write_json(path, data):
     """Whole or not at all: row 4 reads row 3's result while row 3 may be writing it."""
     tmp = path.with_name(path.name + ".tmp")
@@ -380,13 +428,18 @@ def table(results):
 
 
 def main():
-    if not DRY:
-        missing = check_cuda()
-        if missing:
-            print(missing, file=sys.stderr)
-            return 2
+    refused = out_refused() or (None if DRY else check_cuda())
+    if refused:
+        print(refused, file=sys.stderr)
+        return 2
     budget = float(os.environ.get("GPU_CHECK_BUDGET") or MODE["budget_s"])
     MODE["budget_s"] = budget
+    try:
+        OUT.mkdir(parents=True, exist_ok=True)
+        write_json(MARKER, {"format": OUT_FORMAT})  # first: what a killed check leaves is marked its own too
+    except OSError as e:
+        print(f"Error: GPU_CHECK_OUT {OUT}: cannot write there ({e.strerror}); give another directory", file=sys.stderr)
+        return 2
     for path in (WORK, ROWS, LOGS):
         shutil.rmtree(path, ignore_errors=True)
         path.mkdir(parents=True)

@@ -11,7 +11,7 @@ from click.core import ParameterSource
 
 from gptkit.shared.cli import CONTEXT, Group, overwrite_option, threads_option, version_option
 from gptkit.shared.errors import InputError
-from gptkit.shared.files import atomic_write, check_apart, check_output
+from gptkit.shared.files import atomic_write, check_apart, check_output, looked_up, resolved
 from gptkit.shared.jsonfile import read_json
 from gptkit.shared.progress import Progress
 from gptkit.shared.text import decode_utf8
@@ -21,6 +21,9 @@ from .tasks import HELLASWAG_FILE, download_hellaswag, read_choice, read_hellasw
 log = logging.getLogger(__name__)
 
 RESULTS_FORMAT = "gptkit-eval"  # in every --out: how a result of ours tells itself from a user's file
+# The share of the scored tokens in long spans of --copy-from's training split above which the
+# result is said to measure recall: see docs/eval.md for why this much.
+VERBATIM_WARNING = 0.1
 
 
 @click.group(cls=Group, context_settings=CONTEXT)
@@ -83,14 +86,17 @@ def text(inputs, more_inputs, data, eval_tokens, copy_from, adapt, checkpoint, b
         raise InputError("--batch-size: not with --adapt, which reads one window at a time (it learns from each before "
                          "scoring the next)")
     for path in inputs:
-        if not Path(path).is_file():
+        if not looked_up(path, "input").is_file():
             raise InputError(f"--input {path}: no such file")
-    if copy_from is not None and not Path(copy_from).is_dir():
+    if data is not None:
+        looked_up(data, "data")
+    if copy_from is not None and not looked_up(copy_from, "copy_from").is_dir():
         raise InputError(f"--copy-from {copy_from}: no such directory")
     _check_out(out, overwrite, [("--input", path) for path in inputs] + [("--data", data), ("--copy-from", copy_from),
                                                                           ("--checkpoint", checkpoint)])
     # imports torch: here, once the arguments are checked, so --help and a bad flag answer at once (torch takes 2-3 s)
     from .adapt import LEARNING_RATES
+    from .copy import MAX_N
     from .loss import eval_sequences, summary, text_windows
 
     scorer = _Scorer(checkpoint, device, threads)
@@ -101,29 +107,37 @@ def text(inputs, more_inputs, data, eval_tokens, copy_from, adapt, checkpoint, b
             raise InputError(f"--data {data}: its first {mask.size - len(mask) + 1:,} validation tokens hold no token the mask "
                              "counts (the assistant's): score more with --eval-tokens")
         windows, masks = [sequences], [mask]
-        source = {"data": str(Path(data).resolve()), "eval_tokens": eval_tokens}
+        source = {"data": str(resolved(data, "data")), "eval_tokens": eval_tokens}
     else:
         windows = [w for w in text_windows(_framed_text(inputs, scorer), context) if w is not None and len(w)]
         masks = [None] * len(windows)
-        source = {"input": [str(Path(path).resolve()) for path in inputs]}
+        source = {"input": [str(resolved(path, "input")) for path in inputs]}
     copy_tokens = None if copy_from is None else \
         _copy_tokens(copy_from, scorer, scored=sum(part[:, 1:].size for part in windows) + 1)
     progress = Progress("scoring", "windows", total=sum(map(len, windows)), quiet=quiet)
     if copy_from is None and not adapt:
         loss = summary(_model_sums(scorer, windows, masks, batch_size, progress))
     else:
-        loss, model_alone = _token_scores(scorer, windows, masks, batch_size, progress, adapt, copy_tokens)
+        loss, model_alone, verbatim = _token_scores(scorer, windows, masks, batch_size, progress, adapt, copy_tokens)
         source |= {"model_loss": model_alone.loss, "model_bpb": model_alone.bpb}
         if copy_from:
-            source |= {"copy_from": str(Path(copy_from).resolve()), "copy_tokens": len(copy_tokens)}
+            source |= {"copy_from": str(resolved(copy_from, "copy_from")), "copy_tokens": len(copy_tokens),
+                       "verbatim_share": verbatim}
         if adapt:
             source["adapt_learning_rates"] = list(LEARNING_RATES)
     progress.close()
     if not math.isfinite(loss.loss):
         raise InputError(f"--checkpoint {checkpoint}: its loss is {loss.loss} (its weights hold NaN or infinite values, or "
                          "its computation overflows): nothing to score")
-    beside = (["adapting"] if adapt else []) + ([f"copying from {len(copy_tokens):,} training tokens"] if copy_from else [])
-    _report(out, {"task": "text", "checkpoint": str(Path(checkpoint).resolve()), **source, **loss._asdict()},
+    beside = ["adapting"] if adapt else []
+    if copy_from:
+        beside.append(f"copying from {len(copy_tokens):,} training tokens; {verbatim:.1%} of the scored tokens in spans of "
+                      f"{MAX_N}+ found there verbatim")
+        if verbatim >= VERBATIM_WARNING:
+            log.warning(f"--copy-from {copy_from}: {verbatim:.1%} of the scored tokens lie in spans of {MAX_N}+ tokens found "
+                        "verbatim in its training split, which the n-gram copies at almost no cost: the result measures "
+                        "recall of the training text, not prediction; score text held out from it (its val split)")
+    _report(out, {"task": "text", "checkpoint": str(resolved(checkpoint, "checkpoint")), **source, **loss._asdict()},
             f"loss {loss.loss:.4f} nats/token, {loss.bpb:.4f} bits/byte ({loss.tokens:,} tokens, {loss.bytes:,} bytes of text)"
             + (f"; the model alone {source['model_loss']:.4f}, {source['model_bpb']:.4f} ({' and '.join(beside)})"
                if beside else ""))
@@ -145,7 +159,8 @@ def _model_sums(scorer, windows, masks, batch_size, progress):
 
 def _token_scores(scorer, windows, masks, batch_size, progress, adapt, copy_tokens):
     """The Loss of the model adapting as it reads (`adapt`) and mixed with the n-gram over
-    `copy_tokens` and the scored stream before each target (None: not), and the model's alone."""
+    `copy_tokens` and the scored stream before each target (None: not), the model's alone, and the
+    share of the counted targets inside spans that `copy_tokens` holds verbatim (None: no copying)."""
     import numpy as np
 
     from . import copy
@@ -163,12 +178,16 @@ def _token_scores(scorer, windows, masks, batch_size, progress, adapt, copy_toke
         losses = alone = np.concatenate(parts)
     targets = np.concatenate([part[:, 1:].ravel() for part in windows]).astype(np.int64)
     counted = None if masks[0] is None else np.concatenate([mask[:, 1:].ravel() for mask in masks]).astype(np.float64)
+    verbatim = None
     if copy_tokens is not None:
         stream = np.concatenate([copy_tokens, windows[0][:1, 0], targets])
         p_model = np.exp(-losses)
-        losses = -np.log(np.maximum(copy.mixed(p_model, copy.ngram(stream, len(copy_tokens) + 1, p_model)), 1e-300))
+        matches = copy.ngram(stream, len(copy_tokens) + 1, p_model)
+        losses = -np.log(np.maximum(copy.mixed(p_model, matches), 1e-300))
+        verbatim = float(np.average(matches.verbatim, weights=counted))
     nbytes = np.array(token_bytes(scorer.tokenizer))
-    return summary(target_sums(losses, targets, nbytes, counted)), summary(target_sums(alone, targets, nbytes, counted))
+    return (summary(target_sums(losses, targets, nbytes, counted)), summary(target_sums(alone, targets, nbytes, counted)),
+            verbatim)
 
 
 def _framed_text(inputs, scorer):
@@ -235,7 +254,7 @@ def _split(data, setting, split, scorer, context_length):
 def hellaswag(file, limit, **scoring):
     """Accuracy on HellaSwag, scored as llm.c scores it: acc picks the ending of the lowest summed
     loss, acc_norm the lowest mean loss per ending token."""
-    if not Path(file).is_file():
+    if not looked_up(file, "file").is_file():
         hint = " (fetch it with `gptkit eval download hellaswag`)" if file == HELLASWAG_FILE else ""
         raise InputError(f"--file {file}: no such file{hint}")
     _multiple_choice("hellaswag", file, read_hellaswag(file, limit), **scoring)
@@ -249,7 +268,7 @@ def hellaswag(file, limit, **scoring):
 def choice(file, limit, **scoring):
     """Accuracy on multiple-choice items of your own, scored as `hellaswag` scores HellaSwag's
     (each choice follows its context as written: put a space before it where one belongs)."""
-    if not Path(file).is_file():
+    if not looked_up(file, "file").is_file():
         raise InputError(f"--file {file}: no such file")
     _multiple_choice("choice", file, read_choice(file, limit), **scoring)
 
@@ -270,7 +289,7 @@ def _multiple_choice(task, file, items, checkpoint, batch_size, device, threads,
     right, right_norm, count = scores.totals().tolist()
     acc, acc_norm, count = right / count, right_norm / count, int(count)
     cut = f"; {framing.cut:,} context{'s' if framing.cut > 1 else ''} cut on the left to fit" if framing.cut else ""
-    _report(out, {"task": task, "checkpoint": str(Path(checkpoint).resolve()), "file": str(Path(file).resolve()),
+    _report(out, {"task": task, "checkpoint": str(resolved(checkpoint, "checkpoint")), "file": str(resolved(file, "file")),
                   "acc": acc, "acc_norm": acc_norm, "items": count, "cut": framing.cut},
             f"{task}: acc {acc:.4f}, acc_norm {acc_norm:.4f} ({count:,} items{cut})")
 

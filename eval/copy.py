@@ -16,6 +16,10 @@ before it, and the summed losses are a code length the text could be decoded fro
 The counts are exact: windows of k tokens compared by rank, refined one token at a time from
 k = 1 (a stable sort of the windows still repeated each round), in memory linear in the stream
 (int32 positions: below 2**31 tokens) and time O(stream log stream) a length.
+
+The same ranks tell which scored tokens were there to copy whole: those inside a window of MAX_N
+tokens of the scored text that the training text holds verbatim. A text (partly) from the training
+text scores far below what the model predicts of new text, and this share says so.
 """
 from __future__ import annotations
 
@@ -34,17 +38,21 @@ MAX_STREAM = 2**31 - 1  # tokens: positions and counts are int32
 
 class Matches(NamedTuple):
     """For each scored position: the n-gram's probability of its token for each of ALPHAS (rows),
-    the length of the longest earlier context matched (0: none) and that context's earlier count."""
+    the length of the longest earlier context matched (0: none), that context's earlier count, and
+    whether the token lies in a span of max_n tokens or more that the training text holds verbatim."""
     prob: np.ndarray
     length: np.ndarray
     count: np.ndarray
+    verbatim: np.ndarray
 
 
 def ngram(stream, first, p_model, max_n=MAX_N) -> Matches:
     """The n-gram's predictions of positions first.. of `stream` (token ids), each from the stream
     before it, interpolated down to `p_model` (the model's probability of each of those tokens). A
     context's count is the times it ended before the position's previous token, and the token's
-    count the times the context was followed by it there."""
+    count the times the context was followed by it there. The scored text starts at first - 1 (its
+    first token is read, not scored); the stream before it is the training text, which `verbatim`
+    is about."""
     tokens = np.asarray(stream, np.int32)
     m, targets = len(tokens), np.arange(first, len(tokens))
     if first < 1:
@@ -53,6 +61,7 @@ def ngram(stream, first, p_model, max_n=MAX_N) -> Matches:
         raise ValueError(f"{m:,} tokens: more than the {MAX_STREAM:,} positions int32 holds")
     prob = np.tile(np.asarray(p_model, np.float64), (len(ALPHAS), 1))
     length, context_count = np.zeros(len(targets), np.int64), np.zeros(len(targets), np.int64)
+    verbatim = np.zeros(len(targets), bool)
     rank = tokens.copy()  # of the window of k tokens ending at each position; equal windows, equal ranks
     earlier = np.zeros(m, np.int32)  # how often that window ended before the position
     active = np.arange(m, dtype=np.int32)  # the positions whose window recurs: the others' longer windows cannot
@@ -70,6 +79,8 @@ def ngram(stream, first, p_model, max_n=MAX_N) -> Matches:
         earlier[:] = 0
         earlier[positions] = np.arange(len(positions), dtype=np.int32) - starts[group]
         rank[positions] = group
+        if k == max_n:
+            verbatim = _in_training_windows(positions, positions[starts[group]], k, first, m)
         # the context of k - 1 tokens, followed by the token: the window of k tokens at the target
         seen = contexts > 0
         followed = earlier[targets[seen]]
@@ -82,7 +93,20 @@ def ngram(stream, first, p_model, max_n=MAX_N) -> Matches:
         active = np.sort(positions[sizes[group] > 1])
         if not len(active):  # no context recurs: none of k tokens was seen (contexts are all 0)
             break
-    return Matches(prob, length, context_count)
+    return Matches(prob, length, context_count, verbatim)
+
+
+def _in_training_windows(ends, earliest, k, first, m):
+    """Whether each of positions first..m - 1 lies in a window of k tokens of the scored text (from
+    first - 1 on) that the training text (before it) holds. `ends`: where the windows that recur
+    end; `earliest`: where the first window equal to each ends, which lies in the training text
+    where any does (the training text comes first in the stream)."""
+    source = first - 1
+    ends = ends[(earliest < source) & (ends >= source + k - 1)] - source
+    # each window covers k positions: +1 where it starts, -1 after it ends, summed along the text
+    size = m - source + 1
+    covered = np.cumsum(np.bincount(ends - k + 1, minlength=size) - np.bincount(ends + 1, minlength=size)) > 0
+    return covered[first - source : m - source]
 
 
 def buckets(matches: Matches):

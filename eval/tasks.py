@@ -8,7 +8,7 @@ from pathlib import Path
 
 from gptkit.shared.download import download
 from gptkit.shared.errors import InputError
-from gptkit.shared.files import output_lock
+from gptkit.shared.files import looked_up, output_lock
 from gptkit.shared.jsonfile import parse_json
 
 HELLASWAG_URL = "https://raw.githubusercontent.com/rowanz/hellaswag/master/data/hellaswag_val.jsonl"
@@ -96,7 +96,7 @@ def _read_jsonl(path, item, expected, limit):
 def download_hellaswag(out, quiet=False, overwrite=False) -> Path:
     """HellaSwag's validation set from its repository to `out`, resumable; a download that is not
     its 10,042 items is refused before it takes the name `out`."""
-    out = Path(out)
+    out = looked_up(out, "out")
     if out.is_dir():
         raise InputError(f"--out {out}: is a directory; expected the path of the file to write")
 

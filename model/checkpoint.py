@@ -19,7 +19,7 @@ from pathlib import Path
 import torch
 
 from gptkit.shared.errors import InputError
-from gptkit.shared.files import LATEST, atomic_directory, check_output, settled
+from gptkit.shared.files import LATEST, atomic_directory, check_output, looked_up, settled
 from gptkit.shared.jsonfile import parse_json, read_json
 from gptkit.shared.text import EOT
 from gptkit.tokenizer import Tokenizer
@@ -105,12 +105,13 @@ def load_model(directory, device="cpu"):
     return model.to(device).eval(), tokenizer  # for inference: no dropout (training sets train mode itself)
 
 
-def checkpoint_directory(path) -> Path:
+def checkpoint_directory(path, setting="checkpoint") -> Path:
     """Where a reader finds the checkpoint `path` names: `path` as a writer killed while swapping it
     for a new one may have left it (shared/files.py, settled), or, given a training run's directory,
-    its newest checkpoint (LATEST)."""
-    directory = settled(path)
-    if not (directory / MODEL_FILE).exists() and (directory / LATEST).is_dir():
+    its newest checkpoint (LATEST). A path or a LATEST that cannot be followed (a loop of links) is
+    a SettingError of `setting`, the flag that gave it (shared/files.py, looked_up)."""
+    directory = settled(looked_up(path, setting))
+    if not looked_up(directory / MODEL_FILE, setting).exists() and looked_up(directory / LATEST, setting).is_dir():
         return settled(directory / LATEST)
     return directory
 
@@ -121,10 +122,10 @@ class CheckpointReader:
     (shared/files.py, settled), its three files checked present and its config.json read and
     checked, once; every file read through it then comes from that one version, its CRC-32
     checked against the one config.json records (checkpoints written before checksums were
-    recorded pass)."""
+    recorded pass). `setting`: the flag that gave the directory, named where it cannot be followed."""
 
-    def __init__(self, directory):
-        directory = checkpoint_directory(directory)
+    def __init__(self, directory, setting="checkpoint"):
+        directory = checkpoint_directory(directory, setting)
         if not directory.is_dir():
             raise CheckpointError(f"{directory}: no such checkpoint directory; `gptkit train` (make train) writes one")
         for name in (MODEL_FILE, CONFIG_FILE, TOKENIZER_FILE):

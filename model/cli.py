@@ -1,11 +1,11 @@
 """`gptkit model`: inspect a model config, make a random checkpoint, export to and import from
 Hugging Face. Run `gptkit model --help`."""
-from pathlib import Path
 
 import click
 
 from gptkit.shared.cli import CONTEXT, Group, overwrite_option, version_option
 from gptkit.shared.errors import InputError
+from gptkit.shared.files import looked_up
 from gptkit.shared.text import EOT
 from gptkit.tokenizer import Tokenizer
 
@@ -71,7 +71,7 @@ def init(config_name, tokenizer_path, out, seed, overwrite):
     from .model import TransformerLM
 
     config = load_config(config_name)
-    if not Path(tokenizer_path).is_file():
+    if not looked_up(tokenizer_path, "tokenizer").is_file():
         raise InputError(f"--tokenizer {tokenizer_path}: no such file")
     check_target(out, overwrite)
     tokenizer = Tokenizer.from_file(tokenizer_path)

@@ -9,7 +9,7 @@ from click.core import ParameterSource
 from gptkit.shared.cli import CONTEXT, DefaultGroup, overwrite_option, threads_option, version_option
 from gptkit.shared.corpus import DEFAULT_SEPARATOR, Corpus
 from gptkit.shared.errors import InputError
-from gptkit.shared.files import check_output, output_lock
+from gptkit.shared.files import check_output, looked_up, output_lock
 from gptkit.shared.shard_dir import MANIFEST, TOKENIZER_FILE, ShardDir
 from gptkit.shared.shards import MAX_TOKENS, ShardError, open_shard, read_header, verify_shard
 from gptkit.shared.text import EOT
@@ -62,7 +62,7 @@ def encode(ctx, tokenizer_path, inputs, more_inputs, out_dir, val_fraction, val_
     if val_fraction is None and val_tokens is None:
         val_fraction = 0.01
     split = Split(val_fraction, val_tokens)  # checks them
-    if not Path(tokenizer_path).is_file():
+    if not looked_up(tokenizer_path, "tokenizer").is_file():
         raise InputError(f"--tokenizer {tokenizer_path}: no such file (train one with `tokenizer train`)")
     if chat:
         for name in ("text_field", "separator"):
@@ -140,7 +140,7 @@ def _show_first_tokens(path, tokenizer_path):
     ids = shard.tokens[:SHOWN_TOKENS].tolist()
     click.echo(f"first {len(ids)} tokens of {path.name}: {' '.join(map(str, ids))}")
     tokenizer_path = tokenizer_path or ShardDir(path.parent).tokenizer
-    if not Path(tokenizer_path).is_file():
+    if not looked_up(tokenizer_path, "tokenizer").is_file():
         click.echo(f"(no {TOKENIZER_FILE} beside the shards: pass --tokenizer to decode)")
         return
     tokenizer = Tokenizer.from_file(tokenizer_path)

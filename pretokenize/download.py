@@ -9,7 +9,7 @@ from pathlib import Path
 
 from gptkit.shared.download import download
 from gptkit.shared.errors import InputError, SettingError
-from gptkit.shared.files import output_lock
+from gptkit.shared.files import looked_up, output_lock
 
 HF = "https://huggingface.co/datasets"
 DATASETS = {
@@ -34,7 +34,7 @@ def download_dataset(name, out_dir, quiet=False, overwrite=False) -> list[Path]:
     out_dir = Path(out_dir)
     train_urls, val_urls = DATASETS[name]
     for directory in (out_dir, *([val_dir(out_dir)] if val_urls else [])):
-        if directory.exists() and not directory.is_dir():
+        if looked_up(directory, "out").exists() and not directory.is_dir():
             which = "is a file" if directory == out_dir else f"its validation directory {directory} is a file"
             raise SettingError("out", f"{out_dir}: {which}; expected a directory for the downloaded files")
     try:

@@ -2,6 +2,7 @@
 from pathlib import Path
 
 from gptkit.shared.errors import SettingError
+from gptkit.shared.files import looked_up
 from gptkit.shared.jsonfile import read_json
 
 
@@ -13,7 +14,7 @@ def read_settings(name_or_path, presets_dir, what) -> tuple[dict, Path]:
     """The JSON object of a preset of `presets_dir` (a name without a suffix that is no file)
     or of a file, and the path it came from; `what` names its contents in errors. The setting is
     `config`, as the commands call a preset or settings file."""
-    path = Path(name_or_path)
+    path = looked_up(name_or_path, "config")
     if not path.suffix and not path.exists():
         path = Path(presets_dir) / f"{name_or_path}.json"
         if not path.exists():

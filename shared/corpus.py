@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Iterator, Sequence
 
 from gptkit.shared.errors import InputError, SettingError
+from gptkit.shared.files import looked_up, resolved
 from gptkit.shared.jsonfile import parse_json
 from gptkit.shared.text import EOT, Utf8Decoder
 
@@ -105,21 +106,22 @@ def expand_inputs(inputs: Sequence[str | os.PathLike]) -> list[Path]:
     found: dict[Path, Path] = {}
     for item in map(os.fspath, inputs):
         # An existing path is taken literally, so a file named "a[1].txt" is not a pattern.
-        matches = [item] if os.path.exists(item) else sorted(glob.glob(item, recursive=True))
+        matches = [item] if looked_up(item, "input").exists() else sorted(glob.glob(item, recursive=True))
         if not matches:
             raise SettingError("input", f"{item!r}: no such file or directory")
         files = []
         for match in map(Path, matches):
-            if match.is_dir():
+            if looked_up(match, "input").is_dir():
                 files += sorted(f for f in match.rglob("*") if f.is_file() and _in_directory(f, match))
             else:
                 files.append(match)
         if not files:
             raise InputError(f"{item}: no .txt, .jsonl or .parquet files in it (other files are read when named)")
         for f in files:
-            if f.resolve() not in found:
+            key = resolved(f, "input")
+            if key not in found:
                 _check_readable(f)
-                found[f.resolve()] = f
+                found[key] = f
     return list(found.values())
 
 

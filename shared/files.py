@@ -14,6 +14,10 @@ never its input, even with --overwrite (`check_apart`).
 One owner (`output_lock`): a directory that a long command writes over time (a run, a shard
 directory) is locked by the process writing it, so that a second one is refused instead of
 mixing its files in.
+
+Paths a user gives are looked up through one check (`looked_up`, `resolved`): one that cannot be
+followed (a loop of symbolic links, a directory this user may not search, a name too long) is
+one line naming the setting, not a traceback from deep inside a command.
 """
 import contextlib
 import errno
@@ -27,6 +31,37 @@ from pathlib import Path
 from .errors import SettingError
 
 LOCK_FILE = ".lock"  # a dot-file: the checks for other files in a directory pass it by
+
+
+_CANNOT_LOOK_UP = {
+    errno.ELOOP: "a loop of symbolic links (or too many in a row); fix the link, or give another path",
+    errno.EACCES: "permission denied on the way to it; give a path this user may reach",
+    errno.ENAMETOOLONG: "a name too long for the file system; give a shorter path",
+}
+
+
+def looked_up(path, setting) -> Path:
+    """`path` as a Path, after checking that it can be looked up, its links followed: it is there,
+    or it is not (the caller says what is missing). Anything else (a loop of symbolic links, a
+    directory on the way that this user may not search, a name too long) is a SettingError of
+    `setting`, the setting that gave the path, which a command line shows as its flag; Path's own
+    checks would raise it from wherever the path is next touched (Path.resolve: a RuntimeError for
+    a loop; exists(): an OSError for the others), or call it missing."""
+    path = Path(path)
+    try:
+        os.stat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        pass
+    except OSError as e:
+        problem = _CANNOT_LOOK_UP.get(e.errno, f"cannot look it up ({e.strerror}); give another path")
+        raise SettingError(setting, f"{path}: {problem}") from None
+    return path
+
+
+def resolved(path, setting) -> Path:
+    """The absolute path `path` names, its links followed (what a command records of a path, or
+    compares with another); looked up first (looked_up), a failure a SettingError of `setting`."""
+    return Path(os.path.realpath(looked_up(path, setting)))
 
 
 def temporary(path) -> Path:
@@ -171,7 +206,8 @@ def settled(path) -> Path:
     path = Path(path)
     if path.exists():
         return path
-    return min(_left_by_dead(path.resolve(), "old"), default=path)
+    # realpath, which never fails: a path that cannot be followed is its reader's to name (looked_up)
+    return min(_left_by_dead(Path(os.path.realpath(path)), "old"), default=path)
 
 
 def _aside(path):
@@ -235,7 +271,7 @@ def check_output(path, ours, what, overwrite=False, *, directory=False):
     (settle_directory: what a killed writer left aside is put back), so that the check sees what
     a reader would. The error is a SettingError of the setting `out`, which a command line shows
     as its flag (`--out`)."""
-    path = Path(path)
+    path = looked_up(path, "out")
     if directory:
         settle_directory(path)
     if not (path.exists() or path.is_symlink()):
@@ -261,8 +297,10 @@ def check_output(path, ours, what, overwrite=False, *, directory=False):
 def check_apart(out, source, source_flag):
     """Refuse an output that is its command's input, holds it or lies inside it, even with
     --overwrite: replacing it would delete the input, or change it while it is read. A
-    SettingError of the setting `out`; `source_flag`: the input's flag, for the message."""
-    out_path, source_path = Path(out).resolve(), Path(source).resolve()
+    SettingError of the setting `out`; `source_flag`: the input's flag (`--copy-from`), for the
+    message, whose setting (`copy_from`) names a source that cannot be looked up."""
+    out_path = resolved(out, "out")
+    source_path = resolved(source, source_flag.removeprefix("--").replace("-", "_"))
     if out_path == source_path:
         relation = "is"
     elif source_path.is_relative_to(out_path):
@@ -306,7 +344,7 @@ def output_lock(directory, owner):
     the name is no longer its file and locks the new one. A directory this made and left empty
     (the command failed before writing) is removed, as if never made. Under torchrun only the
     rank that writes takes it."""
-    directory, lock = Path(directory), Path(directory) / LOCK_FILE
+    directory, lock = looked_up(directory, "out"), Path(directory) / LOCK_FILE
     if directory.exists() and not directory.is_dir():
         raise SettingError("out", f"{directory}: exists and is not a directory")
     while True:

@@ -15,7 +15,7 @@ import math
 from pathlib import Path
 
 from gptkit.shared.errors import InputError, SettingError
-from gptkit.shared.files import LATEST, atomic_write
+from gptkit.shared.files import LATEST, atomic_write, looked_up, resolved
 from gptkit.shared.jsonfile import parse_json, read_json
 
 from .config import FIELDS, TrainConfig, from_layers
@@ -47,7 +47,7 @@ class RunDir:
     def check_new(self):
         """Refuse a new run anywhere but in a new directory or one a run of ours left without a
         checkpoint: a file, a directory of other files, a run with checkpoints."""
-        out = self.path
+        out = looked_up(self.path, "out")
         if (out / LATEST).exists():
             raise SettingError("out", f"{out}: holds a run already; pass --resume to continue it, or choose another directory")
         if out.exists() and not out.is_dir():
@@ -83,7 +83,7 @@ class RunDir:
 
 def load_run_config(run_dir) -> dict:
     """The settings a run saved in its config.json, checked."""
-    path = Path(run_dir) / CONFIG_FILE
+    path = looked_up(run_dir, "out") / CONFIG_FILE
     if not path.is_file():
         raise SettingError("out", f"{run_dir}: no {CONFIG_FILE}, so no run to resume")
     try:
@@ -104,15 +104,16 @@ def as_recorded(config, then):
     another working directory finds them. A resume (`then`: the run's config.json) keeps the run's
     spelling of a path that names the same place (../data, a link to it) and records a new place
     (the data's content is checked against the checkpoint's: resume.py); a recorded place that
-    is gone is an error naming the flag that gives the new one. A resumed run keeps its own
-    weights: an --init-from other than the run's is refused."""
+    is gone is an error naming the flag that gives the new one; one that cannot be followed (a
+    loop of links), as a given one, names the flag. A resumed run keeps its own weights: an
+    --init-from other than the run's is refused."""
     recorded = then or {}
 
     def place(name):
         path, was = getattr(config, name), recorded.get(name)
-        if path is None or (isinstance(was, str) and (path == was or Path(path).resolve() == Path(was).resolve())):
+        if path is None or (isinstance(was, str) and (path == was or resolved(path, name) == resolved(was, name))):
             return was
-        return str(Path(path).resolve())
+        return str(resolved(path, name))
 
     data, hellaswag, init_from = place("data"), place("eval_hellaswag"), place("init_from")
     if then is None:
@@ -121,10 +122,11 @@ def as_recorded(config, then):
         raise SettingError("init_from", f"{config.init_from}: a resumed run goes on from its own checkpoints, not from other "
                                         f"weights (it started from {then.get('init_from') or 'a random initialization'})")
     run = Path(config.out) / CONFIG_FILE
-    if data == then.get("data") and not Path(data).is_dir():
+    if data == then.get("data") and not looked_up(data, "data").is_dir():
         raise SettingError("data", f"{data}: no such directory (the run's data, as {run} records it); if it moved, give its "
                                    "new place with --data DIR")
-    if hellaswag is not None and hellaswag == then.get("eval_hellaswag") and not Path(hellaswag).is_file():
+    if hellaswag is not None and hellaswag == then.get("eval_hellaswag") and \
+            not looked_up(hellaswag, "eval_hellaswag").is_file():
         raise SettingError("eval_hellaswag", f"{hellaswag}: no such file (the run's, as {run} records it); if it moved, give "
                                              "its new place with --eval-hellaswag FILE")
     return dataclasses.replace(config, data=data, eval_hellaswag=hellaswag, init_from=init_from)

@@ -481,14 +481,54 @@ def test_copy_from_mixes_the_model_with_the_ngram_of_the_training_split_and_the_
     nbytes = np.array(token_bytes(tok))[targets]
     assert results["bpb"] == pytest.approx(-np.log2(p)[nbytes > 0].sum() / nbytes.sum(), rel=1e-6)
     assert results["copy_from"] == str(data.resolve()) and results["copy_tokens"] == len(train_tokens)
-    assert f"the model alone {alone['loss']:.4f}, {alone['bpb']:.4f} (copying from {len(train_tokens):,} training tokens)" \
-        in res.stdout
+    assert results["verbatim_share"] == 0 and res.stderr == ""  # held-out documents of random words
+    assert f"the model alone {alone['loss']:.4f}, {alone['bpb']:.4f} (copying from {len(train_tokens):,} training tokens; " \
+           "0.0% of the scored tokens in spans of 32+ found there verbatim)" in res.stdout
 
     text = tmp_path / "t.txt"
     text.write_text(english_like(300, seed=5))
     ok("text", "--checkpoint", checkpoint, "--input", text, "--copy-from", data, "--out", tmp_path / "t.json", "-q")
     scored = json.loads((tmp_path / "t.json").read_text())
     assert scored["bpb"] < scored["model_bpb"]
+
+
+def verbatim_share(train_tokens, ids, k=32):
+    """The share of ids[1:] (ids[0] is read, not scored) inside windows of k tokens of `ids` that
+    `train_tokens` holds, by comparing every window."""
+    held = {tuple(train_tokens[j : j + k]) for j in range(len(train_tokens) - k + 1)}
+    covered = np.zeros(len(ids), bool)
+    for a in range(len(ids) - k + 1):
+        covered[a : a + k] |= tuple(ids[a : a + k]) in held
+    return covered[1:].mean()
+
+
+def test_copy_from_says_how_much_of_the_text_it_found_verbatim_in_the_training_split(checkpoint, tok, data, tmp_path):
+    """A text half made of a training document: about half its tokens lie in spans of 32+ tokens
+    that the training split holds, which the line and --out say, with a warning; a fresh text: none."""
+    from gptkit.shared.shard_data import ShardData
+    from gptkit.shared.shard_dir import ShardDir
+
+    train_split = ShardData(ShardDir(data), "train", tok.vocab_size, tok.fingerprint, 1)
+    train_tokens = train_split.span(0, int(train_split.starts[-1])).tolist()
+    eot = tok.special_tokens[EOT]
+    start = train_tokens.index(eot) + 1  # the second training document, whole
+    document = train_tokens[start : train_tokens.index(eot, start)]
+    half, fresh = tmp_path / "half.txt", tmp_path / "fresh.txt"
+    fresh.write_text(english_like(len(document) // 2, seed=99))
+    half.write_text(tok.decode(document) + fresh.read_text())
+
+    res = ok("text", "--checkpoint", checkpoint, "--input", half, "--copy-from", data, "--out", tmp_path / "half.json", "-q")
+    share = verbatim_share(train_tokens, [eot] + tok.encode(half.read_text(), allowed_special=()))
+    assert 0.4 < share < 0.6, share
+    results = json.loads((tmp_path / "half.json").read_text())
+    assert results["verbatim_share"] == pytest.approx(share, rel=1e-12)
+    assert f"; {share:.1%} of the scored tokens in spans of 32+ found there verbatim)" in res.stdout
+    assert res.stderr == (f"warning: --copy-from {data}: {share:.1%} of the scored tokens lie in spans of 32+ tokens found "
+                          "verbatim in its training split, which the n-gram copies at almost no cost: the result measures "
+                          "recall of the training text, not prediction; score text held out from it (its val split)\n")
+
+    res = ok("text", "--checkpoint", checkpoint, "--input", fresh, "--copy-from", data, "--out", tmp_path / "fresh.json", "-q")
+    assert json.loads((tmp_path / "fresh.json").read_text())["verbatim_share"] == 0 and res.stderr == ""
 
 
 def test_copy_from_a_directory_it_cannot_copy_from_is_one_line(checkpoint, data, tmp_path, monkeypatch):
@@ -537,7 +577,7 @@ def test_adapt_scores_the_model_learning_as_it_reads_alone_and_with_copy_from(ch
     ok("text", "--checkpoint", checkpoint, "--data", data, "--copy-from", data, "--out", tmp_path / "copy.json", "-q")
     both, copied = (json.loads((tmp_path / name).read_text()) for name in ("both.json", "copy.json"))
     assert both["bpb"] < copied["bpb"] and both["model_bpb"] == pytest.approx(copied["model_bpb"], rel=1e-6)
-    assert f"(adapting and copying from {both['copy_tokens']:,} training tokens)" in res.stdout
+    assert f"(adapting and copying from {both['copy_tokens']:,} training tokens; " in res.stdout
 
 
 def test_adapt_with_a_batch_size_is_one_line(checkpoint, tmp_path):

@@ -1,7 +1,8 @@
 """bench/gpu_check.py (`make gpu-check`, issue 31) cannot rot: its dry run (GPU_CHECK_DRY=1: every
 row's code on the CPU with tiny shapes, no torch.compile) writes a report with every row and its
 verdict, and every row passes; without CUDA and without the dry run it says so in one line and
-exits 2, writing nothing. The dry run takes about a minute on 2 cores."""
+exits 2, writing nothing; GPU_CHECK_OUT is replaced only where it is the check's own. The dry run
+takes about a minute on 2 cores."""
 import json
 import os
 import shutil
@@ -67,3 +68,53 @@ def test_gpu_check_rows_runs_those_rows_alone_numbered_as_in_the_whole_table(tmp
     assert bad.returncode != 0 and bad.stdout == "" and bad.stderr.splitlines() == [
         "Error: GPU_CHECK_ROWS: no row fdsp (rows: " + ", ".join(ROWS) + ")"]
     assert not (tmp_path / "bad").exists()
+
+
+def no_rows(out):
+    """The check with no time for any row (every row SKIP, none started): its output alone."""
+    return subprocess.run([sys.executable, SCRIPT], cwd=ROOT, capture_output=True, text=True, timeout=120, env=env(
+        GPU_CHECK_DRY="1", GPU_CHECK_OUT=str(out), GPU_CHECK_ROWS="sampling", GPU_CHECK_BUDGET="1"))
+
+
+def assert_refused(res, *needles):
+    assert res.returncode == 2 and res.stdout == "", res
+    lines = res.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("Error: GPU_CHECK_OUT ") and "Traceback" not in res.stderr, res.stderr
+    for needle in needles:
+        assert needle in lines[0], lines[0]
+
+
+def test_gpu_check_out_holding_a_users_files_or_a_file_is_refused_in_one_line_and_left_as_it_is(tmp_path):
+    user = tmp_path / "mine"
+    (user / "logs").mkdir(parents=True)
+    (user / "logs" / "notes.txt").write_text("mine")
+    assert_refused(no_rows(user), f"GPU_CHECK_OUT {user}: holds files gpu-check did not write (logs)")
+    assert [p.name for p in user.rglob("*")] == ["logs", "notes.txt"] and (user / "logs" / "notes.txt").read_text() == "mine"
+
+    file = tmp_path / "file"
+    file.write_text("mine")
+    assert_refused(no_rows(file), f"GPU_CHECK_OUT {file}: is a file")
+    assert file.read_text() == "mine"
+    assert_refused(no_rows(file / "out"), f"GPU_CHECK_OUT {file / 'out'}: cannot write there (Not a directory)")
+    loop = tmp_path / "loop"
+    loop.symlink_to(loop)
+    assert_refused(no_rows(loop), f"GPU_CHECK_OUT {loop}: a loop of symbolic links")
+
+    own = tmp_path / "own"  # an earlier check's output, in whose logs/ a user's file was put since
+    assert no_rows(own).returncode == 1
+    (own / "logs" / "notes.txt").write_text("mine")
+    assert_refused(no_rows(own), f"GPU_CHECK_OUT {own}: holds files gpu-check did not write (logs/notes.txt)")
+    assert (own / "logs" / "notes.txt").read_text() == "mine"
+
+
+def test_gpu_check_replaces_its_own_earlier_output(tmp_path):
+    first = no_rows(tmp_path / "out")
+    report = json.loads((tmp_path / "out" / "report.json").read_text())
+    assert first.returncode == 1 and [row["verdict"] for row in report["rows"]] == ["SKIP"], first
+    for stale in ("logs/resume.log", "rows/resume.json", "work/data/shards.bin"):  # what a longer run left
+        (tmp_path / "out" / stale).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / "out" / stale).write_text("old")
+    again = no_rows(tmp_path / "out")
+    assert again.returncode == 1 and again.stderr == "", again
+    assert sorted(str(p.relative_to(tmp_path / "out")) for p in (tmp_path / "out").rglob("*")) == [
+        "gptkit-gpu-check.json", "logs", "report.json", "rows", "rows/sampling.json", "work"]

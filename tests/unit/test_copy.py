@@ -1,6 +1,7 @@
 """eval/copy.py: the n-gram's counts equal a brute-force count over the stream before each
-position, its interpolated probabilities sum to one over the vocabulary, and the mixture of a
-position depends on no later position."""
+position, its interpolated probabilities sum to one over the vocabulary, the mixture of a
+position depends on no later position, and the tokens it marks verbatim are those inside windows
+that the training text holds."""
 import numpy as np
 import pytest
 
@@ -25,6 +26,15 @@ def brute_force(stream, first, p_model, max_n):
     return prob, length, count
 
 
+def brute_force_verbatim(stream, first, source, k):
+    """Whether each target lies in a window of k tokens of the text (from `source` on) that occurs
+    in the training text (before `source`)."""
+    stream = list(stream)
+    training = {tuple(stream[j : j + k]) for j in range(source - k + 1)}
+    held = [a for a in range(source, len(stream) - k + 1) if tuple(stream[a : a + k]) in training]
+    return np.array([any(a <= i < a + k for a in held) for i in range(first, len(stream))], bool)
+
+
 @pytest.mark.parametrize("seed, vocab, max_n", [(0, 3, 4), (1, 5, 8), (2, 2, 32), (3, 40, 32)])
 def test_counts_and_probabilities_equal_a_brute_force_count(seed, vocab, max_n):
     rng = np.random.default_rng(seed)
@@ -38,6 +48,9 @@ def test_counts_and_probabilities_equal_a_brute_force_count(seed, vocab, max_n):
     assert (got.length == length).all() and (got.count == count).all()
     np.testing.assert_allclose(got.prob, prob, rtol=1e-12)
     assert length.max() == max_n or max_n == 32 and length.max() > 8  # long matches were there to find
+    verbatim = brute_force_verbatim(stream, first, first - 1, max_n)
+    assert (got.verbatim == verbatim).all()
+    assert verbatim.any() or max_n == 32  # short windows the training text holds were there to find
 
 
 def test_the_probabilities_of_every_next_token_sum_to_one():
@@ -70,3 +83,18 @@ def test_a_useless_ngram_leaves_the_model_alone():
     stream = rng.integers(0, 1000, 3000)  # no context of 2 tokens recurs: the n-gram knows nothing
     p_model = np.full(len(stream) - 1, 0.5)
     np.testing.assert_array_equal(copy.mixed(p_model, copy.ngram(stream, 1, p_model)), p_model)
+
+
+def test_a_text_half_copied_from_the_training_text_has_half_its_tokens_verbatim():
+    rng = np.random.default_rng(5)
+    train = rng.integers(0, 1000, 5000)  # no window of 2 tokens recurs by chance
+    fresh = rng.integers(0, 1000, 201)
+
+    def share(text):
+        stream = np.r_[train, text]
+        return copy.ngram(stream, len(train) + 1, np.full(len(text) - 1, 0.5)).verbatim.mean()
+
+    assert share(np.r_[fresh, train[1000:1200]]) == 0.5  # 200 of the 400 scored tokens
+    assert share(fresh) == 0
+    assert share(np.r_[fresh, train[1000:1000 + copy.MAX_N - 1]]) == 0  # a span one token short
+    assert share(np.r_[train[:copy.MAX_N], fresh]) == (copy.MAX_N - 1) / (copy.MAX_N - 1 + 201)  # the first token is not scored

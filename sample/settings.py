@@ -23,12 +23,17 @@ class Settings:
     stops: tuple = ()
 
     def __post_init__(self):
-        if not self.temperature >= 0:  # NaN too
-            raise SettingError("temperature", f"{self.temperature}: expected 0 (greedy) or more")
+        # A bool is an int to Python but no number to a caller; NaN fails every comparison.
+        for name in ("temperature", "top_p"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise SettingError(name, f"{value!r}: expected a number")
+        if not self.temperature >= 0:
+            raise SettingError("temperature", f"{self.temperature!r}: expected 0 (greedy) or more")
         if not 0 < self.top_p <= 1:
-            raise SettingError("top_p", f"{self.top_p}: expected a probability in (0, 1]")
+            raise SettingError("top_p", f"{self.top_p!r}: expected a probability in (0, 1]")
         if self.top_k is not None and not (type(self.top_k) is int and self.top_k >= 1):
-            raise SettingError("top_k", f"{self.top_k}: expected 1 or more")
+            raise SettingError("top_k", f"{self.top_k!r}: expected a whole number, 1 or more")
         for name in ("max_new_tokens", "num_samples"):
             if not (type(getattr(self, name)) is int and getattr(self, name) >= 1):
                 raise SettingError(name, f"{getattr(self, name)!r}: expected a whole number, 1 or more")

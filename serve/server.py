@@ -1,5 +1,6 @@
 """An HTTP server speaking the OpenAI API (/v1/models, /v1/completions, /v1/chat/completions,
-whole or streamed as server-sent events) and the chat page at /, from the standard library.
+whole or streamed as server-sent events), a health check at /health and the chat page at /, from
+the standard library.
 
 Chat messages are rendered with the checkpoint's chat template where it has one (Sampler.chat_ids),
 the reply ending at the template's end of turn; else with serve/api.py's plain-text template.
@@ -7,6 +8,9 @@ the reply ending at the template's end of turn; else with serve/api.py's plain-t
 Requests are answered by threads, but the model decodes one request at a time (Engine.lock): a
 request waits for the one before it, so no two ever share a batch or a cache, and a request's
 text is what it gives alone with its seed.
+
+A client's mistake is a 4xx naming what was wrong; a 500 is the server's own fault, answered with
+a generic line (its details, which may name files of this machine, go to the log).
 """
 from __future__ import annotations
 
@@ -15,28 +19,47 @@ import hmac
 import importlib.resources
 import json
 import logging
+import re
+import socket
 import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import unquote, urlsplit
 
+from gptkit.model.checkpoint import checkpoint_directory
 from gptkit.model.generate import prompt_ids
-from gptkit.runtime.device import out_of_memory
+from gptkit.model.info import describe, sampling_memory
+from gptkit.runtime.device import Memory, out_of_memory
 from gptkit.sample.settings import Settings
-from gptkit.shared.errors import InputError, SettingError
+from gptkit.shared.errors import SettingError
+from gptkit.shared.files import resolved
+from gptkit.tokenizer.chat import ChatError
+from gptkit.train.run_dir import CHECKPOINTS
 
-from .api import ApiError, Reply, parse, render_chat, usage
+from .api import ApiError, Reply, parse, render_chat, shown, usage
 
 log = logging.getLogger(__name__)
 
 MAX_BODY = 16 * 2**20  # bytes of a request body: far more than any context's text
 PAGE = importlib.resources.files(__package__).joinpath("chat.html")
+INTERNAL_ERROR = "internal error: the server failed on this request (its log says why)"
+
+
+def default_name(checkpoint) -> str:
+    """The model's name where --name is not given: a training run's name for any checkpoint of it
+    (runs/NAME, runs/NAME/latest, runs/NAME/checkpoints/step-...), the name its user knows it by;
+    else the checkpoint directory's name."""
+    directory = resolved(checkpoint_directory(checkpoint), "checkpoint")
+    return directory.parent.parent.name if directory.parent.name == CHECKPOINTS else directory.name
 
 
 class Engine:
-    """A loaded Sampler that decodes one request at a time."""
+    """A loaded Sampler that decodes one request at a time. `allow_special_tokens`: a completion's
+    prompt may spell the tokenizer's special tokens (`<|endoftext|>`) as those tokens; else, as
+    for chat messages always, a prompt is text and its special-token spellings are text too."""
 
-    def __init__(self, sampler, name: str):
-        self.sampler, self.name = sampler, name
+    def __init__(self, sampler, name: str, allow_special_tokens: bool = False):
+        self.sampler, self.name, self.allow_special_tokens = sampler, name, allow_special_tokens
         self.context = sampler.model.config.context_length
         self.lock = threading.Lock()
 
@@ -45,18 +68,31 @@ class Engine:
         """How chat messages become a prompt, for the start-up line."""
         if self.sampler.template is not None:
             return "its chat template"
-        return f"the plain-text template, User: and Assistant: lines, since {self.sampler.no_template}"
+        why = self.sampler.no_template
+        if isinstance(why, ChatError):  # it has one, which failed on a probe conversation
+            why = f"its chat template failed: {why}"
+        return f"the plain-text template, User: and Assistant: lines, since {why}"
 
     def prompt(self, request) -> tuple[list[int], tuple[str, ...]]:
         """The request's prompt as token ids, and the stops that end its reply."""
         sampler = self.sampler
-        if request.chat and sampler.template is not None:
-            try:
-                return sampler.chat_ids(request.messages), sampler.template.stops
-            except InputError as e:  # the template's own refusal (roles out of order, ...)
-                raise ApiError(400, f"messages: {e}", "messages") from None
-        text, stops = render_chat(request.messages) if request.chat else (request.prompt, ())
-        return prompt_ids(sampler.tokenizer, text, sampler.bos_id), stops
+        if not request.chat:
+            if not self.allow_special_tokens:
+                return prompt_ids(sampler.tokenizer, request.prompt, sampler.bos_id), ()
+            bos = [] if sampler.bos_id is None else [sampler.bos_id]
+            return bos + sampler.tokenizer.encode(request.prompt, allowed_special="all"), ()
+        if sampler.template is None:
+            text, stops = render_chat(request.messages, request.continue_final)
+            return prompt_ids(sampler.tokenizer, text, sampler.bos_id), stops
+        # A reply to continue: the conversation before it up to the assistant's header, then its text.
+        messages = request.messages[:-1] if request.continue_final else request.messages
+        try:
+            ids = sampler.chat_ids(messages)
+        except ChatError as e:  # the template's own refusal (roles out of order, ...); e.reason names no file
+            raise ApiError(400, f"messages: the chat template refused them: {e.reason}", "messages") from None
+        if request.continue_final:
+            ids += sampler.tokenizer.encode(request.messages[-1]["content"], allowed_special=())
+        return ids, sampler.template.stops
 
     def settings(self, request) -> tuple[list[int], Settings]:
         """The request's prompt ids and Settings; a request that does not fit the context is
@@ -68,27 +104,46 @@ class Engine:
         asked = request.settings["max_new_tokens"]
         max_tokens = self.context - len(ids) if asked is None else asked
         if max_tokens < 1 or len(ids) + max_tokens > self.context:
-            full = len(ids) >= self.context or asked is None  # the prompt is what to shorten
-            more = "no room for a reply" if asked is None else f"max_tokens asks for {asked} more"
-            raise ApiError(400, f"this model's context is {self.context} tokens: the {where} has {len(ids)} and {more}",
-                           where if full else "max_tokens", "context_length_exceeded")
+            raise self._too_long(request, where, len(ids), asked)
         return ids, Settings(**{**request.settings, "max_new_tokens": max_tokens,
                                 "stops": (*stops, *request.settings["stops"])})
 
+    def _too_long(self, request, where, length, asked) -> ApiError:
+        """The 400 for a prompt that leaves too little of the context for the reply: what to shorten."""
+        has = f"the {where} {'have' if request.chat else 'has'} {length:,} tokens"
+        shorten = f"shorten the {where}" + (" or start a new chat" if request.chat else "")
+        if length >= self.context:  # the prompt is what to shorten (always so where max_tokens is the rest)
+            return ApiError(400, f"this model's context is {self.context:,} tokens: {has}, no room for a reply; "
+                                 f"{shorten}", where, "context_length_exceeded")
+        field = request.max_tokens_field
+        return ApiError(400, f"this model's context is {self.context:,} tokens: {has} and {field} asks for "
+                             f"{shown(asked)} more; ask for at most {self.context - length:,} or {shorten}",
+                        field, "context_length_exceeded")
+
     @contextlib.contextmanager
     def samples(self, request):
-        """(samples, prompt tokens) for the request, holding the model until the block ends."""
+        """(samples, prompt tokens) for the request, holding the model until the block ends. A
+        batch too large for the memory left beside the weights is refused before waiting for it."""
         ids, settings = self.settings(request)
+        model, n = self.sampler.model, settings.num_samples
+        try:
+            Memory(sampling_memory(model.config, n, len(ids) + settings.max_new_tokens), self.sampler.device, "n",
+                   f"n {shown(n)} (samples of {describe(model.config)})", "ask for fewer n or max_tokens").check()
+        except SettingError as e:
+            raise ApiError(400, e.problem, "n", "out_of_memory") from None
         with self.lock:
             try:
                 yield self.sampler.sample_ids(ids, settings), len(ids)
-            except SettingError as e:  # the memory check before any work (Sampler.sample)
-                raise ApiError(400, e.problem, "n", "out_of_memory") from None
+            except SettingError:  # Sampler's own memory check: memory another program took since ours
+                raise self.out_of_memory() from None
             except (RuntimeError, MemoryError) as e:
                 if not out_of_memory(e):
                     raise
-                raise ApiError(400, f"out of memory on {self.sampler.device.type}: ask for fewer n or max_tokens",
-                               "n", "out_of_memory") from None
+                raise self.out_of_memory() from None
+
+    def out_of_memory(self) -> ApiError:
+        return ApiError(400, f"out of memory on {self.sampler.device.type}: ask for fewer n or max_tokens", "n",
+                        "out_of_memory")
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -99,40 +154,68 @@ class Handler(BaseHTTPRequestHandler):
     # -- routing --
 
     def do_GET(self):
-        self._route({"/": self._page, "/index.html": self._page, "/v1/models": self._models})
+        self._route()
 
-    def do_POST(self):
-        self._route({"/v1/completions": lambda: self._complete(False),
-                     "/v1/chat/completions": lambda: self._complete(True)})
+    do_HEAD = do_POST = do_PUT = do_PATCH = do_DELETE = do_GET  # the routes say which methods a path takes (405)
 
-    def _route(self, routes):
-        path = self.path.split("?", 1)[0].rstrip("/") or "/"
+    def do_OPTIONS(self):
+        """A browser's preflight before a request from another origin: answered on any path and
+        without the key (a preflight never carries it); end_headers adds the CORS headers where
+        the origin is allowed."""
+        self.send_response(204)
+        self.send_header("Allow", "GET, POST, OPTIONS")
+        self.send_header("Access-Control-Max-Age", "600")
+        self.end_headers()
+
+    def _endpoints(self, path):
+        """{method: what answers it} for a path, or None where there is no such path."""
+        if path.startswith("/v1/models/"):
+            return {"GET": lambda: self._model(unquote(path.removeprefix("/v1/models/")))}
+        return {"/": {"GET": self._page}, "/index.html": {"GET": self._page}, "/health": {"GET": self._health},
+                "/v1/models": {"GET": self._models},
+                "/v1/completions": {"POST": lambda: self._complete(False)},
+                "/v1/chat/completions": {"POST": lambda: self._complete(True)}}.get(path)
+
+    def _route(self):
+        path = urlsplit(self.path).path.rstrip("/") or "/"
         try:
             self.body = self._read_body()
-            if path not in routes:
-                raise ApiError(404, f"no such endpoint: {self.command} {path}", code="not_found")
+            endpoints = self._endpoints(path)
+            if endpoints is None:
+                raise ApiError(404, f"no such endpoint: {self.command} {shown(path)}", code="not_found")
+            method = "GET" if self.command == "HEAD" else self.command  # a GET's answer without its body
+            if method not in endpoints:
+                allow = ", ".join(endpoints)
+                error = ApiError(405, f"{shown(path)} takes {allow}, not {self.command}", code="method_not_allowed")
+                return self._json(405, error.body(), {"Allow": allow})
             if path.startswith("/v1/"):
                 self._authorize()
-            routes[path]()
+            endpoints[method]()
         except ApiError as e:
             self._json(e.status, e.body())
-        except (BrokenPipeError, ConnectionResetError):
-            self.close_connection = True  # the client went away; the model is free again
-        except Exception as e:  # a bug of ours: one line in the log and a 500, and the server goes on
+        except (BrokenPipeError, ConnectionResetError, TimeoutError):
+            self.close_connection = True  # the client went away or stalled; the model is free again
+        except Exception as e:  # a bug of ours: one line in the log, a 500 naming nothing of the machine
             log.error(f"{self.command} {path}: {type(e).__name__}: {e}")
-            self._json(500, ApiError(500, f"internal error: {type(e).__name__}: {e}", kind="server_error").body())
+            self._json(500, ApiError(500, INTERNAL_ERROR, kind="server_error").body())
 
     def _read_body(self) -> bytes:
-        if self.command != "POST":
-            return b""
+        """The request's body, by its Content-Length (a POST must send one)."""
         length = self.headers.get("Content-Length")
-        if length is None or not length.isdigit():
+        if length is None and self.command != "POST":
+            return b""
+        if length is None or not re.fullmatch(r"[0-9]+", length):
             self.close_connection = True
-            raise ApiError(411, "the request needs a Content-Length")
+            raise ApiError(411, "the request needs a Content-Length, a number of bytes")
         if int(length) > MAX_BODY:
             self.close_connection = True  # its body stays unread
             raise ApiError(413, f"the request body has {int(length):,} bytes, more than {MAX_BODY:,}")
-        return self.rfile.read(int(length))
+        body = self.rfile.read(int(length))
+        if len(body) < int(length):
+            self.close_connection = True
+            raise ApiError(400, f"the request body ended after {len(body):,} of its Content-Length's {int(length):,} "
+                                "bytes")
+        return body
 
     def _authorize(self):
         key = self.server.api_key
@@ -146,10 +229,22 @@ class Handler(BaseHTTPRequestHandler):
     def _page(self):
         self._send(200, "text/html; charset=utf-8", PAGE.read_bytes())
 
-    def _models(self):
+    def _health(self):
+        self._json(200, {"status": "ok"})
+
+    def _model_object(self):
         engine = self.server.engine
-        self._json(200, {"object": "list", "data": [{"id": engine.name, "object": "model", "created": 0,
-                                                     "owned_by": "gptkit", "context_length": engine.context}]})
+        return {"id": engine.name, "object": "model", "created": 0, "owned_by": "gptkit",
+                "context_length": engine.context}
+
+    def _models(self):
+        self._json(200, {"object": "list", "data": [self._model_object()]})
+
+    def _model(self, name):
+        if name != self.server.engine.name:
+            raise ApiError(404, f"model {shown(name)} does not exist: this server has one, {self.server.engine.name!r}",
+                           "model", "model_not_found")
+        self._json(200, self._model_object())
 
     def _complete(self, chat):
         request = parse(self.body, chat)
@@ -160,7 +255,8 @@ class Handler(BaseHTTPRequestHandler):
                 self._stream(request, reply, samples, prompt_tokens)
             else:
                 texts = samples.texts()
-                texts = [text.lstrip() for text in texts] if chat else texts
+                # A chat reply starts at its first non-space (after "Assistant:"); a reply continued goes on as it is.
+                texts = [text.lstrip() for text in texts] if chat and not request.continue_final else texts
                 self._json(200, reply.whole(texts, samples.finish_reasons, usage(prompt_tokens, sum(samples.tokens)),
                                             samples.seed))
 
@@ -172,7 +268,7 @@ class Handler(BaseHTTPRequestHandler):
         self.end_headers()
         with_usage = request.include_usage
         n = len(samples.tokens)
-        started = [not request.chat] * n  # a chat reply starts at its first non-space (after "Assistant:")
+        started = [not request.chat or request.continue_final] * n  # as _complete strips a whole reply
         try:
             if request.chat:
                 for i in range(n):
@@ -187,15 +283,14 @@ class Handler(BaseHTTPRequestHandler):
                 self._event(reply.chunk(i, finish_reason=samples.finish_reasons[i], usage=with_usage))
             if with_usage:
                 self._event(reply.usage_chunk(usage(prompt_tokens, sum(samples.tokens))))
-        except (BrokenPipeError, ConnectionResetError):
+        except (BrokenPipeError, ConnectionResetError, TimeoutError):
             raise
         except Exception as e:  # after the headers: the error is the stream's last event (the client raises it)
             if isinstance(e, (RuntimeError, MemoryError)) and out_of_memory(e):
-                e = ApiError(400, f"out of memory on {self.server.engine.sampler.device.type}: ask for fewer n or "
-                                  "max_tokens", "n", "out_of_memory")
+                e = self.server.engine.out_of_memory()
             elif not isinstance(e, ApiError):
-                log.error(f"{self.path}: {type(e).__name__}: {e}")
-                e = ApiError(500, f"internal error: {type(e).__name__}: {e}", kind="server_error")
+                log.error(f"{self.command} {self.path}: {type(e).__name__}: {e}")
+                e = ApiError(500, INTERNAL_ERROR, kind="server_error")
             self._event(e.body())
         self._chunk(b"data: [DONE]\n\n")
         self._chunk(b"")
@@ -209,17 +304,35 @@ class Handler(BaseHTTPRequestHandler):
         self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
         self.wfile.flush()
 
-    def _json(self, status, obj):
-        self._send(status, "application/json", json.dumps(obj).encode())
+    def _json(self, status, obj, headers=None):
+        self._send(status, "application/json", json.dumps(obj).encode(), headers)
 
-    def _send(self, status, content_type, data):
+    def _send(self, status, content_type, data, headers=None):
         self.send_response(status)
         self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(data)))
+        for name, value in (headers or {}).items():
+            self.send_header(name, value)
         if self.close_connection:
             self.send_header("Connection", "close")
         self.end_headers()
-        self.wfile.write(data)
+        if self.command != "HEAD":
+            self.wfile.write(data)
+
+    def end_headers(self):
+        """Every answer, errors and streams included, with the CORS headers where the request's
+        Origin is one --cors-origin allows (a browser shows a page of that origin nothing else)."""
+        allowed = self.server.cors_origins
+        headers = getattr(self, "headers", None)  # none yet where the request line itself was bad
+        origin = headers.get("Origin") if headers is not None else None
+        if origin is not None and ("*" in allowed or origin in allowed):
+            self.send_header("Access-Control-Allow-Origin", "*" if "*" in allowed else origin)
+            self.send_header("Access-Control-Allow-Methods", "GET, POST, OPTIONS")
+            # Named: a "*" here would not cover Authorization.
+            self.send_header("Access-Control-Allow-Headers", "Authorization, Content-Type")
+            if "*" not in allowed:
+                self.send_header("Vary", "Origin")
+        super().end_headers()
 
     def log_message(self, format, *args):
         log.debug(format % args)  # no line per request on standard error
@@ -227,6 +340,11 @@ class Handler(BaseHTTPRequestHandler):
 
 class Server(ThreadingHTTPServer):
     daemon_threads = True  # a stalled client never holds up the process's exit
+
+    def __init__(self, address, handler):
+        # The address family of the host (ThreadingHTTPServer's is IPv4 alone: --host ::1 could not bind).
+        self.address_family = socket.getaddrinfo(*address, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0][0]
+        super().__init__(address, handler)
 
     def handle_error(self, request, client_address):
         """What escapes a request's handler (Handler._route answers the rest), instead of
@@ -237,9 +355,10 @@ class Server(ThreadingHTTPServer):
             log.error(f"a request from {client_address[0]}: {type(error).__name__}: {error}")
 
 
-def make_server(host="127.0.0.1", port=8000, *, engine=None, api_key=None) -> Server:
+def make_server(host="127.0.0.1", port=8000, *, engine=None, api_key=None, cors_origins=()) -> Server:
     """A server listening on host:port (0: a free port, server.server_port); set `server.engine`
-    before serving."""
+    before serving. `cors_origins`: the origins ("https://app.example", or "*": any) whose pages
+    may call the API from a browser."""
     server = Server((host, port), Handler)
-    server.engine, server.api_key = engine, api_key
+    server.engine, server.api_key, server.cors_origins = engine, api_key, frozenset(cors_origins)
     return server

@@ -1,7 +1,10 @@
-"""What the serve tests share (tests/integration/test_serve.py, test_chat_page.py, test_chat_serve.py):
-a tiny checkpoint with room for a chat (and one with chat tokens and a template), and a real server
-on a free port of 127.0.0.1."""
+"""What the serve tests share (tests/integration/test_serve.py, test_serve_requests.py,
+test_chat_page.py, test_chat_serve.py): a tiny checkpoint with room for a chat (and one with chat
+tokens and a template), a real server on a free port of 127.0.0.1, and requests made without a
+client."""
 import contextlib
+import http.client
+import json
 import threading
 
 import torch
@@ -37,11 +40,22 @@ def chat_checkpoint(tokenizer, path, template=None):
 
 
 @contextlib.contextmanager
-def running(sampler, api_key=None, name="tiny"):
-    """A server for `sampler` in a thread; yields its base URL, and shuts it down after."""
-    from gptkit.serve.server import Engine, make_server
+def running(sampler, api_key=None, name="tiny", *, allow_special_tokens=False, cors_origins=(), bodies=None):
+    """A server for `sampler` in a thread; yields its base URL, and shuts it down after. `bodies`:
+    a list that gets (path, JSON value) of each request body the server reads, as it read it."""
+    from gptkit.serve.server import Engine, Handler, make_server
 
-    server = make_server("127.0.0.1", 0, engine=Engine(sampler, name), api_key=api_key)
+    class Recording(Handler):
+        def _read_body(self):
+            body = super()._read_body()
+            if body:
+                bodies.append((self.path, json.loads(body)))
+            return body
+
+    server = make_server("127.0.0.1", 0, engine=Engine(sampler, name, allow_special_tokens), api_key=api_key,
+                         cors_origins=cors_origins)
+    if bodies is not None:
+        server.RequestHandlerClass = Recording
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
@@ -50,3 +64,21 @@ def running(sampler, api_key=None, name="tiny"):
         server.shutdown()
         server.server_close()
         thread.join()
+
+
+def send(url, method, path, body=b"", headers=None):
+    """(status, headers, body) of a request made without the openai client: bodies it would never send."""
+    host, port = url.removeprefix("http://").split(":")
+    connection = http.client.HTTPConnection(host, int(port), timeout=60)
+    try:
+        connection.request(method, path, body=body, headers=headers or {})
+        response = connection.getresponse()
+        return response.status, response.headers, response.read()
+    finally:
+        connection.close()
+
+
+def raw(url, method, path, body=b"", headers=None):
+    """(status, parsed JSON) of `send`."""
+    status, _, data = send(url, method, path, body, headers)
+    return status, json.loads(data)

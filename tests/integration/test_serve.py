@@ -3,12 +3,15 @@
 import http.client
 import json
 import os
+import re
+import shutil
 import socket
 import struct
 import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 
 import openai
 import pytest
@@ -16,8 +19,9 @@ import pytest
 from gptkit.model.generate import prompt_ids
 from gptkit.sample.sampling import Sampler, Settings
 from gptkit.serve.api import render_chat
+from gptkit.serve.server import INTERNAL_ERROR, Engine, default_name, make_server
 from tests.conftest import assert_input_error
-from tests.serving import CONTEXT, running, tiny_checkpoint
+from tests.serving import CONTEXT, raw, running, send, tiny_checkpoint
 
 PROMPT = "the little cat sat on the"
 KEY = "sesame"
@@ -50,21 +54,6 @@ def alone(sampler, prompt, **settings):
     return Sampler.sample(sampler, prompt, Settings(**{"temperature": 1.0, "top_p": 1.0, **settings})).texts()
 
 
-def chat_prompt(text):
-    return render_chat([{"role": "user", "content": text}])
-
-
-def raw(url, method, path, body=b"", headers=None):
-    """(status, parsed JSON) of a request made without the client: bodies it would never send."""
-    host, port = url.removeprefix("http://").split(":")
-    connection = http.client.HTTPConnection(host, int(port), timeout=30)
-    connection.request(method, path, body=body, headers=headers or {})
-    response = connection.getresponse()
-    data = response.read()
-    connection.close()
-    return response.status, json.loads(data)
-
-
 def test_a_client_that_hangs_up_mid_request_leaves_no_traceback(url, client, capsys):
     """A connection reset while the server reads the request line (as a browser drops a kept-alive
     connection): socketserver printed "Exception occurred during processing of request" and a
@@ -85,6 +74,18 @@ def test_a_client_that_hangs_up_mid_request_leaves_no_traceback(url, client, cap
 
 def test_models_lists_the_checkpoint(client):
     assert [m.id for m in client.models.list()] == ["tiny"]
+
+
+def test_a_model_by_its_id_and_the_health_check(client, url):
+    model = client.models.retrieve("tiny")
+    assert model.id == "tiny" and model.context_length == CONTEXT
+    with pytest.raises(openai.NotFoundError) as caught:  # as OpenAI answers a model it does not have
+        client.models.retrieve("gpt-4o")
+    assert caught.value.body["code"] == "model_not_found" and caught.value.body["param"] == "model"
+    assert "'gpt-4o' does not exist" in caught.value.body["message"]
+    assert raw(url, "GET", "/health") == (200, {"status": "ok"})
+    status, headers, data = send(url, "HEAD", "/health")  # as uptime monitors ask
+    assert status == 200 and int(headers["Content-Length"]) > 0 and data == b""
 
 
 def test_completion_is_the_sample_librarys_text_with_usage(client, sampler):
@@ -129,6 +130,22 @@ def test_chat_without_max_tokens_may_fill_the_context(client):
     out = client.chat.completions.create(model="tiny", messages=[{"role": "user", "content": "go"}], seed=2,
                                          stop=["\u0000"])
     assert out.usage.total_tokens <= CONTEXT
+
+
+def test_a_reply_continued_goes_on_from_its_text(client, sampler):
+    """continue_final_message (vLLM's and transformers' name): the last message is the assistant's
+    reply cut short, which the model goes on with instead of answering it."""
+    messages = [{"role": "user", "content": "hello there"}, {"role": "assistant", "content": "the cat"}]
+    settings = dict(model="tiny", messages=messages, max_tokens=12, seed=4, extra_body={"continue_final_message": True})
+    out = client.chat.completions.create(**settings)
+    prompt, stops = render_chat(messages, continue_final=True)
+    assert prompt == "User: hello there\nAssistant: the cat"
+    [text] = alone(sampler, prompt, max_new_tokens=12, seed=4, stops=stops)
+    assert out.choices[0].message.content == text  # as it comes: its leading space, where it has one, is the text's
+    assert "".join(c.choices[0].delta.content or "" for c in client.chat.completions.create(**settings, stream=True)) == text
+    with pytest.raises(openai.BadRequestError) as caught:
+        client.chat.completions.create(**{**settings, "messages": messages[:1]})
+    assert caught.value.body["param"] == "continue_final_message" and "the last message is the user's" in str(caught.value)
 
 
 def test_a_stop_string_ends_the_text_before_it(client):
@@ -186,15 +203,18 @@ def test_concurrent_clients_each_get_their_own_text(url):
 
 
 @pytest.mark.parametrize("kwargs, param, needle", [
-    (dict(temperature=-1), "temperature", "expected 0 (greedy) or more"),
-    (dict(top_p=0), "top_p", "(0, 1]"),
+    (dict(temperature=-1), "temperature", "expected a number from 0 (greedy) to 2"),
+    (dict(temperature=2.01), "temperature", "expected a number from 0 (greedy) to 2"),
+    (dict(top_p=0), "top_p", "above 0, at most 1"),
     (dict(n=0), "n", "1 or more"),
     (dict(max_tokens=0), "max_tokens", "1 or more"),
     (dict(seed=-4), "seed", "whole number"),
     (dict(max_tokens=CONTEXT), "max_tokens", "context is 128 tokens"),
     (dict(prompt="word " * 200), "prompt", "context is 128 tokens"),
     (dict(n=10**9), "n", "more than the"),
-    (dict(extra_body={"stop": 3}), "stop", "expected a string or a list"),
+    (dict(extra_body={"stop": 3}), "stop", "expected a string or a list of up to 4 strings"),
+    (dict(stop=["a", "b", "c", "d", "e"]), "stop", "up to 4"),
+    (dict(extra_body={"top_k": "5"}), "top_k", "top_k '5': expected a whole number, 1 or more"),
     (dict(extra_body={"prompt": [1, 2]}), "prompt", "expected a string"),
 ])
 def test_bad_requests_are_refused_in_one_line_and_the_server_goes_on(client, kwargs, param, needle):
@@ -206,15 +226,95 @@ def test_bad_requests_are_refused_in_one_line_and_the_server_goes_on(client, kwa
     assert client.completions.create(model="tiny", prompt=PROMPT, max_tokens=3, seed=0).choices[0].finish_reason
 
 
+def test_a_prompt_too_long_for_the_context_says_what_to_shorten(client, sampler):
+    with pytest.raises(openai.BadRequestError) as caught:
+        client.chat.completions.create(model="tiny", messages=[{"role": "user", "content": "word " * 200}])
+    error = caught.value.body
+    assert error["code"] == "context_length_exceeded" and error["param"] == "messages", error
+    assert re.fullmatch(r"this model's context is 128 tokens: the messages have \d+ tokens, no room for a reply; "
+                        r"shorten the messages or start a new chat", error["message"]), error
+    length = len(prompt_ids(sampler.tokenizer, PROMPT, sampler.bos_id))
+    for field in ("max_tokens", "max_completion_tokens"):
+        with pytest.raises(openai.BadRequestError) as caught:
+            client.completions.create(model="tiny", prompt=PROMPT, extra_body={field: CONTEXT - 3})
+        assert caught.value.body["param"] == field and caught.value.body["message"] == (
+            f"this model's context is 128 tokens: the prompt has {length} tokens and {field} asks for {CONTEXT - 3} "
+            f"more; ask for at most {CONTEXT - length} or shorten the prompt")
+
+
+class Broken:
+    """A Sampler that fails as a bug of ours would, with a path of this machine in its error:
+    before any text (`at="start"`), or after the stream's first piece (`at="stream"`)."""
+
+    def __init__(self, sampler, at):
+        self._sampler, self._at = sampler, at
+
+    def __getattr__(self, name):
+        return getattr(self._sampler, name)
+
+    def sample_ids(self, ids, settings):
+        if self._at == "start":
+            raise FileNotFoundError(2, "No such file or directory", "/home/secret/weights.bin")
+        samples = self._sampler.sample_ids(ids, settings)
+
+        class Failing:
+            tokens, finish_reasons = samples.tokens, samples.finish_reasons
+
+            def __iter__(self):
+                yield next(iter(samples))
+                raise FileNotFoundError(2, "No such file or directory", "/home/secret/weights.bin")
+
+        return Failing()
+
+
+def test_a_fault_of_the_server_is_a_500_naming_no_path_and_the_log_has_it(sampler, caplog):
+    body = json.dumps({"prompt": PROMPT, "max_tokens": 5, "stream": True}).encode()
+    with running(Broken(sampler, "start")) as url:
+        status, _, data = send(url, "POST", "/v1/completions", body)
+        assert status == 500 and json.loads(data)["error"] == {"message": INTERNAL_ERROR, "type": "server_error",
+                                                               "param": None, "code": None}
+    with running(Broken(sampler, "stream")) as url:
+        status, _, data = send(url, "POST", "/v1/completions", body)
+        events = [json.loads(line[6:]) for line in data.decode().splitlines() if line.startswith("data: {")]
+        assert status == 200 and events[0]["choices"][0]["text"] and events[-1]["error"]["message"] == INTERNAL_ERROR
+    assert "/home/secret" not in INTERNAL_ERROR and caplog.text.count("/home/secret/weights.bin") == 2
+
+
+def test_cors_is_off_unless_asked_and_then_answers_the_origins_given(sampler, url):
+    origin, key = "http://app.example:3000", {"Authorization": f"Bearer {KEY}"}
+    preflight = {"Origin": origin, "Access-Control-Request-Method": "POST",
+                 "Access-Control-Request-Headers": "authorization, content-type"}
+    status, headers, _ = send(url, "OPTIONS", "/v1/chat/completions", headers=preflight)
+    assert status == 204 and "Access-Control-Allow-Origin" not in headers
+    body = json.dumps({"prompt": PROMPT, "max_tokens": 2}).encode()
+    with running(sampler, api_key=KEY, cors_origins=[origin]) as cors:
+        status, headers, _ = send(cors, "OPTIONS", "/v1/chat/completions", headers=preflight)  # no key: none is sent
+        assert status == 204 and headers["Access-Control-Allow-Origin"] == origin
+        assert "Authorization" in headers["Access-Control-Allow-Headers"] and "POST" in headers["Access-Control-Allow-Methods"]
+        for stream in (False, True):
+            status, headers, _ = send(cors, "POST", "/v1/completions", json.dumps({"prompt": PROMPT, "max_tokens": 2,
+                                      "stream": stream}).encode(), {"Origin": origin, **key})
+            assert status == 200 and headers["Access-Control-Allow-Origin"] == origin and headers["Vary"] == "Origin"
+        status, headers, _ = send(cors, "GET", "/v1/models", headers={"Origin": origin})
+        assert status == 401 and headers["Access-Control-Allow-Origin"] == origin  # the page can read why
+        status, headers, _ = send(cors, "POST", "/v1/completions", body, {"Origin": "http://other.example", **key})
+        assert status == 200 and "Access-Control-Allow-Origin" not in headers
+    with running(sampler, cors_origins=["*"]) as anyone:
+        status, headers, _ = send(anyone, "POST", "/v1/completions", body, {"Origin": "http://other.example"})
+        assert status == 200 and headers["Access-Control-Allow-Origin"] == "*"
+
+
 def test_malformed_bodies_and_unknown_paths(url, client):
     status, body = raw(url, "POST", "/v1/completions", b"{not json", {"Content-Type": "application/json"})
     assert status == 400 and "not JSON" in body["error"]["message"]
     status, body = raw(url, "POST", "/v1/chat/completions", json.dumps({"messages": [{"role": "robot"}]}).encode())
-    assert status == 400 and body["error"]["param"] == "messages[0]"
+    assert status == 400 and body["error"]["param"] == "messages[0].role"
     status, body = raw(url, "POST", "/v1/chat/completions", b"[]")
     assert status == 400 and "JSON object" in body["error"]["message"]
     status, body = raw(url, "GET", "/v1/nothing")
     assert status == 404 and body["error"]["code"] == "not_found"
+    status, headers, data = send(url, "GET", "/v1/completions")
+    assert status == 405 and headers["Allow"] == "POST" and json.loads(data)["error"]["code"] == "method_not_allowed"
     assert [m.id for m in client.models.list()] == ["tiny"]
 
 
@@ -224,8 +324,8 @@ def test_api_key(sampler):
             with pytest.raises(openai.AuthenticationError) as caught:
                 client.models.list()
             assert caught.value.status_code == 401 and caught.value.body["code"] == "invalid_api_key"
-        status, body = raw(url, "POST", "/v1/completions", b"{}")  # no header at all
-        assert status == 401
+        assert raw(url, "POST", "/v1/completions", b"{}")[0] == 401  # no header at all
+        assert raw(url, "GET", "/health") == (200, {"status": "ok"})  # a health check needs no key
         with openai.OpenAI(base_url=url + "/v1", api_key=KEY, max_retries=0) as client:
             assert client.completions.create(model="tiny", prompt=PROMPT, max_tokens=3).choices[0].text is not None
         connection = http.client.HTTPConnection("127.0.0.1", int(url.rsplit(":", 1)[1]), timeout=30)
@@ -255,6 +355,52 @@ def test_the_command_serves_until_stopped(checkpoint, tmp_path):
         process.stderr.close()
 
 
+def test_the_command_warns_where_it_listens_beyond_this_machine_without_a_key(checkpoint):
+    env = {k: v for k, v in os.environ.items() if k != "GPTKIT_API_KEY"}
+    started = {host: subprocess.Popen([sys.executable, "-m", "gptkit.serve", "--checkpoint", str(checkpoint), "--port", "0",
+                                       "--device", "cpu", "--host", host], stderr=subprocess.PIPE, text=True, env=env)
+               for host in ("0.0.0.0", "localhost")}
+    try:
+        warning, line = started["0.0.0.0"].stderr.readline(), started["0.0.0.0"].stderr.readline()
+        assert warning.startswith("warning: --host 0.0.0.0 listens beyond this machine without --api-key: anyone who "
+                                  "can reach port "), warning
+        assert line.startswith("serving ckpt at http://0.0.0.0:"), line
+        line = started["localhost"].stderr.readline()  # a name of this machine: no warning before it
+        assert line.startswith("serving ckpt at http://localhost:"), line
+    finally:
+        for process in started.values():
+            process.terminate()
+            process.wait(timeout=30)
+            process.stderr.close()
+
+
+def test_the_default_name_is_the_training_runs(checkpoint, tmp_path):
+    run = tmp_path / "runs" / "demo"
+    step = run / "checkpoints" / "step-000300_tokens-614400"
+    shutil.copytree(checkpoint, step)
+    (run / "latest").symlink_to(Path("checkpoints") / step.name)
+    assert [default_name(given) for given in (run, run / "latest", step)] == ["demo"] * 3
+    assert default_name(checkpoint) == "ckpt"  # not a run's: the directory's own name
+
+
+def test_an_ipv6_address(sampler):
+    try:
+        server = make_server("::1", 0, engine=Engine(sampler, "tiny"))
+    except OSError:
+        pytest.skip("this machine has no IPv6 loopback")
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        connection = http.client.HTTPConnection("::1", server.server_port, timeout=30)
+        connection.request("GET", "/health")
+        assert connection.getresponse().status == 200
+        connection.close()
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
+
+
 def test_the_command_refuses_bad_input_in_one_line(tmp_path, url):
     from click.testing import CliRunner
 
@@ -266,3 +412,5 @@ def test_the_command_refuses_bad_input_in_one_line(tmp_path, url):
     res = CliRunner().invoke(cli, ["--checkpoint", str(tmp_path / "none"), "--port", busy])
     assert_input_error(res, f"--port {busy}", "cannot listen")
     assert_input_error(CliRunner().invoke(cli, ["--checkpoint", "x", "--api-key", " "]), "--api-key")
+    assert_input_error(CliRunner().invoke(cli, ["--checkpoint", "x", "--cors-origin", "https://app.example/chat"]),
+                       "--cors-origin https://app.example/chat: expected * or an origin")

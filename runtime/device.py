@@ -44,7 +44,8 @@ def deterministic(on: bool):
     deterministic one warns, warn_only); cuBLAS needs a fixed workspace, read when its handle is
     made, so the variable stays set after; Inductor, where this torch has the switch, picks its
     kernels by rule instead of timing them, and falls back to aten where it would add with atomics
-    (it reads torch's flag)."""
+    (it reads torch's flag). None of these fixes the order in which CPU kernels add, which depends
+    on the thread count: a deterministic training run fixes the count (runtime/threads.py)."""
     if not on:
         yield
         return

@@ -18,6 +18,18 @@ count when the machine had idle cores while it ran and the units then get faster
 units slow down by half, something else took the cores: the climb starts again from one
 thread. While below the top, it looks for idle cores again after a wait that doubles each time
 the look finds nothing better. `--threads N` (or OMP_NUM_THREADS, which torchrun sets) fixes the count.
+
+Some of torch's CPU kernels add in an order that depends on the count: LayerNorm's backward pass
+(the gradients of its gains and biases are summed per thread, then added up), a sum or mean of
+more than 32,768 values into one (a partial sum per thread), and matrix products in some of MKL's
+code paths. A count that changes with the load so changes the last bits of a run's numbers, and
+no one setting makes all of these add in one order (torch.use_deterministic_algorithms reaches
+none of them, MKL_CBWR at most MKL's own products). A training run with --deterministic
+therefore fixes the count on the CPU too, and records it: the run's checkpoints hold it
+(state_dict) and a resume goes on with it (load_state_dict), whatever the load or the cores it
+finds. Unless given, the count is one per physical core: what an idle machine measures, and not
+a function of the load, as a count measured when the run starts would be (two runs of one
+command would then differ).
 """
 from __future__ import annotations
 
@@ -54,12 +66,16 @@ class Threads:
     """torch's CPU threads for a loop: `record(seconds)` after each unit of work.
 
     `fixed`: the count, or None to choose it by measurement among 1 .. `most` threads.
+    `given`: what fixed it where a user did, for messages ("--threads", "OMP_NUM_THREADS"); else None.
+    `recorded`: the count is the run's own (a deterministic training run's, on the CPU): its
+    checkpoints record it (state_dict) and a resume goes on with it (load_state_dict).
     `set_threads`, `cpu_seconds` and `clock` are torch's, the machine's and time's unless a
     test gives its own."""
 
     def __init__(self, fixed=None, most=1, set_threads=torch.set_num_threads, cpu_seconds=cpu_seconds,
-                 clock=time.monotonic):
+                 clock=time.monotonic, given=None, recorded=False):
         self.set_threads, self.cpu_seconds, self.clock = set_threads, cpu_seconds, clock
+        self.given, self.recorded = given, recorded
         self.fixed = fixed
         if fixed is not None:
             self.ladder = [fixed]
@@ -76,8 +92,23 @@ class Threads:
 
     def describe(self):
         if self.fixed is not None:
-            return f"{self.fixed} thread{'s' if self.fixed > 1 else ''}"
+            return f"{self.fixed} thread{'s' if self.fixed > 1 else ''}{', fixed for --deterministic' if self.recorded else ''}"
         return f"threads measured, 1 to {self.ladder[-1]}"
+
+    def fix(self, count):
+        """The count is `count` from now on, measured no more."""
+        self.fixed, self.ladder = count, [count]
+        self._use(0)
+
+    def state_dict(self):
+        """What a checkpoint records: a recorded count, which a resume goes on with; else nothing."""
+        return {"count": self.count} if self.recorded else {}
+
+    def load_state_dict(self, state):
+        """A resume: a recorded count goes on as the run's checkpoint has it (train/resume.py
+        refused a count given otherwise); a checkpoint without one leaves the count as it is."""
+        if self.recorded and state:
+            self.fix(state["count"])
 
     @property
     def settled(self):
@@ -169,11 +200,16 @@ class Threads:
         return cpus * (now[0] - self.cpu_mark[0]) / (now[1] - self.cpu_mark[1])
 
 
-def torch_threads(threads=None, device=None) -> Threads:
+def torch_threads(threads=None, device=None, deterministic=False) -> Threads:
     """The threads of a stage that runs torch on `device`: `threads` (--threads) or
     OMP_NUM_THREADS fixes them; else on the CPU they are measured, up to one per physical core
-    of this process's share, and beside a GPU (which does the work) they are that many."""
-    fixed = threads or threads_from_environment()
-    if fixed is None and device is not None and device.type != "cpu":
+    of this process's share, and beside a GPU (which does the work) they are that many.
+    `deterministic` (a training run's --deterministic): on the CPU they are fixed too, at one per
+    physical core unless given, and recorded (Threads): the run computes on one count throughout."""
+    environment = threads_from_environment()
+    fixed = threads or environment
+    given = "--threads" if threads else "OMP_NUM_THREADS" if environment else None
+    on_cpu = device is None or device.type == "cpu"
+    if fixed is None and (deterministic or not on_cpu):
         fixed = cores_per_process()
-    return Threads(fixed, cores_per_process())
+    return Threads(fixed, cores_per_process(), given=given, recorded=deterministic and on_cpu)

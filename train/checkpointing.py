@@ -15,6 +15,9 @@ back with load_state_dict():
     optimizers  each one's step count             trainer_state.json "optimizer_steps"
                 and state tensors                 optimizer.safetensors ("adamw/...", "muon/...")
     schedule    the Planner's schedule            trainer_state.json "schedule"
+    threads     torch's CPU threads, where the    trainer_state.json "threads"
+                run records them (--deterministic
+                on the CPU: runtime/threads.py)
     rng         torch's CPU generator             trainer_state.json "rng"
 
 and beside them what makes the checkpoint the run's, which a resume checks (prepare.py): the
@@ -32,6 +35,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
+import os
 from datetime import timedelta
 from pathlib import Path
 from typing import NamedTuple
@@ -42,9 +46,9 @@ import torch
 from gptkit.model.checkpoint import (TOKENIZER_FILE, CheckpointError, CheckpointReader, model_tensors, save_model,
                                      save_tensors)
 from gptkit.model.config import ModelConfig
-from gptkit.shared.errors import GptkitError, SettingError
-from gptkit.shared.files import (atomic_symlink, remove_directory, remove_stale_temporaries, settle_directory, settled,
-                                 sync_directory)
+from gptkit.shared.errors import GptkitError, InputError, SettingError
+from gptkit.shared.files import (atomic_symlink, looked_up, remove_directory, remove_stale_temporaries, resolved,
+                                 settle_directory, settled, sync_directory)
 from gptkit.shared.jsonfile import is_count, read_json
 
 from .fsdp import placed, whole
@@ -81,6 +85,7 @@ class Parts(NamedTuple):
     model: torch.nn.Module
     optimizers: object  # optim.Optimizers
     schedule: object  # budget.Planner
+    threads: object  # runtime.threads.Threads
     rng: Rng = Rng()
 
 
@@ -118,8 +123,10 @@ class Checkpoints:
         trainer = parts.trainer.state_dict()
         name = f"step-{trainer['step']:06d}_tokens-{trainer['tokens']}"
         directory = self.directory / name
+        threads = parts.threads.state_dict()  # empty where the run does not record its count: then no key
         state = {**trainer, **self.identity, "schedule": parts.schedule.state_dict(),
-                 "optimizer_steps": {k: o["steps"] for k, o in optimizers.items()}, "rng": parts.rng.state_dict()}
+                 "optimizer_steps": {k: o["steps"] for k, o in optimizers.items()}, "rng": parts.rng.state_dict(),
+                 **({"threads": threads} if threads else {})}
         for old in self.directory.glob(".step-*.old-*"):  # a checkpoint a killed writer left aside, put back
             settle_directory(self.directory / old.name[1:].rsplit(".old-", 1)[0])
         try:
@@ -157,6 +164,7 @@ class Checkpoints:
                                     for k, o in now.items()})
         self.parts.trainer.load_state_dict(state)
         self.parts.schedule.load_state_dict(state.get("schedule"))
+        self.parts.threads.load_state_dict(state.get("threads"))
         self.parts.rng.load_state_dict(state["rng"])
 
     def start_from(self, saved):
@@ -190,16 +198,21 @@ def _write_text(path, text):
     path.write_text(text, encoding="utf-8")
 
 
-def read_state(checkpoint, config, tokenizer, model_config) -> tuple[CheckpointReader, dict]:
+def read_state(checkpoint, config, tokenizer, model_config, setting="resume") -> tuple[CheckpointReader, dict]:
     """`checkpoint`, which a resume of the run of `config` goes on from, opened (for
     Checkpoints.load), and its trainer state, checked and nothing applied: a checkpoint of another
     tokenizer than `tokenizer`, the run's data's, or of another model than `model_config`, the
-    run's, is refused."""
+    run's, is refused. `setting`: the flag that named it (--resume: the run's latest, or
+    --from-checkpoint), named with the intact checkpoint where it cannot be followed (a loop of links)."""
     checkpoint = Path(checkpoint)
+    try:
+        looked_up(checkpoint, setting)
+    except SettingError as e:
+        raise SettingError(setting, f"{e.problem}; {_intact_note(checkpoint, Path(config.out) / CHECKPOINTS)}") from None
     if not settled(checkpoint).exists():
         raise SettingError("out", f"{config.out}: no checkpoint to resume from ({checkpoint} is missing)")
     try:
-        saved = CheckpointReader(checkpoint)  # once, for every check below
+        saved = CheckpointReader(checkpoint, setting)  # once, for every check below
         _check_tokenizer(checkpoint, saved.config, tokenizer, config.data)
         _check_model(checkpoint, saved.config, model_config)
         return saved, _read_state(saved)
@@ -215,9 +228,9 @@ def initialized(config, tokenizer) -> tuple:
     if config.model is not None:
         raise SettingError("init_from", f"{config.init_from}: give --init-from or --model, not both (the model is the "
                                         "checkpoint's)")
-    checkpoint = str(Path(config.init_from).resolve())
+    checkpoint = str(resolved(config.init_from, "init_from"))
     try:
-        saved = CheckpointReader(checkpoint)
+        saved = CheckpointReader(checkpoint, "init_from")
     except CheckpointError as e:
         raise SettingError("init_from", str(e)) from None
     _check_tokenizer(checkpoint, saved.config, tokenizer, config.data, "the checkpoint's model was made for",
@@ -227,16 +240,17 @@ def initialized(config, tokenizer) -> tuple:
 
 
 def _intact_note(damaged, directory, optimizers=()):
-    """Which checkpoint in `directory` (the run's) a resume could start from instead of a damaged one."""
+    """Which checkpoint in `directory` (the run's) a resume could start from instead of a damaged one
+    (which may be a link that cannot be followed: compared by realpath, which never fails)."""
     for candidate in sorted(directory.glob("step-*"), reverse=True):
-        if candidate.resolve() == Path(damaged).resolve():
+        if os.path.realpath(candidate) == os.path.realpath(damaged):
             continue
         try:
             saved = CheckpointReader(candidate)
             for name in saved.config.get("crc32", {}):
                 saved.file(name)
             _read_state(saved, optimizers)
-        except CheckpointError:
+        except InputError:  # a CheckpointError, or a candidate that cannot be followed
             continue
         return f"{candidate.name} is intact: resume from it with --resume --from-checkpoint {candidate}"
     return f"no intact checkpoint in {directory} to resume from"
@@ -286,6 +300,9 @@ def _state_problem(state, optimizers):
     missing = [k for k in optimizers if not is_count(state["optimizer_steps"].get(k))]
     if missing:
         return f"no step count of optimizer {missing[0]!r}"
+    threads = state.get("threads")  # only where the run records its thread count
+    if threads is not None and not (isinstance(threads, dict) and is_count(threads.get("count")) and threads["count"] > 0):
+        return f"'threads' is {threads!r}, not a thread count"
     try:
         bytes.fromhex(state["rng"]["torch"])
     except (KeyError, TypeError, ValueError):

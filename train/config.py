@@ -66,7 +66,8 @@ class TrainConfig:
     deterministic: bool = setting(False, "Deterministic algorithms only (torch.use_deterministic_algorithms, cuBLAS's "
                                          "fixed workspace, Inductor's kernels chosen without timing them): a CUDA run, "
                                          "compiled or not, repeats itself bit for bit, a resume included, somewhat "
-                                         "slower. A CPU run repeats itself anyway.")
+                                         "slower. On the CPU it fixes torch's threads (one per physical core unless "
+                                         "--threads is given), and a resume goes on with the count the run recorded.")
     # Batch: each optimizer step sees batch_size x grad_accum sequences of context_length tokens;
     # batch_size counts the sequences of all processes together (each takes batch_size / processes).
     batch_size: int | None = setting(None, "Sequences per micro-step, all processes together.",

@@ -65,7 +65,8 @@ def prepare_run(config: TrainConfig, resume=False, dist=Dist(), threads=None) ->
     """The Run that `config` describes, on this process's place `dist`. A new run whose model is
     not given takes the recipe's settings, timed with `threads` (runtime/threads.py) on the
     device; other settings left unset take WITHOUT_RECIPE's. `resume`: False (a new run), True
-    (from the run's latest checkpoint), or a checkpoint directory of the run to resume from."""
+    (from the run's latest checkpoint), or a checkpoint directory of the run to resume from; a
+    resume refuses a count of `threads` given other than the one the run records."""
     then = load_run_config(config.out) if resume else None  # the run's settings as recorded, read once
     config = as_recorded(config, then)
     data = ShardDir(config.data)
@@ -97,4 +98,4 @@ def prepare_run(config: TrainConfig, resume=False, dist=Dist(), threads=None) ->
     memory.check()
     run = Run(config, model, data, tokenizer, data.eot_id(tokenizer), identity, Loader(train_data, config, context, dist),
               val_data, memory, init_from=start, recipe=recipe)
-    return resumed(run, resume, given, then) if resume else run
+    return resumed(run, resume, given, then, threads) if resume else run

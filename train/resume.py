@@ -1,12 +1,14 @@
 """A resume checked against the run it goes on (prepare.py's last step): the checkpoint it goes
 on from, opened and checked (checkpointing.read_state), the same settings but for the length, the
-same data by its content wherever it lies now, and a new length that leaves steps to do."""
+same data by its content wherever it lies now, a new length that leaves steps to do, and the
+thread count the run records, where it records one."""
 from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
 
-from gptkit.shared.errors import SettingError
+from gptkit.shared.errors import InputError, SettingError
+from gptkit.shared.files import looked_up
 from gptkit.shared.shard_dir import ShardDir, identity_difference
 
 from .budget import steps_asked
@@ -15,14 +17,16 @@ from .config import LENGTH, fixed_difference
 from .run_dir import LATEST
 
 
-def resumed(run, resume, given, then):
+def resumed(run, resume, given, then, threads=None):
     """`run` going on from a checkpoint of its own (`resume`: True, the latest): the same model,
     the same settings but for the length (`given`: its config before the model was resolved;
     `then`: the run's config.json), and the same data by its content, wherever it lies now; a new
-    length must leave steps to do."""
+    length must leave steps to do; `threads` (runtime.threads.Threads): no count given other than
+    the one the run records (_check_threads)."""
     config = run.config
     checkpoint = Path(config.out) / LATEST if resume is True else Path(resume)
-    saved, state = read_state(checkpoint, config, run.tokenizer, run.model)
+    setting = "resume" if resume is True else "from_checkpoint"  # the flag that named the checkpoint
+    saved, state = read_state(checkpoint, config, run.tokenizer, run.model, setting)
     # Hashed with the settings before: the preset name or file path, by a run begun before
     # config.json held the model itself; the data's path, before the data was known by its content.
     digests = {c.digest(data) for c in (config, given) for data in (None, then.get("data"))}
@@ -30,6 +34,7 @@ def resumed(run, resume, given, then):
         difference = fixed_difference(then, config) or "the run's config.json was edited"
         raise SettingError("resume", f"{config.out}: the settings differ from the run's ({difference})")
     _check_data(state.get("data"), then.get("data"), config.data, run.data_identity)
+    _check_threads(state.get("threads"), threads)
     new_length = any(then.get(k) != getattr(config, k) for k in LENGTH)
     asked, step = steps_asked(config, run.tokens_per_step), state["step"]
     if new_length and asked is not None and asked <= step:
@@ -39,13 +44,30 @@ def resumed(run, resume, given, then):
     return dataclasses.replace(run, checkpoint=saved, new_length=new_length, recorded=config.to_dict() == then)
 
 
+def _check_threads(recorded, threads):
+    """Refuse a thread count given for a deterministic run on the CPU (`threads`: given by
+    --threads or OMP_NUM_THREADS) other than the one its checkpoint records (`recorded`), which
+    Threads.load_state_dict puts the resume on: some CPU kernels add in an order that depends on
+    the count (runtime/threads.py), so the run repeats itself only on the count it had."""
+    if not (recorded and threads is not None and threads.recorded and threads.given) or threads.count == recorded["count"]:
+        return
+    count = recorded["count"]
+    why = (f"the run is --deterministic and trained on {count} thread{'s' if count > 1 else ''}, the count its "
+           "checkpoint records: on another it would not repeat itself bit for bit")
+    if threads.given == "--threads":
+        raise SettingError("threads", f"{threads.count}: {why}; resume without --threads (or with --no-deterministic "
+                                      "to train on other threads)")
+    raise InputError(f"OMP_NUM_THREADS={threads.count}: {why}; resume with OMP_NUM_THREADS unset or {count} (or with "
+                     "--no-deterministic to train on other threads)")
+
+
 def _check_data(identity, recorded, data, now):
     """Refuse data (`now`: the identity of the directory `data`) that is not the run's by its
     content (`identity`: the checkpoint's record of it, ShardDir.identity; None from a checkpoint
     older than that, whose data is then the directory the run `recorded`, compared while it is
     there)."""
     if identity is None and data != recorded:
-        if not Path(recorded).is_dir():
+        if not looked_up(recorded, "data").is_dir():
             raise SettingError("data", f"{data}: the run's checkpoint, from an older gptkit, does not record what its "
                                        f"data holds, and {recorded} is gone: resume with the data there")
         identity = ShardDir(recorded).identity()

@@ -24,11 +24,12 @@ def train(config: TrainConfig, resume=False, threads=None):
     settings for its device (train/recipe.py), other settings left unset WITHOUT_RECIPE's.
     `resume`: False (a new run), True (from the run's latest checkpoint), or a checkpoint
     directory of the run to resume from. `threads`: torch's CPU threads (None: measured,
-    runtime/threads.py). Returns the steps done."""
+    runtime/threads.py; with config.deterministic on the CPU, fixed and recorded in the run's
+    checkpoints, and a resume goes on with the recorded count). Returns the steps done."""
     with deterministic(config.deterministic), processes(config) as dist:
         # One live run writes a run directory: rank 0, the writer, owns it until the run ends.
         with output_lock(config.out, "gptkit train") if dist.master else contextlib.nullcontext():
-            threads = torch_threads(threads, dist.device)
+            threads = torch_threads(threads, dist.device, config.deterministic)
             left = None  # the seconds left where the recipe's choice proved too slow: chosen again, once, for them
             while True:
                 run = prepare_run(config if left is None else dataclasses.replace(config, max_time=f"{left:.0f}s"),

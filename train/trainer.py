@@ -51,12 +51,13 @@ class TooSlow(Exception):
 class Trainer:
     def __init__(self, run, dist, threads=None):
         """Train `run` (prepare.Run) in this process's place `dist` (processes.Dist). `threads`: a
-        runtime.threads.Threads; None: torch's threads as they are. A run whose recipe is given
-        (run.recipe) is held to its timing until its first checkpoint (TooSlow)."""
+        runtime.threads.Threads; None: torch's threads as they are (recorded, where the run is
+        deterministic on the CPU). A run whose recipe is given (run.recipe) is held to its timing
+        until its first checkpoint (TooSlow)."""
         config = run.config
         self.prepared, self.config, self.dist, self.recipe = run, config, dist, run.recipe
         self.device, self.world, self.master = dist.device, dist.world, dist.master
-        self.threads = threads or Threads(torch.get_num_threads())
+        self.threads = threads or Threads(torch.get_num_threads(), recorded=config.deterministic and self.device.type == "cpu")
         self.tokenizer, self.eot_id = run.tokenizer, run.eot_id
         self.evaluator = Evaluator(run.val_data, run.tokenizer, run.context, config, dist)
         self.hellaswag = (HellaSwag(run.tokenizer, run.eot_id, run.model.context_length, config, dist)
@@ -66,7 +67,7 @@ class Trainer:
         self.parallel = ParallelModel(run, dist)
         self.model, self.optimizers = self.parallel.model, self.parallel.optimizers
         self.run_dir = RunDir(config.out, dist.master)
-        self.checkpoints = Checkpoints(run, Parts(self, self.model, self.optimizers, self.planner), dist)
+        self.checkpoints = Checkpoints(run, Parts(self, self.model, self.optimizers, self.planner, self.threads), dist)
         self.step, self.tokens = 0, 0
         self.trackers = Trackers(config, dist.master)  # before a resume, whose re-planned schedule is a record
         if run.checkpoint is None:

@@ -1,12 +1,14 @@
 """Resuming and starting from checkpoints through `gptkit train` (click's runner): changed settings
 refused, the run's own model, --init-from, old checkpoints, longer and shorter runs, a run that
-moves, a checkpoint a killed writer left aside, and what an earlier gptkit wrote."""
+moves, a deterministic CPU run's thread count, a checkpoint a killed writer left aside, and what an
+earlier gptkit wrote."""
 import json
 import os
 import shutil
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -20,8 +22,8 @@ from tests.conftest import assert_input_error, english_like
 from gptkit.train.config import TrainConfig
 from gptkit.shared.shard_dir import identity_difference
 from gptkit.train.run import train
-from tests.training import (MODEL, ROOT, comparable, config, flags, invoke, latest_step, records, stopped_after,
-                            weights, write_model)
+from tests.training import (MODEL, ROOT, comparable, config, flags, invoke, latest_step, records, run_flags,
+                            stopped_after, weights, write_model)
 
 
 def test_resume_refuses_changed_settings_and_fresh_runs_refuse_a_used_dir(data, model_json, tmp_path):
@@ -207,6 +209,61 @@ def test_resume_extends_or_shortens_a_run_from_where_it_stopped(data, model_json
         assert replan["step"] == 4 and replan["replan"]["total_steps"] == steps
         assert json.loads((run / "config.json").read_text())["max_steps"] == steps
         assert json.loads((run / "latest/trainer_state.json").read_text())["schedule"]["total_steps"] == steps
+
+
+# -- the thread count (runtime/threads.py) ----------------------------------------------------------
+
+@pytest.fixture
+def cores(monkeypatch):
+    """The physical cores of this process's share as the test sets them (`cores.count`), and no
+    OMP_NUM_THREADS (tests/conftest.py sets 1): the run chooses torch's threads. torch's count
+    comes back after the test."""
+    import gptkit.runtime.threads as threads_module
+
+    share = SimpleNamespace(count=2)
+    monkeypatch.setattr(threads_module, "cores_per_process", lambda: share.count)
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    before = torch.get_num_threads()
+    yield share
+    torch.set_num_threads(before)
+
+
+def test_a_deterministic_cpu_run_resumes_bit_for_bit_on_the_thread_count_it_recorded(data, tmp_path, cores, monkeypatch):
+    """GPT-2's LayerNorm sums the gradients of its gains and biases in an order that depends on
+    torch's thread count: a run whose count changes at the resume ends with other weights. With
+    --deterministic the count is fixed and recorded: the first half runs where the process has
+    one core (taskset -c 0, a container's share), the resume finds two, on which a new run would
+    train, and goes on with the recorded one; a count given otherwise is refused."""
+    model = write_model(tmp_path / "gpt2.json", architecture="gpt2")
+    straight, resumed, other = (tmp_path / name for name in ("straight", "resumed", "other"))
+    cores.count = 1
+    res = invoke(*run_flags(data, straight, model, max_steps=8, checkpoint_interval=4), "--deterministic")
+    assert res.exit_code == 0, (res.output, res.exception)
+    assert "1 thread, fixed for --deterministic" in res.stdout
+    assert json.loads((straight / "checkpoints/step-000004_tokens-512/trainer_state.json").read_text())["threads"] == {"count": 1}
+    for run in (resumed, other):
+        shutil.copytree(straight, run, symlinks=True)
+        stopped_after(run, 4)
+    cores.count = 2
+    assert_input_error(invoke("--out", resumed, "--resume", "--threads", 2),
+                       "--threads 2: the run is --deterministic and trained on 1 thread", "resume without --threads")
+    monkeypatch.setenv("OMP_NUM_THREADS", "2")
+    assert_input_error(invoke("--out", resumed, "--resume"), "OMP_NUM_THREADS=2: the run is --deterministic",
+                       "resume with OMP_NUM_THREADS unset or 1")
+    monkeypatch.delenv("OMP_NUM_THREADS")
+    res = invoke("--out", resumed, "--resume")
+    assert res.exit_code == 0, (res.output, res.exception)
+    assert "1 thread, fixed for --deterministic" in res.stdout and {r["threads"] for r in records(resumed)} == {1}
+    assert comparable(resumed) == comparable(straight)
+    a, b = weights(straight / "latest"), weights(resumed / "latest")
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    # The same resume on two threads (--no-deterministic lets the count change) ends elsewhere.
+    res = invoke("--out", other, "--resume", "--no-deterministic", "--threads", 2)
+    assert res.exit_code == 0, (res.output, res.exception)
+    assert {r["threads"] for r in records(other)[4:]} == {2} and "threads" not in json.loads(
+        (other / "latest/trainer_state.json").read_text())
+    c = weights(other / "latest")
+    assert not all(torch.equal(a[k], c[k]) for k in a)
 
 
 # -- a run that moves --------------------------------------------------------------------------------

@@ -133,3 +133,47 @@ def test_longer_units_after_a_new_loop_are_no_slowdown():
     threads.new_loop()
     machine.work = 1.0
     assert set(machine.run(threads, 50)) == {2}
+
+
+# -- a deterministic run's count: fixed, recorded, and put back by a resume ---------------------------
+
+def test_deterministic_fixes_the_count_on_the_cpu_and_records_it(monkeypatch):
+    """--deterministic: one per physical core of the process's share, unless --threads or
+    OMP_NUM_THREADS gives the count; recorded where the CPU computes, not beside a GPU."""
+    import gptkit.runtime.threads as threads_module
+
+    before = torch.get_num_threads()
+    monkeypatch.setattr(threads_module, "cores_per_process", lambda: 2)
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    try:
+        top = torch_threads(None, torch.device("cpu"), deterministic=True)
+        assert (top.fixed, top.given, top.recorded, top.state_dict()) == (2, None, True, {"count": 2})
+        assert torch.get_num_threads() == 2 and top.describe() == "2 threads, fixed for --deterministic"
+        flag = torch_threads(1, torch.device("cpu"), deterministic=True)
+        assert (flag.fixed, flag.given, flag.state_dict()) == (1, "--threads", {"count": 1})
+        measured = torch_threads(None, torch.device("cpu"))
+        assert (measured.fixed, measured.recorded, measured.state_dict()) == (None, False, {})
+        gpu = torch_threads(None, torch.device("cuda"), deterministic=True)
+        assert (gpu.fixed, gpu.recorded, gpu.state_dict()) == (2, False, {})  # the GPU computes: nothing to record
+        monkeypatch.setenv("OMP_NUM_THREADS", "1")
+        environment = torch_threads(None, torch.device("cpu"), deterministic=True)
+        assert (environment.fixed, environment.given, environment.state_dict()) == (1, "OMP_NUM_THREADS", {"count": 1})
+    finally:
+        torch.set_num_threads(before)
+
+
+def test_a_recorded_count_holds_whatever_the_load_and_a_resume_puts_it_back():
+    machine = Machine(busy=2)  # two threads collapse here: a measured count would go to one
+    threads = machine.threads(fixed=2, recorded=True)
+    assert set(machine.run(threads, 100)) == {2} and threads.state_dict() == {"count": 2}
+    # the resume finds four idle cores: its own count would be 4, the run's recorded 2 goes on
+    machine.cpus, machine.busy = 4, 0
+    resumed = machine.threads(fixed=4, recorded=True)
+    resumed.load_state_dict(threads.state_dict())
+    assert set(machine.run(resumed, 100)) == {2} and machine.counts[-1] == 2 and resumed.settled
+    older = machine.threads(fixed=4, recorded=True)  # a checkpoint that records no count leaves it as it is
+    older.load_state_dict(None)
+    assert older.count == 4 and older.state_dict() == {"count": 4}
+    measured = machine.threads()  # a run that does not record its count measures it, whatever a checkpoint says
+    measured.load_state_dict({"count": 2})
+    assert measured.fixed is None and measured.state_dict() == {}

@@ -87,6 +87,7 @@ _PROBE = "\x00reply\x00"  # an assistant reply no template changes, to find what
 RENDER_SECONDS = 1.0  # CPU time of the rendering thread, so that a busy machine does not trip it
 SIZE_LIMIT = 1 << 20  # characters a rendering may write (or a value it makes) beyond...
 SIZE_PER_CHAR = 4  # ...this many for each character of the conversation's text
+_LOOK = RENDER_SECONDS / 8  # seconds between the watchdog's looks: a rendering stops at most twice this late
 
 # A marker is a noncharacter, a code and the noncharacter again: "(" and ")" around a text's core,
 # or the index of an escaped string (the noncharacter itself, then each special token).
@@ -169,15 +170,16 @@ class ChatTemplate:
     def render(self, messages, add_generation_prompt=False) -> str:
         """The text of `messages`, as transformers' apply_chat_template(tokenize=False) renders it:
         keys whose value is None dropped, the template's variables, tools and documents None."""
-        return self._read_back(self._render(messages, add_generation_prompt, marked=False))[0]
+        return self._text(messages, add_generation_prompt, _limit(messages))
 
     def encode(self, tokenizer: Tokenizer, messages) -> tuple[list[int], list[bool]]:
         """The ids of the rendered conversation (apply_chat_template(tokenize=True)'s, but for the
         special-token spellings of its texts, which stay text) and, one per id, whether it is the
         assistant's (see the module's docstring)."""
-        text, markup = self._parts(messages, add_generation_prompt=False)
+        limit = _limit(messages)
+        text, markup = self._parts(messages, False, limit)
         ids = self._ids(tokenizer, text, markup)
-        spans = self._assistant_spans(messages, text)
+        spans = self._assistant_spans(messages, text, limit)
         # Byte offsets of each token in the text the ids spell: the rendered text, or where the
         # tokenizer has a normalizer that changed it, the normalized text (each boundary's prefix likewise).
         pieces = [tokenizer.vocab[i] for i in ids]
@@ -196,14 +198,18 @@ class ChatTemplate:
 
     def prompt_ids(self, tokenizer: Tokenizer, messages) -> list[int]:
         """The ids that prompt the assistant's next reply: the messages with the generation prompt."""
-        return self._ids(tokenizer, *self._parts(messages, add_generation_prompt=True))
+        return self._ids(tokenizer, *self._parts(messages, True, _limit(messages)))
 
-    def _parts(self, messages, add_generation_prompt):
+    def _text(self, messages, add_generation_prompt, limit):
+        """The text of `messages` rendered with their texts escaped, read back."""
+        return self._read_back(self._render(messages, add_generation_prompt, False, limit))[0]
+
+    def _parts(self, messages, add_generation_prompt, limit):
         """(the rendered text, the [start, end) runs of it that are the template's markup): the
         text with escapes only, the runs from the rendering with markers where it gives the same
         text, else every run between escapes (see the module's docstring)."""
-        text, runs = self._read_back(self._render(messages, add_generation_prompt, marked=False))
-        marked_text, marked_runs = self._read_back(self._render(messages, add_generation_prompt, marked=True))
+        text, runs = self._read_back(self._render(messages, add_generation_prompt, False, limit))
+        marked_text, marked_runs = self._read_back(self._render(messages, add_generation_prompt, True, limit))
         return text, marked_runs if marked_text == text else runs
 
     def _ids(self, tokenizer, text, markup):
@@ -220,13 +226,10 @@ class ChatTemplate:
             ids += [tokenizer.special_tokens[m.group()], *between]
         return ids
 
-    def _render(self, messages, add_generation_prompt, marked):
+    def _render(self, messages, add_generation_prompt, marked, limit):
         """The template's rendering of `messages` with their texts escaped (`marked`: and their
-        cores between markers), within the bounds (RENDER_SECONDS, SIZE_LIMIT)."""
-        if not isinstance(messages, list) or not all(isinstance(m, dict) for m in messages):
-            raise ChatError("messages", f"expected a list of objects, got {json.dumps(messages)[:60]}")
+        cores between markers), within the bounds: RENDER_SECONDS, and `limit` characters (_limit)."""
         seen = [self._as_seen(m, marked) for m in messages]
-        limit = SIZE_LIMIT + SIZE_PER_CHAR * _size(messages)
         try:
             compiled = _compiled(self.source)
             with _Bounds(limit) as bounds:
@@ -286,13 +289,13 @@ class ChatTemplate:
             at += len(piece)
         return "".join(text), runs
 
-    def _assistant_spans(self, messages, text):
+    def _assistant_spans(self, messages, text, limit):
         """[start, end) in `text` (the whole conversation rendered) of each assistant reply."""
         spans = []
         for k, message in enumerate(messages):
             if message.get("role") != "assistant":
                 continue
-            before, through = self.render(messages[:k], add_generation_prompt=True), self.render(messages[: k + 1])
+            before, through = self._text(messages[:k], True, limit), self._text(messages[: k + 1], False, limit)
             if not (text.startswith(before) and text.startswith(through) and len(through) >= len(before)):
                 raise ChatError(self.origin, f"rendering the first {k + 1} message(s) is not a beginning of rendering "
                                              "all of them (the template rewrites earlier turns): the assistant's tokens "
@@ -322,6 +325,14 @@ def _marked(text):
         return text
     start = len(text) - len(text.lstrip())
     return f"{text[:start]}{_OPEN}{core}{_CLOSE}{text[start + len(core):]}"
+
+
+def _limit(messages) -> int:
+    """The characters a rendering of `messages` (or of their first ones) may write: SIZE_LIMIT and
+    SIZE_PER_CHAR for each character of their texts. ChatError where they are not a list of objects."""
+    if not isinstance(messages, list) or not all(isinstance(m, dict) for m in messages):
+        raise ChatError("messages", f"expected a list of objects, got {json.dumps(messages)[:60]}")
+    return SIZE_LIMIT + SIZE_PER_CHAR * _size(messages)
 
 
 def _size(value) -> int:
@@ -379,66 +390,80 @@ class _Bounds:
 
 class _Watchdog:
     """Stops renderings that run past RENDER_SECONDS of their thread's CPU time. Its own thread
-    reads the rendering threads' CPU clocks and raises _OverTime in one past the limit (CPython's
-    PyThreadState_SetAsyncExc), which stops even a loop that calls nothing; a rendering pays
-    only for being registered (a trace function on each line would slow every rendering down)."""
+    looks every _LOOK seconds while any rendering is registered: it reads the CPU clock of each
+    (from its first look at it) and raises _OverTime in one past the limit (CPython's
+    PyThreadState_SetAsyncExc), which stops even a loop that calls nothing. A rendering pays only
+    for a lock to register and leave, and wakes the watchdog only where it was idle (a trace
+    function on each line of the template, or a clock read or a wake-up for each rendering,
+    would slow every rendering down)."""
 
     _instance = None
 
     @classmethod
     def of_this_process(cls):
-        """The watchdog of this process (a forked worker starts its own: threads do not fork)."""
-        if cls._instance is None or cls._instance.pid != os.getpid():
+        """The watchdog of this process, started with its first rendering."""
+        if cls._instance is None:
             cls._instance = cls()
         return cls._instance
 
+    @classmethod
+    def forget(cls):
+        """In a forked child: the parent's watchdog thread is not there (threads do not fork)."""
+        cls._instance = None
+
     def __init__(self):
-        self.pid, self.changed = os.getpid(), threading.Condition()
-        self.watched = {}  # thread id: [its CPU clock, its reading at the start, whether _OverTime was raised]
+        self.changed, self.idle = threading.Condition(threading.Lock()), False
+        self.watched = {}  # thread id: [its CPU seconds when first looked at, whether _OverTime was raised]
+        self.started = 0  # renderings registered so far: the watchdog idles only where none began since its last look
         threading.Thread(target=self._watch, name="chat-template-watchdog", daemon=True).start()
 
     def watch(self):
         """Watch the calling thread's rendering from now."""
-        ident = threading.get_ident()
-        clock = _cpu_clock(ident)
         with self.changed:
-            self.watched[ident] = [clock, _seconds(clock), False]
-            self.changed.notify()
+            self.watched[threading.get_ident()] = [None, False]
+            self.started += 1
+            if self.idle:
+                self.changed.notify()
 
     def unwatch(self):
         """The calling thread's rendering is over; an _OverTime raised too late to land in it is withdrawn."""
         ident = threading.get_ident()
         with self.changed:
-            if self.watched.pop(ident)[2]:
+            if self.watched.pop(ident)[1]:
                 _raise_in(ident, None)
 
     def _watch(self):
         with self.changed:
+            seen = self.started
             while True:
-                wait = None
+                # Idle only after a look with none registered and none begun since the last: while
+                # short renderings come one after another it keeps looking, and none has to wake it.
+                self.idle = not self.watched and self.started == seen
+                seen = self.started
+                if self.idle:
+                    self.changed.wait()
+                    continue
                 for ident, entry in self.watched.items():
-                    clock, start, raised = entry
-                    if raised:
+                    if entry[1]:  # raised: its thread leaves (and may end) without another look
                         continue
-                    left = RENDER_SECONDS - (_seconds(clock) - start)
-                    if left <= 0:
+                    now = _cpu_seconds(ident)
+                    if entry[0] is None:
+                        entry[0] = now
+                    elif now - entry[0] > RENDER_SECONDS:
                         _raise_in(ident, _OverTime)
-                        entry[2] = True
-                    else:  # CPU time runs no faster than the wall clock: look again then at the earliest
-                        wait = left if wait is None else min(wait, left)
-                self.changed.wait(wait)
+                        entry[1] = True
+                self.changed.wait(_LOOK)
 
 
-def _cpu_clock(ident):
-    """The CPU clock of thread `ident`, or None where the system has none (the wall clock serves)."""
+os.register_at_fork(after_in_child=_Watchdog.forget)
+
+
+def _cpu_seconds(ident):
+    """The CPU time of thread `ident`, or the wall clock where the system keeps none per thread."""
     try:
-        return time.pthread_getcpuclockid(ident)
+        return time.clock_gettime(time.pthread_getcpuclockid(ident))
     except (AttributeError, OSError):
-        return None
-
-
-def _seconds(clock):
-    return time.monotonic() if clock is None else time.clock_gettime(clock)
+        return time.monotonic()
 
 
 def _raise_in(ident, exception):

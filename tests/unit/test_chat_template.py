@@ -155,7 +155,7 @@ def test_template_breaking_the_prefix_property_is_refused(tmp_path):
 
 
 def test_template_errors_are_one_line(tmp_path):
-    tokenizer = gptkit_tokenizer(tmp_path)
+    gptkit_tokenizer(tmp_path)
     (tmp_path / TEMPLATE_FILE).write_text("{% if messages[0]['role'] != 'user' %}{{ raise_exception('users first') }}"
                                           "{% endif %}{{ messages[0].content }}")
     template = ChatTemplate.beside(tmp_path / "tokenizer.json")

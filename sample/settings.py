@@ -31,7 +31,7 @@ class Settings:
         if not self.temperature >= 0:
             raise SettingError("temperature", f"{self.temperature!r}: expected 0 (greedy) or more")
         if not 0 < self.top_p <= 1:
-            raise SettingError("top_p", f"{self.top_p!r}: expected a probability in (0, 1]")
+            raise SettingError("top_p", f"{self.top_p!r}: expected a number above 0, at most 1")
         if self.top_k is not None and not (type(self.top_k) is int and self.top_k >= 1):
             raise SettingError("top_k", f"{self.top_k!r}: expected a whole number, 1 or more")
         for name in ("max_new_tokens", "num_samples"):

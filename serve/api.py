@@ -3,7 +3,9 @@ per problem, before it waits for the model.
 
 Every field a client sends is checked for its type and range, and every text for being Unicode
 that UTF-8 can encode; a wrong one is a 400 naming the field (`param`) and what it accepts. The
-limits are OpenAI's where it has them (temperature 0 to 2, up to 4 stop strings)."""
+sampling settings are checked by the sample library's own rules (Settings), its errors named by
+the request's fields; here are only the API's: OpenAI's limits where it has them (temperature 0 to
+2, up to 4 stop strings), and the two names and the default of max_tokens."""
 from __future__ import annotations
 
 import json
@@ -12,10 +14,15 @@ import time
 import uuid
 from dataclasses import dataclass
 
+from gptkit.sample.settings import Settings
+from gptkit.shared.errors import SettingError
+
 COMPLETION_DEFAULT_MAX_TOKENS = 16  # OpenAI's default for /v1/completions; chat's is the rest of the context
 MAX_TEMPERATURE = 2  # OpenAI's range is 0 to 2
 MAX_STOPS = 4  # OpenAI's limit
-MAX_SEED = 2**63 - 1  # what the sample library's generator takes
+# The request fields that become Settings, by their name there (Settings' errors name those).
+FIELD_OF = {"max_new_tokens": "max_tokens", "num_samples": "n", "temperature": "temperature", "top_p": "top_p",
+            "top_k": "top_k", "seed": "seed", "stops": "stop"}
 MAX_DIGITS = 100  # of a whole number in a request: far more than any field takes
 
 # A value as a message shows it: its repr, a long text, number or nesting cut short.
@@ -160,12 +167,10 @@ def parse(body: bytes, chat: bool) -> Request:
     temperature = _get(fields, "temperature", 1.0)
     if not (_number(temperature) and 0 <= temperature <= MAX_TEMPERATURE):
         raise refused("temperature", temperature, f"a number from 0 (greedy) to {MAX_TEMPERATURE}")
-    top_p = _get(fields, "top_p", 1.0)
-    if not (_number(top_p) and 0 < top_p <= 1):
-        raise refused("top_p", top_p, "a number above 0, at most 1")
-    settings = {"max_new_tokens": max_tokens, "num_samples": _whole(fields, "n") or 1, "temperature": temperature,
-                "top_p": top_p, "top_k": _whole(fields, "top_k"), "seed": _whole(fields, "seed", 0, MAX_SEED),
+    settings = {"max_new_tokens": max_tokens, "num_samples": _get(fields, "n", 1), "temperature": temperature,
+                "top_p": _get(fields, "top_p", 1.0), "top_k": fields.get("top_k"), "seed": fields.get("seed"),
                 "stops": _stops(fields.get("stop"))}
+    check(settings)
     stream = _flag(fields, "stream")
     options = _get(fields, "stream_options", {})
     if not isinstance(options, dict):
@@ -201,18 +206,27 @@ def _get(fields, name, default):
     return default if value is None else value
 
 
+def check(settings: dict):
+    """The sample library's rules for the request's `settings` (Settings), its errors as 400s naming
+    the request's field; max_new_tokens None (the rest of the context) is checked against it later."""
+    try:
+        Settings(**{**settings, "max_new_tokens": settings["max_new_tokens"] or 1})
+    except SettingError as e:
+        field = FIELD_OF[e.setting]
+        raise ApiError(400, f"{field} {e.problem}", field) from None
+
+
 def _number(value) -> bool:
     """Whether a JSON value is a number: true is none, though Python's bool is an int."""
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
-def _whole(fields, name, low=1, high=None) -> int | None:
-    """A field that is a whole number from `low` (to `high`), or none (absent or null). JSON's
-    true is no number, though Python's bool is an int."""
+def _whole(fields, name) -> int | None:
+    """A field that is a whole number, 1 or more, or none (absent or null). JSON's true is no
+    number, though Python's bool is an int."""
     value = fields.get(name)
-    if value is not None and not (type(value) is int and low <= value and (high is None or value <= high)):
-        raise refused(name, value, f"a whole number, {low} or more" if high is None else
-                                   f"a whole number from {low} to {high}")
+    if value is not None and not (type(value) is int and value >= 1):
+        raise refused(name, value, "a whole number, 1 or more")
     return value
 
 

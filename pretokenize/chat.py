@@ -164,6 +164,11 @@ def _messages(line, where):
     for i, message in enumerate(messages):
         if not (isinstance(message, dict) and isinstance(message.get("role"), str) and isinstance(message.get("content"), str)):
             raise InputError(f"{where}: messages[{i}] is not an object with a string role and a string content")
+        try:  # JSON's escapes can write a lone surrogate ("\ud800"), which no text encoding holds
+            (message["role"] + message["content"]).encode("utf-8")
+        except UnicodeEncodeError as e:
+            raise InputError(f"{where}: messages[{i}] holds {ascii(e.object[e.start])}, a lone surrogate, which is no "
+                             "character; expected Unicode text") from None
     if not any(m["role"] == "assistant" for m in messages):
         raise InputError(f"{where}: no assistant message: nothing in the conversation to train on")
     return messages

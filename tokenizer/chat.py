@@ -245,7 +245,8 @@ class ChatTemplate:
         except InputError:
             raise
         except Exception as e:  # the template's own raise_exception, an undefined name, a type error in it
-            raise ChatError(self.origin, f"{type(e).__name__}: {e}") from None
+            # The message may quote a text the template saw escaped: it shows the text as given.
+            raise ChatError(self.origin, f"{type(e).__name__}: {self._read_back(str(e))[0]}") from None
 
     def _as_seen(self, message, marked):
         """A message as the template sees it: every text in it escaped (its special-token spellings

@@ -93,6 +93,8 @@ def test_pretokenize_chat_writes_transformers_ids_and_the_assistant_mask(tmp_pat
     ('{"text": "hello"}', 'chats.jsonl:2: expected a record {"messages": '),
     ('{"messages": [{"role": "user", "content": ["a", "list"]}]}', "chats.jsonl:2: messages[0] is not an object with a string role"),
     ('{"messages": [{"role": "user", "content": "no reply"}]}', "chats.jsonl:2: no assistant message"),
+    ('{"messages": [{"role": "user", "content": "a\\ud800b"}, {"role": "assistant", "content": "b"}]}',
+     "chats.jsonl:2: messages[0] holds '\\ud800', a lone surrogate, which is no character"),
 ])
 def test_bad_records_are_one_line_naming_file_and_line(qwen, tmp_path, line, needle):
     directory, _ = qwen

@@ -132,6 +132,8 @@ def test_gptkit_template(tmp_path):
     assert tokenizer.decode([i for i, m in zip(ids, mask) if m]) == "4<|end|>" + messages[4]["content"] + "<|end|>"
     with pytest.raises(ChatError, match="role tool: gptkit's chat template knows system, user and assistant"):
         template.render([{"role": "tool", "content": "x"}])
+    with pytest.raises(ChatError, match=r"role <\|assistant\|>: gptkit's chat template knows"):  # as given, not escaped
+        template.render([{"role": "<|assistant|>", "content": "x"}])
 
 
 def test_no_template_no_chat_tokens(tmp_path):

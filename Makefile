@@ -2,7 +2,7 @@
 #
 # Every target installs what is missing first: a virtual environment in $(VENV) with
 # torch (the CPU build pinned below unless a torch is already importable) and this
-# project with its test extras.
+# project with its test and lint extras.
 
 PYTHON     ?= python3
 VENV       ?= .venv
@@ -12,7 +12,7 @@ CORPUS_SIZE ?= 10MB
 DATASET    ?= tinystories
 DEMO       ?= out/demo
 # auto: 512, 1024 or 4096 tokens, chosen for the corpus by its size and how often it repeats itself
-# (tokenizer/vocab.py, measured with the recipe: docs/train.md, "The recipe").
+# (tokenizer/vocab.py, measured with the recipe: docs/benchmarks/2026-11-24-recipe-vocabulary.md).
 VOCAB_SIZE ?= auto
 # Both named after the corpus (data/stories.txt: stories), so a second corpus replaces neither of the
 # first's. The tokenizer sits beside DATA, not in it: pretokenize writes its own copy into DATA, and a
@@ -40,7 +40,7 @@ THREADS_FLAG = $(if $(THREADS),--threads $(THREADS))
 # step taken too soon says which one to run (ls: CORPUS may be a glob).
 needs = @ls -d $(1) >/dev/null 2>&1 || { echo "Error: $(1): no such $(2); $(3)" >&2; exit 2; }
 
-.PHONY: help install demo test bench corpus data tokenizer encode train sample serve plot
+.PHONY: help install demo test lint bench corpus data tokenizer encode train sample serve plot
 
 help: ## List the targets and their variables.
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
@@ -49,12 +49,12 @@ help: ## List the targets and their variables.
 	@echo "           RUN=$(RUN) GPUS=$(GPUS) ARGS='$(ARGS)' CKPT=$(CKPT) PROMPT='$(PROMPT)' PORT=$(PORT) THREADS=$(THREADS)"
 	@echo "           BENCH_DATA=$(BENCH_DATA) GPU_CHECK_OUT=$(GPU_CHECK_OUT)"
 
-install: $(VENV)/.installed ## Create .venv with torch and this project (editable, with test extras).
+install: $(VENV)/.installed ## Create .venv with torch and this project (editable, with test and lint extras).
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv --system-site-packages $(VENV)
 	$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install -q "$(TORCH)"
-	$(PY) -m pip install -q -e ".[test]"
+	$(PY) -m pip install -q -e ".[test,lint]"
 	touch $@
 
 demo: install ## The whole pipeline offline on CPU: stories -> tokenizer -> shards -> tiny model -> samples, in DEMO.
@@ -67,6 +67,25 @@ demo: install ## The whole pipeline offline on CPU: stories -> tokenizer -> shar
 
 test: install ## Run the test suite (CPU only, a few minutes on 2 cores).
 	$(PY) -m pytest
+
+# mypy finds a module by its path, and gptkit.train's is train/: setuptools' package-dir has no mypy
+# counterpart (mypy_path, explicit_package_bases and files all name a module after its folders), so mypy
+# reads the package through MYPY_TREE, links laid out as it installs (gptkit/cli.py, gptkit/train -> train/,
+# ...; the stages from pyproject's package-dir), the tree that pyproject's mypy_path names. Its findings
+# are shown at the files here (train/cli.py, not build/mypy/gptkit/train/cli.py).
+MYPY_TREE = build/mypy
+STAGES = $(shell sed -n 's/^"gptkit\.[a-z_]*" = "\([a-z_]*\)"$$/\1/p' pyproject.toml)
+
+lint: install ## ruff's lint and format check, then mypy (pyproject's [tool.ruff], [tool.mypy]); fails on any finding.
+	rm -rf $(MYPY_TREE) && mkdir -p $(MYPY_TREE)/gptkit
+	ln -s $(addprefix $(CURDIR)/,$(wildcard gptkit/*.py)) $(MYPY_TREE)/gptkit/
+	$(foreach stage,$(STAGES),ln -s $(CURDIR)/$(stage) $(MYPY_TREE)/gptkit/$(stage) &&) true
+	@status=0; \
+	echo "ruff check ."; $(VENV)/bin/ruff check . || status=1; \
+	echo "ruff format --check ."; $(VENV)/bin/ruff format --check . || status=1; \
+	echo "mypy -p gptkit"; out=$$($(VENV)/bin/mypy -p gptkit 2>&1) || status=1; \
+	printf '%s\n' "$$out" | sed -e 's|^$(MYPY_TREE)/gptkit/\([a-z_]*/\)|\1|' -e 's|^$(MYPY_TREE)/||'; \
+	exit $$status
 
 bench: install ## Benchmarks against the reference clients; corpora from ../shared/data/build_bench_corpus.py.
 	$(PY) bench/tokenizer.py $(BENCH_DATA)/corpus_5mb.txt $(BENCH_DATA)/corpus_36mb.txt --threads 2

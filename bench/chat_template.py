@@ -13,6 +13,7 @@ does) and the prompt of the next reply (prompt_ids, what serve and sample --chat
 computes the ids alone. Ours encodes the messages' texts as text where they spell a special token,
 which transformers does not: the conversations here spell none, so the ids are checked equal.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -46,8 +47,9 @@ SPECIALS = ["<|endoftext|>", *SPECIAL_TOKENS, "<|im_start|>", "<|im_end|>"]
 def chat_template_at(revision):
     """The ChatTemplate class of tokenizer/chat.py as git revision `revision` has it, loaded beside
     today's (its relative imports resolve in today's package)."""
-    source = subprocess.run(["git", "show", f"{revision}:tokenizer/chat.py"], cwd=ROOT, capture_output=True, text=True,
-                            check=True).stdout
+    source = subprocess.run(
+        ["git", "show", f"{revision}:tokenizer/chat.py"], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout
     spec = importlib.util.spec_from_loader(f"gptkit.tokenizer.chat_at_{revision}", loader=None)
     module = importlib.util.module_from_spec(spec)
     module.__package__ = "gptkit.tokenizer"
@@ -86,37 +88,55 @@ def main():
         tokenizer = train_bpe(Corpus([text]), 2048, SPECIALS, quiet=True)
         tokenizer.save(Path(tmp) / "tokenizer.json")
         theirs = transformers.PreTrainedTokenizerFast(tokenizer_file=str(Path(tmp) / "tokenizer.json"))
-    print(f"machine: {cpu()}, transformers {transformers.__version__}; {len(chats):,} conversations of {args.chats}, "
-          f"{args.busy} busy processes beside, medians of {args.repeat}")
+    print(
+        f"machine: {cpu()}, transformers {transformers.__version__}; {len(chats):,} conversations of {args.chats}, "
+        f"{args.busy} busy processes beside, medians of {args.repeat}"
+    )
     kinds = {"ours": ChatTemplate}
     if args.against:
         kinds[args.against] = chat_template_at(args.against)
-    print("\n| template | work | " + " | ".join(f"{kind} (us)" for kind in kinds) + " | transformers (us) | "
-          + " | ".join(f"{kind} / transformers" for kind in kinds) + (f" | ours / {args.against}" if args.against else "")
-          + " | load |")
+    print(
+        "\n| template | work | "
+        + " | ".join(f"{kind} (us)" for kind in kinds)
+        + " | transformers (us) | "
+        + " | ".join(f"{kind} / transformers" for kind in kinds)
+        + (f" | ours / {args.against}" if args.against else "")
+        + " | load |"
+    )
     print("|---|---|" + "---:|" * (2 * len(kinds) + 1 + bool(args.against)) + "---:|")
     with busy_processes(args.busy):
         for name, source in TEMPLATES.items():
             templates = {kind: cls(source, tokenizer, origin=name) for kind, cls in kinds.items()}
-            for chat in chats[:200]:  # the references agree first
-                assert templates["ours"].prompt_ids(tokenizer, chat) == theirs.apply_chat_template(
-                    chat, chat_template=source, add_generation_prompt=True, tokenize=True, return_dict=False)
+            for conversation in chats[:200]:  # the references agree first
+                assert templates["ours"].prompt_ids(tokenizer, conversation) == theirs.apply_chat_template(
+                    conversation, chat_template=source, add_generation_prompt=True, tokenize=True, return_dict=False
+                )
             works = {
                 "ids and mask (pretokenize --chat)": (
                     lambda template: lambda chat: template.encode(tokenizer, chat),
-                    lambda chat: theirs.apply_chat_template(chat, chat_template=source, tokenize=True, return_dict=False)),
+                    lambda chat, source=source: theirs.apply_chat_template(
+                        chat, chat_template=source, tokenize=True, return_dict=False
+                    ),
+                ),
                 "prompt (serve, sample --chat)": (
                     lambda template: lambda chat: template.prompt_ids(tokenizer, chat),
-                    lambda chat: theirs.apply_chat_template(chat, chat_template=source, add_generation_prompt=True,
-                                                            tokenize=True, return_dict=False)),
+                    lambda chat, source=source: theirs.apply_chat_template(
+                        chat, chat_template=source, add_generation_prompt=True, tokenize=True, return_dict=False
+                    ),
+                ),
             }
             for work, (ours_of, reference) in works.items():
                 times = {kind: median_us(ours_of(template), chats, args.repeat) for kind, template in templates.items()}
                 reference_us = median_us(reference, chats, args.repeat)
                 ratios = [f"{t / reference_us:.2f}" for t in times.values()]
                 against = [f"{times['ours'] / times[args.against]:.2f}"] if args.against else []
-                print(f"| {name} | {work} | " + " | ".join(f"{t:.0f}" for t in times.values())
-                      + f" | {reference_us:.0f} | " + " | ".join(ratios + against) + f" | {load_average():.2f} |")
+                print(
+                    f"| {name} | {work} | "
+                    + " | ".join(f"{t:.0f}" for t in times.values())
+                    + f" | {reference_us:.0f} | "
+                    + " | ".join(ratios + against)
+                    + f" | {load_average():.2f} |"
+                )
 
 
 if __name__ == "__main__":

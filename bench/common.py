@@ -1,5 +1,6 @@
 """What the benchmarks share: reading documents the way shared/corpus.py does, the memory of
 a process tree, and the machine's CPU."""
+
 import json
 import os
 import platform
@@ -31,7 +32,7 @@ def tree_pss_mb(root):
             data = stat.read_text()
         except OSError:
             continue  # the process just ended
-        children[int(data[data.rfind(")") + 2:].split()[1])].append(int(stat.parent.name))
+        children[int(data[data.rfind(")") + 2 :].split()[1])].append(int(stat.parent.name))
     total_kb, todo = 0, [root]
     while todo:
         pid = todo.pop()
@@ -65,7 +66,9 @@ def torch_machine(threads):
     import torch
     import transformers
 
-    return f"machine: {cpu()}, {threads} torch threads, torch {torch.__version__}, transformers {transformers.__version__}"
+    return (
+        f"machine: {cpu()}, {threads} torch threads, torch {torch.__version__}, transformers {transformers.__version__}"
+    )
 
 
 BUSY = {

@@ -10,6 +10,7 @@ validation split four times in fresh processes: `gptkit eval text`, with `--adap
 `--copy-from` and with both, with --busy N busy processes beside them. The bits do not depend on
 the load; the seconds do.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -31,8 +32,22 @@ def scored(work, threads, *flags):
     """(gptkit eval's results, its seconds) for the run in `work`, with `flags`."""
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "eval.json"
-        cmd = [sys.executable, "-m", "gptkit", "eval", "text", "--checkpoint", str(work / "run0" / "latest"), "--data",
-               str(work / "data"), "--threads", str(threads), "--quiet", "--out", str(out)]
+        cmd = [
+            sys.executable,
+            "-m",
+            "gptkit",
+            "eval",
+            "text",
+            "--checkpoint",
+            str(work / "run0" / "latest"),
+            "--data",
+            str(work / "data"),
+            "--threads",
+            str(threads),
+            "--quiet",
+            "--out",
+            str(out),
+        ]
         start = time.perf_counter()
         subprocess.run(cmd + [str(f) for f in flags], check=True, stdout=subprocess.DEVNULL)
         return json.loads(out.read_text()), time.perf_counter() - start
@@ -41,13 +56,17 @@ def scored(work, threads, *flags):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("texts", nargs="+", type=Path)
-    parser.add_argument("--work", type=Path, required=True, help="bench/recipe.py's --work: a directory per text, its run0 trained.")
+    parser.add_argument(
+        "--work", type=Path, required=True, help="bench/recipe.py's --work: a directory per text, its run0 trained."
+    )
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--busy", type=int, default=0, help="Busy processes beside each evaluation.")
     args = parser.parse_args()
     print(f"machine: {cpu()}; {args.threads} thread(s); {args.busy} busy process(es); load {load_average():.2f}")
-    print("| text | held-out tokens | copied from (training tokens) | model | + adapt | + copy | + both | best compressor | "
-          "+ adapt / best | + copy / best | + both / best | eval s: model, + adapt, + copy, + both | load |")
+    print(
+        "| text | held-out tokens | copied from (training tokens) | model | + adapt | + copy | + both | best compressor | "
+        "+ adapt / best | + copy / best | + both / best | eval s: model, + adapt, + copy, + both | load |"
+    )
     print("|---|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---|---:|")
     for text in args.texts:
         work = args.work / text.stem
@@ -61,10 +80,16 @@ def main():
         for result, _ in runs[1:]:
             assert abs(result["model_bpb"] - alone["bpb"]) < 1e-6, (result["model_bpb"], alone["bpb"])  # the same model
         bpb = [result["bpb"] for result, _ in runs]
-        print(f"| {text.name} | {both['tokens']:,} | {both['copy_tokens']:,} | "
-              + " | ".join(f"{b:.3f}" for b in bpb) + f" | {compressors[best]:.3f} ({best}) | "
-              + " | ".join(f"{b / compressors[best]:.3f}" for b in bpb[1:]) + " | "
-              + ", ".join(f"{seconds:.1f}" for _, seconds in runs) + f" | {load:.2f} |", flush=True)
+        print(
+            f"| {text.name} | {both['tokens']:,} | {both['copy_tokens']:,} | "
+            + " | ".join(f"{b:.3f}" for b in bpb)
+            + f" | {compressors[best]:.3f} ({best}) | "
+            + " | ".join(f"{b / compressors[best]:.3f}" for b in bpb[1:])
+            + " | "
+            + ", ".join(f"{seconds:.1f}" for _, seconds in runs)
+            + f" | {load:.2f} |",
+            flush=True,
+        )
     print(f"load {load_average():.2f}")
 
 

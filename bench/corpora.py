@@ -29,11 +29,12 @@ Each source is decoded strictly as UTF-8 ("\\r\\n" and lone "\\r" line ends beco
 text checked before it is written: no "\\r" (bench/recipe.py reads with universal newlines, so a
 "\\r" would make the text the models see differ from the bytes the compressors see), no
 <|endoftext|> (ours makes the held-out tail a document with it) and a line end in the first 90%
-(bench/recipe.py's split_text needs one). A builder whose package is missing stops with one
+(bench/recipe_char.py's split_text needs one). A builder whose package is missing stops with one
 line naming its install command. Then:
 
     python bench/recipe.py DIR/*.txt [--compressors-only]
 """
+
 import gzip
 import hashlib
 import importlib.util
@@ -146,8 +147,10 @@ def ur_quran():
     except FileNotFoundError:
         raise SystemExit(f"error: npm not found: apt-get install -y npm && {install}") from None
     chapters = json.loads(read_text(need(Path(root) / "quran-json" / "dist" / "quran_ur.json", install)))
-    return "\n".join(chapter["translation"] + "\n" + "".join(verse["translation"] + "\n" for verse in chapter["verses"])
-                     for chapter in chapters)
+    return "\n".join(
+        chapter["translation"] + "\n" + "".join(verse["translation"] + "\n" for verse in chapter["verses"])
+        for chapter in chapters
+    )
 
 
 def records_iso_codes():
@@ -206,8 +209,10 @@ def js_pdfjs():
     to JavaScript, its code one 510 kB line), and so are links and source maps. Depends only on
     the libjs-pdf version."""
     root = need("/usr/share/javascript/pdf", "apt-get install -y libjs-pdf")
-    paths = sorted((p for p in root.rglob("*.js") if p.name != "pdf.sandbox.js" and not p.is_symlink()),
-                   key=lambda p: p.relative_to(root).as_posix())
+    paths = sorted(
+        (p for p in root.rglob("*.js") if p.name != "pdf.sandbox.js" and not p.is_symlink()),
+        key=lambda p: p.relative_to(root).as_posix(),
+    )
     return concat(paths, SIZE)
 
 
@@ -222,7 +227,9 @@ def mixed_po_django():
     first comment lines (the translators' names and e-mail addresses). English alternates with
     Latin-script languages and with Arabic, Cyrillic, Bengali, Greek, Hebrew, Devanagari... Caveat: Debian 12's security updates
     of Django rarely touch these files, but may; bench/README.md's md5 is for 3:3.2.25-0+deb12u7."""
-    root = need("/usr/lib/python3/dist-packages/django/conf/locale", "apt-get install -y --no-install-recommends python3-django")
+    root = need(
+        "/usr/lib/python3/dist-packages/django/conf/locale", "apt-get install -y --no-install-recommends python3-django"
+    )
     parts, size = [], 0
     for path in sorted(root.glob("*/LC_MESSAGES/django.po")):
         text = read_text(path)
@@ -365,8 +372,11 @@ def main():
         check(name, text)
         data, lines = text.encode("utf-8"), text.count("\n")
         (out / f"{name}.txt").write_bytes(data)
-        print(f"{out / name}.txt: {len(data):,} bytes, {len(text):,} characters, {lines:,} lines, "
-              f"md5 {hashlib.md5(data).hexdigest()}", flush=True)
+        print(
+            f"{out / name}.txt: {len(data):,} bytes, {len(text):,} characters, {lines:,} lines, "
+            f"md5 {hashlib.md5(data).hexdigest()}",
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

@@ -12,6 +12,7 @@ ladder's index (0: d 64 x 2 layers, 1: d 96 x 3); --passes or --steps sets the l
 fixed-step result does not depend on the load, so several of these may run side by side; the
 step times do (--busy N: N busy processes beside them).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -40,8 +41,11 @@ def step_times(shape, threads, vocab_size=1024, steps=10):
 
     torch.set_num_threads(threads)
     times = {}
-    for name, config in (("none", shape.model(vocab_size)), ("the recipe's", shape.model(vocab_size, DROPOUT)),
-                         ("nanoGPT's", {**shape.model(vocab_size), "dropout": DROPOUT})):
+    for name, config in (
+        ("none", shape.model(vocab_size)),
+        ("the recipe's", shape.model(vocab_size, DROPOUT)),
+        ("nanoGPT's", {**shape.model(vocab_size), "dropout": DROPOUT}),
+    ):
         model = TransformerLM(ModelConfig(**config)).train()
         optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
         batch = torch.randint(vocab_size, (shape.batch, shape.context + 1))
@@ -61,12 +65,40 @@ def trained(data, shape, vocab_size, steps, dropout, attention, threads, work):
     `dropout` as the recipe puts it (`attention`: on the attention weights too)."""
     config = work / "config.json"
     model = {**shape.model(vocab_size, dropout), **({"attention_dropout": dropout} if attention else {})}
-    config.write_text(json.dumps({"model": model, "batch_size": shape.batch,
-                                  "lr": shape.lr, "max_steps": steps, "eval_interval": 0, "eval_tokens": 10**8,
-                                  "checkpoint_interval": 0}))
+    config.write_text(
+        json.dumps(
+            {
+                "model": model,
+                "batch_size": shape.batch,
+                "lr": shape.lr,
+                "max_steps": steps,
+                "eval_interval": 0,
+                "eval_tokens": 10**8,
+                "checkpoint_interval": 0,
+            }
+        )
+    )
     run = work / "run"
-    subprocess.run([sys.executable, "-m", "gptkit", "train", "--config", str(config), "--data", str(data), "--out", str(run),
-                    "--threads", str(threads), "--device", "cpu"], check=True, stdout=subprocess.DEVNULL)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "gptkit",
+            "train",
+            "--config",
+            str(config),
+            "--data",
+            str(data),
+            "--out",
+            str(run),
+            "--threads",
+            str(threads),
+            "--device",
+            "cpu",
+        ],
+        check=True,
+        stdout=subprocess.DEVNULL,
+    )
     rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
     return next(row["val_bpb"] for row in reversed(rows) if "val_bpb" in row)
 
@@ -80,7 +112,9 @@ def main():
     length.add_argument("--steps", type=int)
     parser.add_argument("--context", type=int, help="the rung's tokens a step at this context (default: the rung's)")
     parser.add_argument("--dropout", type=float, nargs="+", default=[0.0, 0.2])
-    parser.add_argument("--attention", action="store_true", help="drop the attention weights too, as nanoGPT (the recipe does not)")
+    parser.add_argument(
+        "--attention", action="store_true", help="drop the attention weights too, as nanoGPT (the recipe does not)"
+    )
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--busy", type=int, default=0, help="busy processes beside the step times")
     args = parser.parse_args()
@@ -89,17 +123,24 @@ def main():
     shape = LADDER[args.rung]
     if args.context:
         shape = shape.at_context(args.context)
-    print(f"machine: {cpu()}, {args.threads} thread(s); d {shape.d_model} x {shape.n_layers} layers, "
-          f"batch {shape.batch} x {shape.context}, lr {shape.lr:g}")
+    print(
+        f"machine: {cpu()}, {args.threads} thread(s); d {shape.d_model} x {shape.n_layers} layers, "
+        f"batch {shape.batch} x {shape.context}, lr {shape.lr:g}"
+    )
     with busy_processes(args.busy):
         times = step_times(shape, args.threads)
         load = load_average()
-    print(f"a step ({args.busy} busy processes beside it, load {load:.1f}): "
-          + ", ".join(f"dropout {name} {1000 * t:.0f} ms ({t / times['none']:.2f}x)" for name, t in times.items()))
+    print(
+        f"a step ({args.busy} busy processes beside it, load {load:.1f}): "
+        + ", ".join(f"dropout {name} {1000 * t:.0f} ms ({t / times['none']:.2f}x)" for name, t in times.items())
+    )
     if not args.data:
         return
-    print("| text | parameters | passes (steps) | parameter-passes | the rule's dropout | "
-          + " | ".join(f"dropout {d:g}{' (attention too)' if args.attention and d else ''}" for d in args.dropout) + " |")
+    print(
+        "| text | parameters | passes (steps) | parameter-passes | the rule's dropout | "
+        + " | ".join(f"dropout {d:g}{' (attention too)' if args.attention and d else ''}" for d in args.dropout)
+        + " |"
+    )
     print("|---|---:|---:|---:|---:|" + "---:|" * len(args.dropout))
     for data in args.data:
         shards = ShardDir(str(data))
@@ -111,9 +152,13 @@ def main():
         for dropout in args.dropout:
             with tempfile.TemporaryDirectory() as tmp:
                 bits.append(trained(data, shape, vocab_size, steps, dropout, args.attention, args.threads, Path(tmp)))
-        print(f"| {data.parent.name if data.name == 'data' else data.name} | {params / 1e6:.2f}M | {passes:.1f} ({steps:,}) "
-              f"| {passes * params / 1e6:.1f}M | {dropout_for(passes, params):g} | " + " | ".join(f"{b:.3f}" for b in bits) + " |",
-              flush=True)
+        print(
+            f"| {data.parent.name if data.name == 'data' else data.name} | {params / 1e6:.2f}M | {passes:.1f} ({steps:,}) "
+            f"| {passes * params / 1e6:.1f}M | {dropout_for(passes, params):g} | "
+            + " | ".join(f"{b:.3f}" for b in bits)
+            + " |",
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

@@ -25,6 +25,7 @@ sampling the summed PSS of the child's process tree every ~20 ms (forked workers
 count once), plus ru_maxrss of the child's largest process. Bounded memory shows as a big/small
 ratio near 1.
 """
+
 import argparse
 import hashlib
 import os
@@ -45,15 +46,18 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path[0] = str(ROOT)  # the repository, not bench/: `from bench.common import ...`
 
 from bench.common import EOT, cpu, iter_docs, tree_pss_mb  # noqa: E402 (after the path is set)
-BUILD_HINT = "apt-get install -y bible-kjv bible-kjv-text dict-gcide && python3 ../shared/data/build_bench_corpus.py DIR"
-BATCH_CHARS = 1 << 20  # characters per tiktoken thread in a batch (ours: jobs of 1 MiB-characters, 2 per worker in flight)
+
+BUILD_HINT = (
+    "apt-get install -y bible-kjv bible-kjv-text dict-gcide && python3 ../shared/data/build_bench_corpus.py DIR"
+)
+BATCH_CHARS = (
+    1 << 20
+)  # characters per tiktoken thread in a batch (ours: jobs of 1 MiB-characters, 2 per worker in flight)
 BIG_COPIES = 4
 WHO = ("ours", "tiktoken")
 
 
 # -- child: the reference job with tiktoken ------------------------------------------------------
-
-
 
 
 def batches(docs, chars):
@@ -73,8 +77,9 @@ def tiktoken_job(corpus, tokenizer_json, out_dir, threads):
     import numpy as np
     import tiktoken
 
-    from gptkit.pretokenize.encode import DEFAULT_SHARD_TOKENS, Split
-    from gptkit.shared.shard_dir import ShardSet
+    from gptkit.pretokenize.encode import DEFAULT_SHARD_TOKENS
+    from gptkit.pretokenize.split import Split
+    from gptkit.shared.shard_set import ShardSet
     from gptkit.tokenizer import Tokenizer
     from gptkit.tokenizer.split import GPT2_PATTERN
 
@@ -97,7 +102,9 @@ def tiktoken_job(corpus, tokenizer_json, out_dir, threads):
                 doc_index += 1
             for name, run in groupby(labelled, key=itemgetter(0)):  # runs of documents, as pretokenize writes them
                 docs = [ids for _, ids in run]
-                shards.write(name, np.fromiter(chain.from_iterable(docs), shards.dtype), list(accumulate(map(len, docs))))
+                shards.write(
+                    name, np.fromiter(chain.from_iterable(docs), shards.dtype), list(accumulate(map(len, docs)))
+                )
     shards.finish_all()
     shards.commit({})
 
@@ -106,13 +113,14 @@ def encode_batch(enc, docs, pool, threads):
     """The ids of each document: `threads` threads each encode a contiguous share of the documents
     with encode_ordinary (which releases the GIL). Not tiktoken's encode_ordinary_batch: it makes a
     thread-pool task of every document, which on short documents costs more than a second thread gains."""
+
     def encode(share):
         return [enc.encode_ordinary(doc) for doc in share]
 
     if threads == 1:
         return encode(docs)
     step = -(-len(docs) // threads)
-    return list(chain.from_iterable(pool.map(encode, [docs[i:i + step] for i in range(0, len(docs), step)])))
+    return list(chain.from_iterable(pool.map(encode, [docs[i : i + step] for i in range(0, len(docs), step)])))
 
 
 def child_main(argv):
@@ -130,18 +138,36 @@ def child_main(argv):
 
 def command(who, tokenizer_json, corpus, out_dir, workers):
     if who == "ours":
-        return [sys.executable, "-m", "gptkit.pretokenize", "-t", tokenizer_json, "--input", corpus, "--out", out_dir,
-                "--threads", workers, "-q"]
+        return [
+            sys.executable,
+            "-m",
+            "gptkit.pretokenize",
+            "-t",
+            tokenizer_json,
+            "--input",
+            corpus,
+            "--out",
+            out_dir,
+            "--threads",
+            workers,
+            "-q",
+        ]
     return [sys.executable, __file__, "_tiktoken", corpus, tokenizer_json, out_dir, workers]
 
 
 STARTUP = {  # the children's interpreter start and imports, without the job
-    "ours": [sys.executable, "-c", "import gptkit.pretokenize.cli, gptkit.tokenizer"],  # what `-m gptkit.pretokenize` imports first
-    "tiktoken": [sys.executable, "-c", f"import sys; sys.path[0] = {str(ROOT)!r}; "
-                 "import argparse, numpy, tiktoken, gptkit.pretokenize.encode, gptkit.shared.shard_dir, gptkit.tokenizer"],
+    "ours": [
+        sys.executable,
+        "-c",
+        "import gptkit.pretokenize.cli, gptkit.tokenizer",
+    ],  # what `-m gptkit.pretokenize` imports first
+    "tiktoken": [
+        sys.executable,
+        "-c",
+        f"import sys; sys.path[0] = {str(ROOT)!r}; "
+        "import argparse, numpy, tiktoken, gptkit.pretokenize.encode, gptkit.shared.shard_dir, gptkit.tokenizer",
+    ],
 }
-
-
 
 
 def run(cmd, sample_memory=False):
@@ -201,17 +227,34 @@ def first_difference(ours_path, ref_path):
     pos = int(diff[0]) if len(diff) else n
     doc = int(np.count_nonzero(b.tokens[:pos] == b.header.eot_id))
     around = slice(max(0, pos - 3), pos + 8)
-    return (f"{ours_path.name}: first difference at token {pos:,} (document {doc:,} of this shard, counted by "
-            f"end-of-text ids; {len(a.tokens):,} vs {len(b.tokens):,} tokens): ours "
-            f"{a.tokens[around].tolist()} vs tiktoken {b.tokens[around].tolist()} (from token {around.start:,})")
+    return (
+        f"{ours_path.name}: first difference at token {pos:,} (document {doc:,} of this shard, counted by "
+        f"end-of-text ids; {len(a.tokens):,} vs {len(b.tokens):,} tokens): ours "
+        f"{a.tokens[around].tolist()} vs tiktoken {b.tokens[around].tolist()} (from token {around.start:,})"
+    )
 
 
 def train_tokenizer(corpus, vocab_size, path):
-    cmd = [sys.executable, "-m", "gptkit.tokenizer", "train", "--input", corpus, "--vocab-size", vocab_size, "--out", path,
-           "--threads", os.cpu_count(), "-q"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "gptkit.tokenizer",
+        "train",
+        "--input",
+        corpus,
+        "--vocab-size",
+        vocab_size,
+        "--out",
+        path,
+        "--threads",
+        os.cpu_count(),
+        "-q",
+    ]
     seconds = run(cmd)[0]
-    print(f"tokenizer: trained on {corpus.name} in {seconds:.1f} s (not measured), vocab size {vocab_size}",
-          file=sys.stderr)
+    print(
+        f"tokenizer: trained on {corpus.name} in {seconds:.1f} s (not measured), vocab size {vocab_size}",
+        file=sys.stderr,
+    )
 
 
 def jobs(tokenizer_json, corpus, out, workers, sample_memory=False):
@@ -235,28 +278,36 @@ def speed_table(tokenizer_json, corpora, tmp, a):
                 results, difference = jobs(tokenizer_json, corpus, tmp, workers)
                 for who in WHO:
                     seconds[who].append(results[who][0])
-                print(f"  {corpus.name}, {workers} worker(s), run {r + 1}/{a.repeat}: ours {results['ours'][0]:.2f} s, "
-                      f"tiktoken {results['tiktoken'][0]:.2f} s, {'identical' if not difference else 'MISMATCH'}",
-                      file=sys.stderr)
+                print(
+                    f"  {corpus.name}, {workers} worker(s), run {r + 1}/{a.repeat}: ours {results['ours'][0]:.2f} s, "
+                    f"tiktoken {results['tiktoken'][0]:.2f} s, {'identical' if not difference else 'MISMATCH'}",
+                    file=sys.stderr,
+                )
                 if difference:
                     identical = False
                     mismatches.append(f"MISMATCH {corpus.name}, {workers} worker(s): {difference}")
                     print(mismatches[-1], file=sys.stderr)
             ours, ref = statistics.median(seconds["ours"]), statistics.median(seconds["tiktoken"])
-            rows.append(f"| {corpus.name} | {mb:.1f} | {workers} | {ours:.2f} | {mb / ours:.1f} | {ref:.2f} | "
-                        f"{mb / ref:.1f} | {ref / ours:.2f} | {'yes' if identical else 'NO'} |")
+            rows.append(
+                f"| {corpus.name} | {mb:.1f} | {workers} | {ours:.2f} | {mb / ours:.1f} | {ref:.2f} | "
+                f"{mb / ref:.1f} | {ref / ours:.2f} | {'yes' if identical else 'NO'} |"
+            )
     print("\n| corpus | MB | workers | ours s | ours MB/s | tiktoken s | tiktoken MB/s | ratio | identical |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|---|")
     print("\n".join(rows))
-    print("\nratio = ours throughput / tiktoken throughput (>1: ours faster). Workers: processes for ours, "
-          "threads for tiktoken.")
+    print(
+        "\nratio = ours throughput / tiktoken throughput (>1: ours faster). Workers: processes for ours, "
+        "threads for tiktoken."
+    )
     return mismatches
 
 
 def startup_line(repeat):
     median = {who: statistics.median(run(STARTUP[who])[0] for _ in range(repeat)) for who in WHO}
-    print(f"\nfixed cost in every time above (interpreter start + imports, median): ours {median['ours']:.2f} s, "
-          f"tiktoken {median['tiktoken']:.2f} s")
+    print(
+        f"\nfixed cost in every time above (interpreter start + imports, median): ours {median['ours']:.2f} s, "
+        f"tiktoken {median['tiktoken']:.2f} s"
+    )
 
 
 def build_big(corpus, path):
@@ -297,7 +348,7 @@ def machine():
 
 
 def load():
-    return "load average (1 min) {:.2f}".format(os.getloadavg()[0])  # other work on the machine skews the times
+    return f"load average (1 min) {os.getloadavg()[0]:.2f}"  # other work on the machine skews the times
 
 
 def main():
@@ -308,19 +359,27 @@ def main():
     parser.add_argument("--threads", type=int, nargs="+", default=[1, 2], help="processes (ours) / threads (tiktoken)")
     parser.add_argument("--vocab-size", type=int, default=4096)
     parser.add_argument("--repeat", type=int, default=3, help="runs per measurement; medians are reported")
-    parser.add_argument("--rss-corpus", type=Path, metavar="BIG",
-                        help=f"the big corpus of the memory check [default: the largest CORPUS x {BIG_COPIES}, in a temp dir]")
+    parser.add_argument(
+        "--rss-corpus",
+        type=Path,
+        metavar="BIG",
+        help=f"the big corpus of the memory check [default: the largest CORPUS x {BIG_COPIES}, in a temp dir]",
+    )
     a = parser.parse_args()
     missing = [str(p) for p in [*a.corpora, *filter(None, [a.rss_corpus])] if not p.is_file()]
     if missing:
-        print(f"error: no such corpus: {', '.join(missing)}\nbuild the bench corpora (1/5/36 MB) with:\n  {BUILD_HINT}",
-              file=sys.stderr)
+        print(
+            f"error: no such corpus: {', '.join(missing)}\nbuild the bench corpora (1/5/36 MB) with:\n  {BUILD_HINT}",
+            file=sys.stderr,
+        )
         sys.exit(2)
     corpora = [p.resolve() for p in a.corpora]
     sys.stdout.reconfigure(line_buffering=True)  # keep stdout in step with the progress lines on stderr
     print(machine())
-    print(f"vocab size {a.vocab_size} (trained on {corpora[0].name}), special token {EOT}, "
-          f"workers {' '.join(map(str, a.threads))}, repeat {a.repeat} (medians)")
+    print(
+        f"vocab size {a.vocab_size} (trained on {corpora[0].name}), special token {EOT}, "
+        f"workers {' '.join(map(str, a.threads))}, repeat {a.repeat} (medians)"
+    )
     with tempfile.TemporaryDirectory(prefix="bench-encode-") as tmp:
         tmp = Path(tmp)
         tokenizer_json = tmp / "tokenizer.json"

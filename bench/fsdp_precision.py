@@ -18,6 +18,7 @@ orders of the batches (with the smallest and largest of them), and the load.
 
     python bench/fsdp_precision.py --data DATA_DIR [--steps 300] [--seeds 3] [--threads 1]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -40,8 +41,10 @@ def weights(model, variant):
     """The weights the forward computes with: bf16 copies where FSDP's policy gathers them so."""
     params = dict(model.named_parameters())
     if variant.startswith("fsdp"):
-        return {n: p if variant == "fsdp-float32-root" and not n.startswith("layers.") else p.bfloat16()
-                for n, p in params.items()}
+        return {
+            n: p if variant == "fsdp-float32-root" and not n.startswith("layers.") else p.bfloat16()
+            for n, p in params.items()
+        }
     return params
 
 
@@ -82,18 +85,22 @@ def main():
     config = ModelConfig(vocab_size=data.vocab_size, context_length=128, d_model=128, n_layers=4, n_heads=4, d_ff=344)
     load = os.getloadavg()[0]
     w, starts = args.window, range(0, args.steps, args.window)
-    runs = [{v: train(tokens, config, v, seed, args.steps, 16, 3e-3) for v in VARIANTS} for seed in range(1, args.seeds + 1)]
+    runs = [
+        {v: train(tokens, config, v, seed, args.steps, 16, 3e-3) for v in VARIANTS} for seed in range(1, args.seeds + 1)
+    ]
     windows = [f"{i + 1}-{min(i + w, args.steps)}" for i in starts]
-    print(f"d {config.d_model}, {config.n_layers} layers, context {config.context_length}, batch 16, {args.steps} steps, "
-          f"{args.seeds} orders of the batches, {args.threads} thread(s); load {load:.2f} -> {os.getloadavg()[0]:.2f}")
+    print(
+        f"d {config.d_model}, {config.n_layers} layers, context {config.context_length}, batch 16, {args.steps} steps, "
+        f"{args.seeds} orders of the batches, {args.threads} thread(s); load {load:.2f} -> {os.getloadavg()[0]:.2f}"
+    )
     print("| variant | " + " | ".join(f"steps {x}" for x in windows) + " |")
     print("|---|" + "---:|" * len(windows))
-    ddp = [statistics.mean(statistics.mean(r["ddp"][i:i + w]) for r in runs) for i in starts]
+    ddp = [statistics.mean(statistics.mean(r["ddp"][i : i + w]) for r in runs) for i in starts]
     print("| ddp: mean loss | " + " | ".join(f"{x:.3f}" for x in ddp) + " |")
     for v in VARIANTS[1:]:
         cells = []
         for i in starts:  # each order's mean difference over the window: their mean (smallest, largest)
-            d = [statistics.mean(a - b for a, b in zip(r[v][i:i + w], r["ddp"][i:i + w])) for r in runs]
+            d = [statistics.mean(a - b for a, b in zip(r[v][i : i + w], r["ddp"][i : i + w])) for r in runs]
             cells.append(f"{statistics.mean(d):+.4f} ({min(d):+.3f}, {max(d):+.3f})")
         print(f"| {v} - ddp | " + " | ".join(cells) + " |")
 

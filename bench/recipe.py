@@ -72,9 +72,9 @@ threads means they did not have them to themselves. The contenders take turns --
 (ours always right after the char run whose time it is given) and the tables give medians. Run
 it once idle (--busy 0) and once loaded (--busy 2) for both conditions.
 """
+
 import argparse
 import json
-import math
 import os
 import re
 import shutil
@@ -83,147 +83,23 @@ import subprocess
 import sys
 import tempfile
 import time
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[0] = str(ROOT)  # the repository, not bench/: `from bench.common import ...`
 
 from bench.common import BUSY, EOT, busy_processes, cpu, load_average, run_child  # noqa: E402 (after the path is set)
+from bench.recipe_char import CHAR, CHAR_ITERS, run_char, split_text  # noqa: E402
+from bench.recipe_compressors import COMPRESSORS, missing_compressors, run_compressors  # noqa: E402
 
 DEFAULT_TEXT = ROOT.parent / "shared" / "data" / "tinyshakespeare.txt"
-HELD_OUT = 0.1
 VOCAB_SIZE = "auto"  # as `make tokenizer` chooses it (tokenizer/vocab.py): 512, 1024 or 4096 for the text
-SEED = 1337
-
-# nanoGPT's README CPU command over config/train_shakespeare_char.py
-CHAR = dict(n_layer=4, n_head=4, n_embd=128, block_size=64, batch_size=12, lr=1e-3, min_lr=1e-4, warmup_iters=100,
-            betas=(0.9, 0.99), weight_decay=0.1, grad_clip=1.0)
-CHAR_ITERS = 2000  # --max_iters=2000 --lr_decay_iters=2000
 BUSY_WARMUP_S = 2  # the busy processes get going before a contender starts
 TARGET_VS_CHAR = 0.8  # ours at most this times the char model's bits per byte
 
-# Command lines that compress stdin to stdout. One thread each: xz 5.6+ and zstd may default to
-# several, and xz then cuts its input into blocks compressed without each other's context.
-COMPRESSORS = {"xz -9e": ["xz", "-9e", "-T1", "-c"], "bzip2 -9": ["bzip2", "-9", "-c"],
-               "zstd -22 --long=27": ["zstd", "--ultra", "-22", "--long=27", "-T1", "-c", "-q"]}
-
-
-def split_text(text):
-    """(train, held out): the held-out part is the last 10% of the characters, from a line start."""
-    cut = text.rfind("\n", 0, int(len(text) * (1 - HELD_OUT))) + 1
-    if cut == 0:
-        raise SystemExit("error: the text has no line end in its first 90%, so no line-aligned held-out tail")
-    return text[:cut], text[cut:]
-
-
-# -- the char model (a child process) ------------------------------------------------------------
-
-def char_model(vocab_size):
-    import torch
-    from torch import nn
-    from torch.nn import functional as F
-
-    c = CHAR
-
-    class Block(nn.Module):
-        def __init__(self):
-            super().__init__()
-            d = c["n_embd"]
-            self.norm1, self.norm2 = nn.LayerNorm(d, bias=False), nn.LayerNorm(d, bias=False)
-            self.qkv, self.attn_out = nn.Linear(d, 3 * d, bias=False), nn.Linear(d, d, bias=False)
-            self.up, self.down = nn.Linear(d, 4 * d, bias=False), nn.Linear(4 * d, d, bias=False)
-
-        def forward(self, x):
-            B, T, d = x.shape
-            heads = self.qkv(self.norm1(x)).view(B, T, 3, c["n_head"], d // c["n_head"]).transpose(1, 3)
-            q, k, v = heads.unbind(2)
-            x = x + self.attn_out(F.scaled_dot_product_attention(q, k, v, is_causal=True).transpose(1, 2).reshape(B, T, d))
-            return x + self.down(F.gelu(self.up(self.norm2(x))))
-
-    class CharGPT(nn.Module):
-        def __init__(self):
-            super().__init__()
-            d = c["n_embd"]
-            self.tokens, self.positions = nn.Embedding(vocab_size, d), nn.Embedding(c["block_size"], d)
-            self.blocks = nn.ModuleList(Block() for _ in range(c["n_layer"]))
-            self.norm = nn.LayerNorm(d, bias=False)
-            self.head = nn.Linear(d, vocab_size, bias=False)
-            self.head.weight = self.tokens.weight  # tied, as nanoGPT's
-            for name, p in self.named_parameters():
-                if p.dim() == 2:  # GPT-2's init: N(0, 0.02), the residual projections scaled by depth
-                    std = 0.02 / math.sqrt(2 * c["n_layer"]) if name.endswith(("attn_out.weight", "down.weight")) else 0.02
-                    nn.init.normal_(p, 0.0, std)
-
-        def forward(self, ids):
-            x = self.tokens(ids) + self.positions(torch.arange(ids.shape[1]))
-            for block in self.blocks:
-                x = block(x)
-            return self.head(self.norm(x))
-
-    return CharGPT()
-
-
-def char_lr(step, total):
-    """nanoGPT's get_lr: linear warmup, then cosine from lr to min_lr at step `total` (lr_decay_iters)."""
-    c = CHAR
-    if step < c["warmup_iters"]:
-        return c["lr"] * (step + 1) / (c["warmup_iters"] + 1)
-    ratio = min(1.0, (step - c["warmup_iters"]) / max(1, total - c["warmup_iters"]))
-    return c["min_lr"] + 0.5 * (1 + math.cos(math.pi * ratio)) * (c["lr"] - c["min_lr"])
-
-
-def run_char(text_path, iters):
-    """Train the char model on the train part as nanoGPT's loop does with --max_iters=--lr_decay_iters
-    =`iters` (iterations 0 to `iters`, an update each); its held-out bits per byte and loop time."""
-    import numpy as np
-    import torch
-    from torch.nn import functional as F
-
-    text = Path(text_path).read_text(encoding="utf-8")
-    train_text, held_out = split_text(text)
-    codes = np.frombuffer(text.encode("utf-32-le"), dtype=np.uint32)
-    chars = np.unique(codes)  # as prepare.py: the characters of the whole text, sorted
-    ids = torch.from_numpy(np.searchsorted(chars, codes).astype(np.int64))
-    train_ids, val_ids = ids[: len(train_text)], ids[len(train_text) :]
-    torch.manual_seed(SEED)
-    model = char_model(len(chars))
-    decay = [p for p in model.parameters() if p.dim() >= 2]
-    no_decay = [p for p in model.parameters() if p.dim() < 2]
-    optimizer = torch.optim.AdamW([{"params": decay, "weight_decay": CHAR["weight_decay"]},
-                                   {"params": no_decay, "weight_decay": 0.0}], lr=CHAR["lr"], betas=CHAR["betas"])
-    T, B = CHAR["block_size"], CHAR["batch_size"]
-    rng = np.random.default_rng(SEED)
-    start = time.perf_counter()
-    for step in range(iters + 1):  # nanoGPT: `if iter_num > max_iters: break` after each update
-        for group in optimizer.param_groups:
-            group["lr"] = char_lr(step, iters)
-        starts = torch.from_numpy(rng.integers(0, len(train_ids) - T - 1, size=B))
-        rows = torch.stack([train_ids[s : s + T + 1] for s in starts])
-        logits = model(rows[:, :-1])
-        loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), rows[:, 1:].reshape(-1))
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), CHAR["grad_clip"])
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
-    train_seconds = time.perf_counter() - start
-
-    model.eval()
-    count = (len(val_ids) - 1) // T
-    windows = torch.stack([val_ids[i * T : (i + 1) * T + 1] for i in range(count)])
-    loss_sum = 0.0
-    with torch.no_grad():
-        for batch in windows.split(64):
-            logits = model(batch[:, :-1])
-            loss_sum += F.cross_entropy(logits.reshape(-1, logits.shape[-1]), batch[:, 1:].reshape(-1), reduction="sum").item()
-    predicted = held_out[1 : count * T + 1]
-    nbytes = len(predicted.encode("utf-8"))
-    return {"bpb": loss_sum / math.log(2) / nbytes, "steps": iters + 1, "params": sum(p.numel() for p in model.parameters()),
-            "train_s": train_seconds, "bytes": nbytes, "shape": f"char, vocab {len(chars)}, d {CHAR['n_embd']}, "
-            f"{CHAR['n_layer']} layers, batch {B} x {T}, nanoGPT's --max_iters={iters} (iterations 0 to {iters})"}
-
 
 # -- ours: the real command lines ----------------------------------------------------------------
+
 
 def prepare_ours(text_path, work, vocab_size, workers):
     """Tokenizer and shards for one text; their wall times and the val split's size."""
@@ -235,11 +111,42 @@ def prepare_ours(text_path, work, vocab_size, workers):
     (work / "train.txt").write_text(train_text, encoding="utf-8")
     (work / "held_out_then_train.txt").write_text(held_out + EOT + train_text, encoding="utf-8")
     times = {}
-    times["tokenizer_s"] = timed([sys.executable, "-m", "gptkit.tokenizer", "train", "--input", work / "train.txt", "--vocab-size",
-                                  vocab_size, "--out", work / "tokenizer.json", "--threads", workers, "-q"])
-    times["encode_s"] = timed([sys.executable, "-m", "gptkit.pretokenize", "--tokenizer", work / "tokenizer.json", "--input",
-                               work / "held_out_then_train.txt", "--out", work / "data", "--val-tokens", 1,
-                               "--threads", workers, "--overwrite", "-q"])
+    times["tokenizer_s"] = timed(
+        [
+            sys.executable,
+            "-m",
+            "gptkit.tokenizer",
+            "train",
+            "--input",
+            work / "train.txt",
+            "--vocab-size",
+            vocab_size,
+            "--out",
+            work / "tokenizer.json",
+            "--threads",
+            workers,
+            "-q",
+        ]
+    )
+    times["encode_s"] = timed(
+        [
+            sys.executable,
+            "-m",
+            "gptkit.pretokenize",
+            "--tokenizer",
+            work / "tokenizer.json",
+            "--input",
+            work / "held_out_then_train.txt",
+            "--out",
+            work / "data",
+            "--val-tokens",
+            1,
+            "--threads",
+            workers,
+            "--overwrite",
+            "-q",
+        ]
+    )
     manifest = json.loads((work / "data" / "manifest.json").read_text())
     return times, manifest["totals"]["val"]["tokens"]
 
@@ -247,21 +154,61 @@ def prepare_ours(text_path, work, vocab_size, workers):
 def run_ours(work, seconds, val_tokens, run_name, threads):
     run = work / run_name
     shutil.rmtree(run, ignore_errors=True)  # of an earlier bench in the same --work
-    result = subprocess.run([sys.executable, "-m", "gptkit.train", "--data", str(work / "data"), "--out", str(run),
-                             "--max-time", f"{seconds:.1f}s", "--eval-tokens", str(val_tokens), "--eval-interval", "0"],
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=ROOT)
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "gptkit.train",
+            "--data",
+            str(work / "data"),
+            "--out",
+            str(run),
+            "--max-time",
+            f"{seconds:.1f}s",
+            "--eval-tokens",
+            str(val_tokens),
+            "--eval-interval",
+            "0",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        cwd=ROOT,
+    )
     if result.returncode:
         sys.exit(f"error: train failed:\n{result.stdout}")
     lines = result.stdout.splitlines()
     records = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
     steps = [r for r in records if "loss" in r]
     params = int(re.search(r"training ([\d,]+) parameters", result.stdout).group(1).replace(",", ""))
-    timed([sys.executable, "-m", "gptkit.eval", "text", "--checkpoint", run / "latest", "--data", work / "data",
-           "--copy-from", work / "data", "--threads", threads, "--out", run / "copy.json", "-q"])
+    timed(
+        [
+            sys.executable,
+            "-m",
+            "gptkit.eval",
+            "text",
+            "--checkpoint",
+            run / "latest",
+            "--data",
+            work / "data",
+            "--copy-from",
+            work / "data",
+            "--threads",
+            threads,
+            "--out",
+            run / "copy.json",
+            "-q",
+        ]
+    )
     copied = json.loads((run / "copy.json").read_text())
-    return {"bpb": [r for r in records if "val_bpb" in r][-1]["val_bpb"], "steps": steps[-1]["step"], "params": params,
-            "train_s": steps[-1]["elapsed_s"], "shape": next(line for line in lines if line.startswith("recipe")),
-            "copy_bpb": copied["bpb"]}
+    return {
+        "bpb": [r for r in records if "val_bpb" in r][-1]["val_bpb"],
+        "steps": steps[-1]["step"],
+        "params": params,
+        "train_s": steps[-1]["elapsed_s"],
+        "shape": next(line for line in lines if line.startswith("recipe")),
+        "copy_bpb": copied["bpb"],
+    }
 
 
 def timed(cmd):
@@ -283,29 +230,8 @@ def covered_bytes(work, context):
     return sum(lengths[t] for t in eval_sequences(val, context, 1 << 62)[0][:, 1:].ravel())
 
 
-# -- compressors ---------------------------------------------------------------------------------
-
-def run_compressors(path):
-    """{compressor: held-out bits per byte given the training text} of those installed, and the
-    held-out bytes they score."""
-    train, held_out = (part.encode("utf-8") for part in split_text(path.read_text(encoding="utf-8")))
-    installed = {name: cmd for name, cmd in COMPRESSORS.items() if shutil.which(cmd[0])}
-    with ThreadPoolExecutor(os.cpu_count()) as pool:  # one single-threaded compressor a core at a time
-        sizes = {name: [pool.submit(compressed_size, cmd, data) for data in (train + held_out, train)]
-                 for name, cmd in installed.items()}
-        bpb = {name: 8 * (whole.result() - head.result()) / len(held_out) for name, (whole, head) in sizes.items()}
-    return bpb, len(held_out)
-
-
-def compressed_size(cmd, data):
-    return len(subprocess.run(cmd, input=data, stdout=subprocess.PIPE, check=True).stdout)
-
-
-def missing_compressors():
-    return [name for name, cmd in COMPRESSORS.items() if not shutil.which(cmd[0])]
-
-
 # -- the comparison ------------------------------------------------------------------------------
+
 
 def measure(kind, args, *run_args):
     """One contender's run in a fresh process, with --busy busy processes beside it for the whole
@@ -324,17 +250,31 @@ def main():
     parser.add_argument("--vocab-size", default=VOCAB_SIZE, help="Our tokenizer's vocabulary: a number, or auto.")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--repeat", type=int, default=2, help="Rounds per text; the tables give medians.")
-    parser.add_argument("--busy", type=int, default=0, help="Busy processes beside each contender's run (0: idle; 2: loaded).")
-    parser.add_argument("--busy-kind", choices=sorted(BUSY), default="python",
-                        help="What each busy process runs (bench/common.py's BUSY).")
-    parser.add_argument("--char-iters", type=int, default=CHAR_ITERS,
-                        help="The char model's --max_iters and --lr_decay_iters: nanoGPT's README's 2000; "
-                             "fewer only for a quick check of the code path.")
-    parser.add_argument("--work", type=Path, help="Where tokenizers, shards and runs go (default: a temporary directory).")
+    parser.add_argument(
+        "--busy", type=int, default=0, help="Busy processes beside each contender's run (0: idle; 2: loaded)."
+    )
+    parser.add_argument(
+        "--busy-kind",
+        choices=sorted(BUSY),
+        default="python",
+        help="What each busy process runs (bench/common.py's BUSY).",
+    )
+    parser.add_argument(
+        "--char-iters",
+        type=int,
+        default=CHAR_ITERS,
+        help="The char model's --max_iters and --lr_decay_iters: nanoGPT's README's 2000; "
+        "fewer only for a quick check of the code path.",
+    )
+    parser.add_argument(
+        "--work", type=Path, help="Where tokenizers, shards and runs go (default: a temporary directory)."
+    )
     parser.add_argument("--compressors-only", action="store_true", help="Only the compressors' held-out bits per byte.")
     args = parser.parse_args()
     if args.threads < 1 or args.repeat < 1 or args.busy < 0 or args.char_iters <= CHAR["warmup_iters"]:
-        parser.error(f"--threads and --repeat must be above 0, --busy at least 0, --char-iters above {CHAR['warmup_iters']}")
+        parser.error(
+            f"--threads and --repeat must be above 0, --busy at least 0, --char-iters above {CHAR['warmup_iters']}"
+        )
     for path in args.texts:
         if not path.is_file():
             parser.error(f"{path}: no such file")
@@ -345,9 +285,15 @@ def main():
     if args.compressors_only:
         print(f"machine: {cpu()}; compressors only")
     else:
-        load = f"{args.busy} busy {args.busy_kind} process{'es' if args.busy != 1 else ''} beside each contender" if args.busy else "idle"
-        print(f"machine: {cpu()}, {args.threads} threads; char: nanoGPT's README CPU run, --max_iters={args.char_iters}; "
-              f"ours: --max-time = the char model's loop time; {load}; {args.repeat} round{'s' if args.repeat > 1 else ''}")
+        load = (
+            f"{args.busy} busy {args.busy_kind} process{'es' if args.busy != 1 else ''} beside each contender"
+            if args.busy
+            else "idle"
+        )
+        print(
+            f"machine: {cpu()}, {args.threads} threads; char: nanoGPT's README CPU run, --max_iters={args.char_iters}; "
+            f"ours: --max-time = the char model's loop time; {load}; {args.repeat} round{'s' if args.repeat > 1 else ''}"
+        )
     if missing:
         print(f"note: {', '.join(missing)} skipped: not installed (apt-get install -y xz-utils bzip2 zstd)")
     summary = {}
@@ -380,9 +326,11 @@ def compare(path, work, args):
         ours = measure("ours", args, work, char["train_s"], val_tokens, f"run{r}", args.threads)
         rounds["char"].append(char)
         rounds["ours"].append(ours)
-        print(f"{path.name} round {r + 1}: char {char['bpb']:.4f} ({char['steps']:,} steps, {char['train_s']:.1f} s), "
-              f"ours {ours['bpb']:.4f} ({ours['steps']:,} steps, {ours['train_s']:.1f} s), ours + copy {ours['copy_bpb']:.4f}",
-              flush=True)
+        print(
+            f"{path.name} round {r + 1}: char {char['bpb']:.4f} ({char['steps']:,} steps, {char['train_s']:.1f} s), "
+            f"ours {ours['bpb']:.4f} ({ours['steps']:,} steps, {ours['train_s']:.1f} s), ours + copy {ours['copy_bpb']:.4f}",
+            flush=True,
+        )
     run_config = json.loads((work / "run0" / "config.json").read_text())
     context = run_config["context_length"] or run_config["model"]["context_length"]
     vocab_size = run_config["model"]["vocab_size"]
@@ -391,31 +339,47 @@ def compare(path, work, args):
 
 def report(path, vocab_size, times, rounds, our_bytes, compressors):
     """The table of one text; its medians and compressors' bits per byte, for the summary."""
+
     def median(kind, key):
         return statistics.median(r[key] for r in rounds[kind])
 
     char, ours = rounds["char"][0], rounds["ours"][0]
     compressor_bpb, held_out_bytes = compressors
-    print(f"\n{path.name}: {path.stat().st_size:,} bytes; our tokenizer {vocab_size} tokens "
-          f"(training {times['tokenizer_s']:.1f} s, encoding {times['encode_s']:.1f} s: not in the budget)")
+    print(
+        f"\n{path.name}: {path.stat().st_size:,} bytes; our tokenizer {vocab_size} tokens "
+        f"(training {times['tokenizer_s']:.1f} s, encoding {times['encode_s']:.1f} s: not in the budget)"
+    )
     print(f"  char: {char['shape']}\n  ours: {ours['shape']}, --max-time = the char model's loop time of its round")
-    print("| model | held-out bits/byte | each round | bytes scored | steps | parameters | training s | load before -> after |")
+    print(
+        "| model | held-out bits/byte | each round | bytes scored | steps | parameters | training s | load before -> after |"
+    )
     print("|---|---|---|---|---|---|---|---|")
     for kind, nbytes in (("char", char["bytes"]), ("ours", our_bytes)):
         each = ", ".join(f"{r['bpb']:.4f} ({r['steps']} steps, {r['train_s']:.1f} s)" for r in rounds[kind])
         loads = ", ".join(f"{a:.2f} -> {b:.2f}" for a, b in (r["load"] for r in rounds[kind]))
-        print(f"| {kind} | {median(kind, 'bpb'):.4f} | {each} | {nbytes:,} | {median(kind, 'steps'):.0f} | "
-              f"{rounds[kind][0]['params']:,} | {median(kind, 'train_s'):.1f} | {loads} |")
+        print(
+            f"| {kind} | {median(kind, 'bpb'):.4f} | {each} | {nbytes:,} | {median(kind, 'steps'):.0f} | "
+            f"{rounds[kind][0]['params']:,} | {median(kind, 'train_s'):.1f} | {loads} |"
+        )
     each = ", ".join(f"{r['copy_bpb']:.4f}" for r in rounds["ours"])
     print(f"| ours + copy | {median('ours', 'copy_bpb'):.4f} | {each} | {our_bytes:,} | | | | |")
     for name, value in compressor_bpb.items():
         print(f"| {name} | {value:.4f} | | {held_out_bytes:,} | | | | |")
     best = min(compressor_bpb, key=compressor_bpb.get)
     for name, key in (("ours", "bpb"), ("ours + copy", "copy_bpb")):
-        print(f"{name}: / char {median('ours', key) / median('char', 'bpb'):.3f}, / best compressor ({best}) "
-              f"{median('ours', key) / compressor_bpb[best]:.3f}", flush=True)
-    return {"char": median("char", "bpb"), "char_s": median("char", "train_s"), "ours": median("ours", "bpb"),
-            "ours + copy": median("ours", "copy_bpb"), **compressor_bpb, "bytes": path.stat().st_size}
+        print(
+            f"{name}: / char {median('ours', key) / median('char', 'bpb'):.3f}, / best compressor ({best}) "
+            f"{median('ours', key) / compressor_bpb[best]:.3f}",
+            flush=True,
+        )
+    return {
+        "char": median("char", "bpb"),
+        "char_s": median("char", "train_s"),
+        "ours": median("ours", "bpb"),
+        "ours + copy": median("ours", "copy_bpb"),
+        **compressor_bpb,
+        "bytes": path.stat().st_size,
+    }
 
 
 def report_summary(summary):
@@ -429,8 +393,13 @@ def report_summary(summary):
         head += [f"{name} / {vs}" for name in ours for vs in ("best compressor", "char")]
         head += [f"{name} < best compressor and <= {TARGET_VS_CHAR} x char" for name in ours]
     print("\n| " + " | ".join(head) + " |")
-    print("|---|---:|" + ("---:|" * 4 if models else "") + "---:|" * len(compressors) + "---|"
-          + ("---:|" * 4 + "---|" * 2 if models else ""))
+    print(
+        "|---|---:|"
+        + ("---:|" * 4 if models else "")
+        + "---:|" * len(compressors)
+        + "---|"
+        + ("---:|" * 4 + "---|" * 2 if models else "")
+    )
     for path, row in summary.items():
         best = min((c for c in compressors if c in row), key=row.get)
         cells = [path.name, f"{row['bytes']:,}"]
@@ -441,7 +410,9 @@ def report_summary(summary):
             ratios = {name: (row[name] / row[best], row[name] / row["char"]) for name in ours}
             cells += [f"{ratio:.3f}" for name in ours for ratio in ratios[name]]
             for vs_best, vs_char in ratios.values():
-                failed = [what for what, ok in (("compressor", vs_best < 1), ("char", vs_char <= TARGET_VS_CHAR)) if not ok]
+                failed = [
+                    what for what, ok in (("compressor", vs_best < 1), ("char", vs_char <= TARGET_VS_CHAR)) if not ok
+                ]
                 cells.append("yes" if not failed else f"no ({', '.join(failed)})")
         print("| " + " | ".join(cells) + " |")
 

@@ -24,6 +24,7 @@ turns, --repeat rounds of all four, so that slow spells of the machine hit all a
 greedy decoding (32 new tokens) gives the same ids with ours (with and without cache) and HF;
 the exit status is 1 if not.
 """
+
 import argparse
 import json
 import statistics
@@ -36,6 +37,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path[0] = str(ROOT)  # the repository, not bench/: `from bench.common import ...`
 
 from bench.common import EOT, run_child, torch_machine  # noqa: E402 (after the path is set)
+
 MODEL = dict(vocab_size=10000, context_length=512, d_model=256, n_layers=4, n_heads=4, d_ff=688, tie_embeddings=False)
 MODES = ("ours", "hf", "ours_nocache", "hf_nocache")
 TEMPERATURE, TOP_P, TOP_K = 0.8, 0.9, None
@@ -100,8 +102,12 @@ def prompt_ids(n, seed):
 def ours_cache(model, prompt, n, temperature, seed):
     from gptkit.model.generate import generate
 
-    return [int(t) for t in generate(model, prompt, max_new_tokens=n, num_samples=1, temperature=temperature,
-                                     top_p=TOP_P, top_k=TOP_K, seed=seed)]
+    return [
+        int(t)
+        for t in generate(
+            model, prompt, max_new_tokens=n, num_samples=1, temperature=temperature, top_p=TOP_P, top_k=TOP_K, seed=seed
+        )
+    ]
 
 
 def ours_nocache(model, prompt, n, temperature, seed):
@@ -115,20 +121,31 @@ def ours_nocache(model, prompt, n, temperature, seed):
         for _ in range(n):
             logits = model(ids)[0][:, -1]
             ids = torch.cat([ids, next_tokens(logits, temperature, TOP_P, TOP_K, generator)[:, None]], dim=1)
-    return ids[0, len(prompt):].tolist()
+    return ids[0, len(prompt) :].tolist()
 
 
 def hf(model, prompt, n, temperature, seed, use_cache):
     import torch
 
     torch.manual_seed(seed)
-    sampling = (dict(do_sample=True, temperature=temperature, top_p=TOP_P, top_k=0) if temperature
-                else dict(do_sample=False, temperature=None, top_p=None, top_k=None))
+    sampling = (
+        dict(do_sample=True, temperature=temperature, top_p=TOP_P, top_k=0)
+        if temperature
+        else dict(do_sample=False, temperature=None, top_p=None, top_k=None)
+    )
     with torch.inference_mode():
         input_ids = torch.tensor([prompt])
-        out = model.generate(input_ids, attention_mask=torch.ones_like(input_ids), max_new_tokens=n,
-                             min_new_tokens=n, use_cache=use_cache, eos_token_id=None, pad_token_id=0, **sampling)
-    return out[0, len(prompt):].tolist()
+        out = model.generate(
+            input_ids,
+            attention_mask=torch.ones_like(input_ids),
+            max_new_tokens=n,
+            min_new_tokens=n,
+            use_cache=use_cache,
+            eos_token_id=None,
+            pad_token_id=0,
+            **sampling,
+        )
+    return out[0, len(prompt) :].tolist()
 
 
 def run_mode(mode, model, prompt, n, temperature, seed):
@@ -155,8 +172,10 @@ def child_main(argv):
     prompt = prompt_ids(a.prompt_tokens, a.seed)
     if a.mode == "greedy":
         ours, ref = load(a.tmp, "ours"), load(a.tmp, "hf")
-        ids = {mode: run_mode(mode, ours if mode.startswith("ours") else ref, prompt, GREEDY_TOKENS, 0, a.seed)
-               for mode in ("ours", "ours_nocache", "hf")}
+        ids = {
+            mode: run_mode(mode, ours if mode.startswith("ours") else ref, prompt, GREEDY_TOKENS, 0, a.seed)
+            for mode in ("ours", "ours_nocache", "hf")
+        }
         print(json.dumps(ids))
         return
     model = load(a.tmp, a.mode.split("_")[0])
@@ -175,7 +194,6 @@ def child_main(argv):
 # -- parent --------------------------------------------------------------------------------------
 
 
-
 def main():
     if sys.argv[1:2] == ["_one"]:
         return child_main(sys.argv[2:])
@@ -189,12 +207,26 @@ def main():
     if a.prompt_tokens + a.new_tokens > MODEL["context_length"]:
         parser.error(f"--prompt-tokens + --new-tokens must fit the context ({MODEL['context_length']})")
     print(torch_machine(a.threads))
-    print(f"model: random Llama-style, hidden {MODEL['d_model']}, {MODEL['n_layers']} layers, {MODEL['n_heads']} heads, "
-          f"d_ff {MODEL['d_ff']}, vocab {MODEL['vocab_size']}, context {MODEL['context_length']}, untied, float32, CPU")
-    print(f"batch 1, prompt {a.prompt_tokens} tokens, {a.new_tokens} new tokens, temperature {TEMPERATURE}, "
-          f"top-p {TOP_P}, top-k none; {a.repeat} rounds of the 4 modes, each run in a fresh process after a warm-up run (medians)")
-    common = ["--threads", a.threads, "--new-tokens", a.new_tokens, "--prompt-tokens", a.prompt_tokens,
-              "--repeat", 1, "--seed", a.seed]
+    print(
+        f"model: random Llama-style, hidden {MODEL['d_model']}, {MODEL['n_layers']} layers, {MODEL['n_heads']} heads, "
+        f"d_ff {MODEL['d_ff']}, vocab {MODEL['vocab_size']}, context {MODEL['context_length']}, untied, float32, CPU"
+    )
+    print(
+        f"batch 1, prompt {a.prompt_tokens} tokens, {a.new_tokens} new tokens, temperature {TEMPERATURE}, "
+        f"top-p {TOP_P}, top-k none; {a.repeat} rounds of the 4 modes, each run in a fresh process after a warm-up run (medians)"
+    )
+    common = [
+        "--threads",
+        a.threads,
+        "--new-tokens",
+        a.new_tokens,
+        "--prompt-tokens",
+        a.prompt_tokens,
+        "--repeat",
+        1,
+        "--seed",
+        a.seed,
+    ]
     with tempfile.TemporaryDirectory(prefix="bench-sample-") as tmp:
         build(Path(tmp), a.seed)
         greedy = run_child(__file__, ["greedy", tmp, *common])
@@ -208,12 +240,16 @@ def main():
     print("\n| mode | ms/token | range, ms/token | tokens/s | speed vs ours (cache) |\n|---|---:|---:|---:|---:|")
     for mode in MODES:
         s, lo, hi = (1000 * x / a.new_tokens for x in (seconds[mode], min(runs[mode]), max(runs[mode])))
-        print(f"| {mode} | {s:.2f} | {lo:.2f}-{hi:.2f} | {a.new_tokens / seconds[mode]:.1f} | {seconds['ours'] / seconds[mode]:.2f} |")
+        print(
+            f"| {mode} | {s:.2f} | {lo:.2f}-{hi:.2f} | {a.new_tokens / seconds[mode]:.1f} | {seconds['ours'] / seconds[mode]:.2f} |"
+        )
     print(f"\nours (cache) / HF (cache), tokens/s: {seconds['hf'] / seconds['ours']:.2f} (target >= 2.0)")
     print(f"ours (cache) / ours (no cache), tokens/s: {seconds['ours_nocache'] / seconds['ours']:.2f} (target >= 5)")
     print(f"HF (cache) / HF (no cache), tokens/s: {seconds['hf_nocache'] / seconds['hf']:.2f}")
-    print(f"greedy ids identical: {'yes' if same else 'no'} (ours with cache, ours without, HF with cache; "
-          f"{GREEDY_TOKENS} new tokens)")
+    print(
+        f"greedy ids identical: {'yes' if same else 'no'} (ours with cache, ours without, HF with cache; "
+        f"{GREEDY_TOKENS} new tokens)"
+    )
     if not same:
         for mode, ids in greedy.items():
             print(f"  {mode}: {ids}")

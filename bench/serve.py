@@ -13,6 +13,7 @@ decoding at a time); tokens/s: the completion tokens of all requests over the ro
 Printed: p50/p99 latency, tokens/s, its ratio to direct's, and the 1-minute load average at the end
 of each round (other work on the machine slows every row alike).
 """
+
 import argparse
 import os
 import statistics
@@ -54,8 +55,11 @@ def percentile(values, q):
 def row(name, latencies, tokens, seconds, base=None):
     rate = tokens / seconds
     ratio = f"{rate / base:5.2f}" if base else "  1.00"
-    print(f"{name:<10} {len(latencies):>8} {statistics.median(latencies) * 1000:>9.0f} {percentile(latencies, 0.99) * 1000:>9.0f} "
-          f"{rate:>9.0f} {ratio:>6} {os.getloadavg()[0]:>6.2f}", flush=True)
+    print(
+        f"{name:<10} {len(latencies):>8} {statistics.median(latencies) * 1000:>9.0f} {percentile(latencies, 0.99) * 1000:>9.0f} "
+        f"{rate:>9.0f} {ratio:>6} {os.getloadavg()[0]:>6.2f}",
+        flush=True,
+    )
     return rate
 
 
@@ -108,13 +112,31 @@ def main():
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         checkpoint = args.checkpoint or build(Path(tmp) / "ckpt")
-        print(f"machine: {cpu()}, {args.threads} torch thread(s); checkpoint: "
-              f"{args.checkpoint or 'random ' + str(MODEL)}; {args.max_tokens} new tokens a request")
+        print(
+            f"machine: {cpu()}, {args.threads} torch thread(s); checkpoint: "
+            f"{args.checkpoint or 'random ' + str(MODEL)}; {args.max_tokens} new tokens a request"
+        )
         print(f"{'mode':<10} {'requests':>8} {'p50 ms':>9} {'p99 ms':>9} {'tokens/s':>9} {'ratio':>6} {'load':>6}")
         base = row("direct", *direct(checkpoint, args))
-        server = subprocess.Popen([sys.executable, "-m", "gptkit.serve", "--checkpoint", str(checkpoint), "--port", "0",
-                                   "--device", "cpu", "--threads", str(args.threads), "--name", "bench"],
-                                  stderr=subprocess.PIPE, text=True)
+        server = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "gptkit.serve",
+                "--checkpoint",
+                str(checkpoint),
+                "--port",
+                "0",
+                "--device",
+                "cpu",
+                "--threads",
+                str(args.threads),
+                "--name",
+                "bench",
+            ],
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         try:
             line = server.stderr.readline()
             if not line.startswith("serving "):

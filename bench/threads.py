@@ -33,6 +33,7 @@ clipping, AdamW: the loss, every gradient, the weights after), and single kernel
 products of a linear layer's forward and backward passes, LayerNorm's backward pass, a sum into
 one value. The answer depends on the CPU and on MKL's code path for it (MKL_CBWR chooses one).
 """
+
 import argparse
 import contextlib
 import json
@@ -69,8 +70,11 @@ def one(shape, mode, seconds, later):
 
     settings = dict(SHAPES[shape])
     batch = settings.pop("batch")
-    threads = torch_threads(None if mode in ("default", "deterministic") else int(mode), torch.device("cpu"),
-                            deterministic=mode == "deterministic")
+    threads = torch_threads(
+        None if mode in ("default", "deterministic") else int(mode),
+        torch.device("cpu"),
+        deterministic=mode == "deterministic",
+    )
     torch.manual_seed(0)
     model = TransformerLM(ModelConfig(**settings))
     optimizer = AdamW([(list(model.named_parameters()), 0.1)], lr=1e-3)
@@ -90,8 +94,16 @@ def one(shape, mode, seconds, later):
             threads.record(time.perf_counter() - started)
             steps, counts = steps + 1, counts + [threads.count]
         elapsed = time.perf_counter() - start
-    print(json.dumps({"tok_s": steps * batch * settings["context_length"] / elapsed, "steps": steps,
-                      "final_threads": counts[-1], "mean_threads": sum(counts) / len(counts)}))
+    print(
+        json.dumps(
+            {
+                "tok_s": steps * batch * settings["context_length"] / elapsed,
+                "steps": steps,
+                "final_threads": counts[-1],
+                "mean_threads": sum(counts) / len(counts),
+            }
+        )
+    )
 
 
 def kernels(shapes):
@@ -131,12 +143,17 @@ def kernels(shapes):
         settings = SHAPES[shape]
         tokens, d, d_ff = settings["batch"] * settings["context_length"], settings["d_model"], settings["d_ff"]
         x, w, dy = torch.randn(tokens, d), torch.randn(d_ff, d), torch.randn(tokens, d_ff)
-        rows += [(f"{shape}: a training step, llama", lambda shape=shape: training_step(shape, "llama")),
-                 (f"{shape}: a training step, gpt2 (LayerNorm)", lambda shape=shape: training_step(shape, "gpt2")),
-                 (f"{shape}: x @ W.T ({tokens} x {d} by {d} x {d_ff})", lambda x=x, w=w: [x @ w.T]),
-                 (f"{shape}: its input gradient dy @ W", lambda dy=dy, w=w: [dy @ w]),
-                 (f"{shape}: its weight gradient dy.T @ x (inner {tokens})", lambda dy=dy, x=x: [dy.T @ x]),
-                 (f"{shape}: LayerNorm backward ({tokens} x {d})", lambda tokens=tokens, d=d: layer_norm_backward(tokens, d))]
+        rows += [
+            (f"{shape}: a training step, llama", lambda shape=shape: training_step(shape, "llama")),
+            (f"{shape}: a training step, gpt2 (LayerNorm)", lambda shape=shape: training_step(shape, "gpt2")),
+            (f"{shape}: x @ W.T ({tokens} x {d} by {d} x {d_ff})", lambda x=x, w=w: [x @ w.T]),
+            (f"{shape}: its input gradient dy @ W", lambda dy=dy, w=w: [dy @ w]),
+            (f"{shape}: its weight gradient dy.T @ x (inner {tokens})", lambda dy=dy, x=x: [dy.T @ x]),
+            (
+                f"{shape}: LayerNorm backward ({tokens} x {d})",
+                lambda tokens=tokens, d=d: layer_norm_backward(tokens, d),
+            ),
+        ]
     big = torch.randn(1 << 16)
     rows.append(("a sum of 65,536 values into one", lambda: [big.sum()]))
     branch = f", MKL_CBWR={os.environ['MKL_CBWR']}" if os.environ.get("MKL_CBWR") else ""
@@ -145,7 +162,9 @@ def kernels(shapes):
     for name, compute in rows:
         one_thread, two = on(1, compute), on(2, compute)
         same = all(torch.equal(a, b) for a, b in zip(one_thread, two))
-        print(f"| {name} | {'yes' if same else f'no ({sum(not torch.equal(a, b) for a, b in zip(one_thread, two))} of {len(two)} tensors differ)'} |")
+        print(
+            f"| {name} | {'yes' if same else f'no ({sum(not torch.equal(a, b) for a, b in zip(one_thread, two))} of {len(two)} tensors differ)'} |"
+        )
 
 
 def busy_cores(seconds=2.0):
@@ -176,24 +195,41 @@ def main():
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--loads", nargs="+", default=["idle", "python", "torch", "python-later"], choices=LOADS)
     parser.add_argument("--shape", nargs="+", default=["recipe", "tiny"], choices=list(SHAPES))
-    parser.add_argument("--modes", nargs="+", default=["default", "1", "deterministic"],
-                        help="default, deterministic, or a thread count N (--threads N)")
-    parser.add_argument("--kernels", action="store_true", help="which computations differ on 1 and 2 threads, no timing")
+    parser.add_argument(
+        "--modes",
+        nargs="+",
+        default=["default", "1", "deterministic"],
+        help="default, deterministic, or a thread count N (--threads N)",
+    )
+    parser.add_argument(
+        "--kernels", action="store_true", help="which computations differ on 1 and 2 threads, no timing"
+    )
     args = parser.parse_args()
     if args.kernels:
         return kernels(args.shape)
-    if "default" not in args.modes or any(m not in ("default", "deterministic") and not m.isdigit() for m in args.modes):
+    if "default" not in args.modes or any(
+        m not in ("default", "deterministic") and not m.isdigit() for m in args.modes
+    ):
         parser.error("--modes: default and any of deterministic and thread counts")
     from gptkit.shared.workers import cores_per_process
 
     os.environ.pop("OMP_NUM_THREADS", None)  # the children's counts are the modes' own
     top, others = cores_per_process(), [m for m in args.modes if m != "default"]
-    print(f"machine: {cpu()}; {args.seconds:g} s a run, medians of {args.repeat}; --deterministic fixes {top} "
-          f"thread{'s' if top > 1 else ''} (one per physical core); {BUSY} busy processes beside a loaded run, "
-          f"a `-later` load's from {ARRIVAL:.2f} of each run")
-    header = ["shape", "load", *(label(m, top) + (" tok/s" if m == "default" else "") for m in args.modes),
-              *(f"{label(m, top)} / default" for m in others), "default / best fixed", "default's count at the end",
-              "busy cores before", "load avg"]
+    print(
+        f"machine: {cpu()}; {args.seconds:g} s a run, medians of {args.repeat}; --deterministic fixes {top} "
+        f"thread{'s' if top > 1 else ''} (one per physical core); {BUSY} busy processes beside a loaded run, "
+        f"a `-later` load's from {ARRIVAL:.2f} of each run"
+    )
+    header = [
+        "shape",
+        "load",
+        *(label(m, top) + (" tok/s" if m == "default" else "") for m in args.modes),
+        *(f"{label(m, top)} / default" for m in others),
+        "default / best fixed",
+        "default's count at the end",
+        "busy cores before",
+        "load avg",
+    ]
     print("\n| " + " | ".join(header) + " |")
     print("|" + "---|" * 2 + "---:|" * (len(args.modes) + len(others) + 1) + "---|---:|---:|")
     worst, costs = float("inf"), {m: [] for m in others}
@@ -215,9 +251,15 @@ def main():
             for m in others:
                 costs[m].append((load, ratios[m]))
             ends = "/".join(str(r["final_threads"]) for r in results["default"])
-            print(f"| {shape} | {load} | " + " | ".join(f"{tok_s[m]:,.0f}" for m in args.modes) + " | "
-                  + " | ".join(f"{ratios[m]:.2f}" for m in others) + f" | {tok_s['default'] / best:.2f} | {ends} | "
-                  f"{busy:.1f} of {os.cpu_count()} | {load_avg:.2f} |", flush=True)
+            print(
+                f"| {shape} | {load} | "
+                + " | ".join(f"{tok_s[m]:,.0f}" for m in args.modes)
+                + " | "
+                + " | ".join(f"{ratios[m]:.2f}" for m in others)
+                + f" | {tok_s['default'] / best:.2f} | {ends} | "
+                f"{busy:.1f} of {os.cpu_count()} | {load_avg:.2f} |",
+                flush=True,
+            )
     print(f"\nworst default / best fixed: {worst:.2f}")
     for m, rows in costs.items():
         print(f"{label(m, top)} / default: " + ", ".join(f"{load} {ratio:.2f}" for load, ratio in rows))

@@ -15,6 +15,7 @@ warmup (steps until the peak learning rate), the last learning rate against min_
 re-plans, evaluations and checkpoints, and the final held-out bits per byte; then the ratio of
 each load's bits per byte to the idle run's. The load average (1 minute) is read at the end.
 """
+
 import argparse
 import json
 import os
@@ -39,17 +40,28 @@ def prepare(text, work):
     data = work / "data"
     if not data.exists():
         tokenizer = work / "tokenizer.json"
-        subprocess.run([*GPTKIT, "tokenizer", "train", "--input", text, "--vocab-size", "1024", "--out", tokenizer, "-q"],
-                       check=True, env=ENV)
-        subprocess.run([*GPTKIT, "pretokenize", "--tokenizer", tokenizer, "--input", text, "--out", data, "--quiet"],
-                       check=True, env=ENV)
+        subprocess.run(
+            [*GPTKIT, "tokenizer", "train", "--input", text, "--vocab-size", "1024", "--out", tokenizer, "-q"],
+            check=True,
+            env=ENV,
+        )
+        subprocess.run(
+            [*GPTKIT, "pretokenize", "--tokenizer", tokenizer, "--input", text, "--out", data, "--quiet"],
+            check=True,
+            env=ENV,
+        )
     return data
 
 
 def run(data, out, budget):
     started = time.perf_counter()
-    result = subprocess.run([*GPTKIT, "train", "--data", data, "--out", out, "--max-time", budget], env=ENV,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    result = subprocess.run(
+        [*GPTKIT, "train", "--data", data, "--out", out, "--max-time", budget],
+        env=ENV,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     wall = time.perf_counter() - started
     if result.returncode:
         sys.exit(f"error: the run failed:\n{result.stdout}")
@@ -58,12 +70,23 @@ def run(data, out, budget):
     logs = [r for r in records if "loss" in r]
     lrs = [r["lr"] for r in logs]
     recipe = next(line for line in result.stdout.splitlines() if line.startswith("recipe for "))
-    shape = re.search(r"d \d+, \d+ layers", recipe).group(0) + ", ctx " + re.search(r"batch \d+ x (\d+)", recipe).group(1)
-    return {"shape": shape, "steps": logs[-1]["step"], "loop_s": logs[-1]["elapsed_s"], "wall_s": wall,
-            "peak_at": next(r["step"] for r in logs if r["lr"] >= 0.999 * config["lr"]) if max(lrs) >= 0.999 * config["lr"] else None,
-            "last_lr_over_min": lrs[-1] / config["min_lr"], "replans": sum("replan" in r for r in records),
-            "evals": sum("val_loss" in r for r in records), "checkpoints": len(list((out / "checkpoints").iterdir())),
-            "bpb": [r["val_bpb"] for r in records if "val_bpb" in r][-1]}
+    shape = (
+        re.search(r"d \d+, \d+ layers", recipe).group(0) + ", ctx " + re.search(r"batch \d+ x (\d+)", recipe).group(1)
+    )
+    return {
+        "shape": shape,
+        "steps": logs[-1]["step"],
+        "loop_s": logs[-1]["elapsed_s"],
+        "wall_s": wall,
+        "peak_at": next(r["step"] for r in logs if r["lr"] >= 0.999 * config["lr"])
+        if max(lrs) >= 0.999 * config["lr"]
+        else None,
+        "last_lr_over_min": lrs[-1] / config["min_lr"],
+        "replans": sum("replan" in r for r in records),
+        "evals": sum("val_loss" in r for r in records),
+        "checkpoints": len(list((out / "checkpoints").iterdir())),
+        "bpb": [r["val_bpb"] for r in records if "val_bpb" in r][-1],
+    }
 
 
 def main():
@@ -80,8 +103,10 @@ def main():
         work.mkdir(parents=True, exist_ok=True)
         data = prepare(args.text, work)
         print(f"machine: {cpu()}; {args.text.name}, --max-time {args.budget}")
-        print("\n| load | shape | steps | loop s | command s | peak lr at step | last lr / min_lr | re-plans | evals "
-              "| checkpoints | held-out bpb | bpb / idle | load avg |")
+        print(
+            "\n| load | shape | steps | loop s | command s | peak lr at step | last lr / min_lr | re-plans | evals "
+            "| checkpoints | held-out bpb | bpb / idle | load avg |"
+        )
         print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
         idle_bpb = None
         for load in args.loads:
@@ -92,9 +117,12 @@ def main():
                 load_avg = load_average()
             idle_bpb = r["bpb"] if load == "idle" else idle_bpb
             ratio = f"{r['bpb'] / idle_bpb:.3f}" if idle_bpb else "-"
-            print(f"| {load} | {r['shape']} | {r['steps']:,} | {r['loop_s']:.1f} | {r['wall_s']:.1f} | {r['peak_at']} | "
-                  f"{r['last_lr_over_min']:.3f} | {r['replans']} | {r['evals']} | {r['checkpoints']} | {r['bpb']:.4f} | "
-                  f"{ratio} | {load_avg:.2f} |", flush=True)
+            print(
+                f"| {load} | {r['shape']} | {r['steps']:,} | {r['loop_s']:.1f} | {r['wall_s']:.1f} | {r['peak_at']} | "
+                f"{r['last_lr_over_min']:.3f} | {r['replans']} | {r['evals']} | {r['checkpoints']} | {r['bpb']:.4f} | "
+                f"{ratio} | {load_avg:.2f} |",
+                flush=True,
+            )
 
 
 if __name__ == "__main__":

@@ -7,6 +7,7 @@ times only the call under test and prints JSON. While a training child runs, the
 the summed PSS of its process tree (the child and its workers) every ~20 ms. Encoding speed is
 MB/s of UTF-8 input; the ids of all three tokenizers are checked identical. Medians over --repeat.
 """
+
 import argparse
 import json
 import os
@@ -25,7 +26,10 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path[0] = str(ROOT)  # the repository, not bench/: `from bench.common import ...`
 
 from bench.common import EOT, cpu, iter_docs, tree_pss_mb  # noqa: E402 (after the path is set)
-BUILD_HINT = "apt-get install -y bible-kjv bible-kjv-text dict-gcide && python3 ../shared/data/build_bench_corpus.py DIR"
+
+BUILD_HINT = (
+    "apt-get install -y bible-kjv bible-kjv-text dict-gcide && python3 ../shared/data/build_bench_corpus.py DIR"
+)
 ENCODE_MODES = ("ours", "ours_batch", "tiktoken", "tiktoken_batch", "hf", "hf_batch")  # ours first: it forks
 
 
@@ -38,13 +42,13 @@ def timed(fn, *args, **kwargs):
     return time.perf_counter() - start, result
 
 
-
-
 def train_ours(path, vocab_size, workers, tokenizer_json, tie_break):
     from gptkit.shared.corpus import Corpus
     from gptkit.tokenizer.train import train_bpe
 
-    seconds, tok = timed(lambda: train_bpe(Corpus([path]), vocab_size, tie_break=tie_break, workers=workers, quiet=True))
+    seconds, tok = timed(
+        lambda: train_bpe(Corpus([path]), vocab_size, tie_break=tie_break, workers=workers, quiet=True)
+    )
     tok.save(tokenizer_json)
     return seconds
 
@@ -55,8 +59,12 @@ def train_hf(path, vocab_size, tokenizer_json):
     def train():
         hf = Tokenizer(models.BPE())
         hf.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-        trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=[EOT], show_progress=False,
-                                      initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+        trainer = trainers.BpeTrainer(
+            vocab_size=vocab_size,
+            special_tokens=[EOT],
+            show_progress=False,
+            initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        )
         hf.train_from_iterator(iter_docs(path), trainer=trainer)
         return hf
 
@@ -87,8 +95,10 @@ def mismatch(name, ref_name, ids, ref, doc=None):
     if pos is None:
         return None
     where = f"token {pos}" if doc is None else f"document {doc}, token {pos}"
-    return (f"MISMATCH {name} vs {ref_name} at {where}: {ids[pos:pos + 5].tolist()} vs {ref[pos:pos + 5].tolist()} "
-            f"({len(ids)} vs {len(ref)} tokens)")
+    return (
+        f"MISMATCH {name} vs {ref_name} at {where}: {ids[pos : pos + 5].tolist()} vs {ref[pos : pos + 5].tolist()} "
+        f"({len(ids)} vs {len(ref)} tokens)"
+    )
 
 
 def batch_mismatch(name, ref_name, got, ref):
@@ -97,7 +107,7 @@ def batch_mismatch(name, ref_name, got, ref):
         return None
     start = ref_start = 0
     for doc, (n, ref_n) in enumerate(zip(lengths, ref_lengths)):
-        report = mismatch(name, ref_name, ids[start:start + n], ref_ids[ref_start:ref_start + ref_n], doc)
+        report = mismatch(name, ref_name, ids[start : start + n], ref_ids[ref_start : ref_start + ref_n], doc)
         if report:
             return report
         start, ref_start = start + n, ref_start + ref_n
@@ -137,12 +147,19 @@ def encode_all(path, tokenizer_json, workers, repeat):
             seconds[mode].append(elapsed)
         ids[mode] = flat(result) if mode.endswith("_batch") else np.array(result, np.uint32)
         del result
-    reports = [mismatch("ours encode", "tiktoken encode", ids["ours"], ids["tiktoken"]),
-               mismatch("HF encode", "tiktoken encode", ids["hf"], ids["tiktoken"]),
-               batch_mismatch("ours encode_batch", "tiktoken batch", ids["ours_batch"], ids["tiktoken_batch"]),
-               batch_mismatch("HF encode_batch", "tiktoken batch", ids["hf_batch"], ids["tiktoken_batch"])]
-    return {"mb": len(text.encode("utf-8")) / 1e6, "tokens": len(ids["tiktoken"]), "docs": len(docs),
-            "seconds": seconds, "mismatches": [r for r in reports if r]}
+    reports = [
+        mismatch("ours encode", "tiktoken encode", ids["ours"], ids["tiktoken"]),
+        mismatch("HF encode", "tiktoken encode", ids["hf"], ids["tiktoken"]),
+        batch_mismatch("ours encode_batch", "tiktoken batch", ids["ours_batch"], ids["tiktoken_batch"]),
+        batch_mismatch("HF encode_batch", "tiktoken batch", ids["hf_batch"], ids["tiktoken_batch"]),
+    ]
+    return {
+        "mb": len(text.encode("utf-8")) / 1e6,
+        "tokens": len(ids["tiktoken"]),
+        "docs": len(docs),
+        "seconds": seconds,
+        "mismatches": [r for r in reports if r],
+    }
 
 
 def child_main(argv):
@@ -158,16 +175,17 @@ def child_main(argv):
     if a.task == "encode":
         out = encode_all(a.path, a.tokenizer_json, a.threads, a.repeat)
     else:
-        seconds = (train_ours(a.path, a.vocab_size, a.threads, a.tokenizer_json, a.tie_break) if a.task == "train-ours"
-                   else train_hf(a.path, a.vocab_size, a.tokenizer_json))
+        seconds = (
+            train_ours(a.path, a.vocab_size, a.threads, a.tokenizer_json, a.tie_break)
+            if a.task == "train-ours"
+            else train_hf(a.path, a.vocab_size, a.tokenizer_json)
+        )
         out = {"seconds": seconds}
     out["ru_maxrss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(json.dumps(out))
 
 
 # -- parent: children, memory sampling, report ---------------------------------------------------
-
-
 
 
 def run_child(args, workers):
@@ -193,13 +211,21 @@ def bench_corpus(path, tmp, a):
     for r in range(a.repeat):  # alternate ours and HF so that noise hits both alike
         for who in ("ours", "hf"):
             out = tokenizer_json if who == "ours" else tokenizer_json.with_suffix(".hf.json")
-            run = run_child([f"train-{who}", path, out, "--vocab-size", a.vocab_size,
-                             "--threads", a.threads], a.threads)
+            run = run_child(
+                [f"train-{who}", path, out, "--vocab-size", a.vocab_size, "--threads", a.threads], a.threads
+            )
             runs[who].append(run)
-            print(f"  {path.name}: train {who} {r + 1}/{a.repeat}: {run['seconds']:.2f} s, "
-                  f"peak {run['peak_tree_mb']:.0f} MB", file=sys.stderr)
-    train = {who: {key: statistics.median(run[key] for run in runs[who])
-                   for key in ("seconds", "peak_tree_mb", "ru_maxrss_mb")} for who in runs}
+            print(
+                f"  {path.name}: train {who} {r + 1}/{a.repeat}: {run['seconds']:.2f} s, "
+                f"peak {run['peak_tree_mb']:.0f} MB",
+                file=sys.stderr,
+            )
+    train = {
+        who: {
+            key: statistics.median(run[key] for run in runs[who]) for key in ("seconds", "peak_tree_mb", "ru_maxrss_mb")
+        }
+        for who in runs
+    }
     print(f"  {path.name}: encoding ({len(ENCODE_MODES)} modes x {a.repeat})", file=sys.stderr)
     encode = run_child(["encode", path, tokenizer_json, "--threads", a.threads, "--repeat", a.repeat], a.threads)
     speed = {mode: encode["mb"] / statistics.median(s) for mode, s in encode["seconds"].items()}
@@ -211,18 +237,31 @@ def print_report(path, train, encode, speed, workers):
     ours_best = max(speed["ours"], speed["ours_batch"])
     rows = [
         ("train: wall time, s (ref: HF)", train["ours"]["seconds"], train["hf"]["seconds"]),
-        ("train: peak memory (PSS) of process tree, MB (ref: HF)", train["ours"]["peak_tree_mb"], train["hf"]["peak_tree_mb"]),
+        (
+            "train: peak memory (PSS) of process tree, MB (ref: HF)",
+            train["ours"]["peak_tree_mb"],
+            train["hf"]["peak_tree_mb"],
+        ),
         ("train: ru_maxrss of child, MB (ref: HF)", train["ours"]["ru_maxrss_mb"], train["hf"]["ru_maxrss_mb"]),
         ("encode 1 process, MB/s (ref: tiktoken 1 thread)", speed["ours"], speed["tiktoken"]),
-        (f"encode batch, {w} workers, MB/s (ref: tiktoken batch, {w} threads)", speed["ours_batch"],
-         speed["tiktoken_batch"]),
+        (
+            f"encode batch, {w} workers, MB/s (ref: tiktoken batch, {w} threads)",
+            speed["ours_batch"],
+            speed["tiktoken_batch"],
+        ),
         ("encode best, MB/s (ref: tiktoken best)", ours_best, max(speed["tiktoken"], speed["tiktoken_batch"])),
         ("encode 1 process, MB/s (ref: HF encode)", speed["ours"], speed["hf"]),
-        (f"encode batch, {w} workers, MB/s (ref: HF encode_batch, {w} threads)", speed["ours_batch"], speed["hf_batch"]),
+        (
+            f"encode batch, {w} workers, MB/s (ref: HF encode_batch, {w} threads)",
+            speed["ours_batch"],
+            speed["hf_batch"],
+        ),
         ("encode best, MB/s (ref: HF best)", ours_best, max(speed["hf"], speed["hf_batch"])),
     ]
-    print(f"\n### {path.name}: {encode['mb']:.2f} MB, {encode['docs']} documents, {encode['tokens']} tokens "
-          f"({encode['mb'] * 1e6 / encode['tokens']:.2f} bytes/token)\n")
+    print(
+        f"\n### {path.name}: {encode['mb']:.2f} MB, {encode['docs']} documents, {encode['tokens']} tokens "
+        f"({encode['mb'] * 1e6 / encode['tokens']:.2f} bytes/token)\n"
+    )
     print("| task | ours | reference | ratio (ours/ref) |\n|---|---:|---:|---:|")
     for task, ours, ref in rows:
         print(f"| {task} | {ours:.2f} | {ref:.2f} | {ours / ref:.2f} |")
@@ -245,8 +284,10 @@ def main():
     a = parser.parse_args()
     missing = [str(p) for p in a.corpora if not p.is_file()]
     if missing:
-        print(f"error: no such corpus: {', '.join(missing)}\nbuild the bench corpora (1/5/36 MB) with:\n  {BUILD_HINT}",
-              file=sys.stderr)
+        print(
+            f"error: no such corpus: {', '.join(missing)}\nbuild the bench corpora (1/5/36 MB) with:\n  {BUILD_HINT}",
+            file=sys.stderr,
+        )
         sys.exit(2)
     print(machine())
     print(f"vocab size {a.vocab_size}, special token {EOT}, workers {a.threads}, repeat {a.repeat} (medians)")

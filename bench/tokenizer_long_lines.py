@@ -11,6 +11,7 @@ word's vector of symbols), so it runs only up to --hf-max-mb.
 
 Each training runs in a fresh child process (bench/tokenizer.py's `_one`), one worker each.
 """
+
 import argparse
 import base64
 import json
@@ -40,8 +41,34 @@ def base64_blob(n, rng):
 
 def letters(n, rng):
     """Lowercase letters drawn by English-like frequencies: one pre-token, many distinct pairs."""
-    weights = [8.2, 1.5, 2.8, 4.3, 12.7, 2.2, 2.0, 6.1, 7.0, 0.2, 0.8, 4.0, 2.4, 6.7, 7.5, 1.9, 0.1, 6.0, 6.3, 9.1,
-               2.8, 1.0, 2.4, 0.2, 2.0, 0.1]
+    weights = [
+        8.2,
+        1.5,
+        2.8,
+        4.3,
+        12.7,
+        2.2,
+        2.0,
+        6.1,
+        7.0,
+        0.2,
+        0.8,
+        4.0,
+        2.4,
+        6.7,
+        7.5,
+        1.9,
+        0.1,
+        6.0,
+        6.3,
+        9.1,
+        2.8,
+        1.0,
+        2.4,
+        0.2,
+        2.0,
+        0.1,
+    ]
     return "".join(rng.choices(string.ascii_lowercase, weights, k=n))
 
 
@@ -60,7 +87,9 @@ def main():
     parser.add_argument("--hf-max-mb", type=float, default=0.3, help="the longest line given to HF's trainer")
     parser.add_argument("--vocab-size", type=int, default=1024)
     parser.add_argument("--repeat", type=int, default=3, help="runs per measurement; medians are reported")
-    parser.add_argument("--tie-break", choices=["lexicographic", "hf"], default="lexicographic", help="ours: train_bpe's tie_break")
+    parser.add_argument(
+        "--tie-break", choices=["lexicographic", "hf"], default="lexicographic", help="ours: train_bpe's tie_break"
+    )
     a = parser.parse_args()
     os.environ["RAYON_NUM_THREADS"] = "1"  # HF's trainer on one thread, as ours on one worker
     print(f"machine: {cpu()}; load average {load_average():.2f} at the start")
@@ -78,8 +107,20 @@ def main():
                 seconds = {who: [] for who, _ in runs}
                 for _ in range(a.repeat):  # alternate, so that noise hits both alike
                     for who, out in runs:
-                        run = run_child(TOKENIZER_BENCH, [f"train-{who}", text, out, "--vocab-size", a.vocab_size,
-                                                          "--threads", 1, "--tie-break", a.tie_break])
+                        run = run_child(
+                            TOKENIZER_BENCH,
+                            [
+                                f"train-{who}",
+                                text,
+                                out,
+                                "--vocab-size",
+                                a.vocab_size,
+                                "--threads",
+                                1,
+                                "--tie-break",
+                                a.tie_break,
+                            ],
+                        )
                         seconds[who].append(run["seconds"])
                 ours = statistics.median(seconds["ours"])
                 if "hf" in seconds:

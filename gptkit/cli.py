@@ -1,6 +1,7 @@
 """`gptkit`: one command, a subcommand per stage. Run `gptkit --help`.
 
 Each stage also runs alone as `python -m gptkit.STAGE` (the same command)."""
+
 import click
 
 from gptkit.eval.cli import cli as eval_
@@ -16,16 +17,23 @@ from gptkit.train.cli import cli as train
 
 @click.group(cls=Group, context_settings=CONTEXT)
 @version_option
-def cli():
+def cli() -> None:
     """From raw text to a trained GPT-style language model and back to text: the stages below,
     in pipeline order, each passing files to the next (`gptkit STAGE --help`)."""
 
 
-for name, command in (("stories", stories), ("tokenizer", tokenizer), ("pretokenize", pretokenize), ("model", model),
-                      ("train", train), ("sample", sample), ("serve", serve),
-                      ("eval", eval_)):
+for name, command in (
+    ("stories", stories),
+    ("tokenizer", tokenizer),
+    ("pretokenize", pretokenize),
+    ("model", model),
+    ("train", train),
+    ("sample", sample),
+    ("serve", serve),
+    ("eval", eval_),
+):
     cli.add_command(command, name)
 
 
-def main():
+def main() -> None:
     cli(prog_name="gptkit")

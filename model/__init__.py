@@ -8,14 +8,30 @@ The names load their modules when first used (PEP 562): importing `gptkit.model.
 every command's option table does, must not import torch (2-3 s, and a torch-sized parent for
 the worker processes pretokenize forks).
 """
-import importlib
 
-_MODULE_OF = {"KVCache": "model", "TransformerLM": "model", "ModelConfig": "config", "load_config": "config",
-              "load_model": "checkpoint", "save_model": "checkpoint"}
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # the names as a type checker sees them; at run time __getattr__ imports them
+    from .checkpoint import load_model as load_model
+    from .checkpoint import save_model as save_model
+    from .config import ModelConfig as ModelConfig
+    from .config import load_config as load_config
+    from .model import KVCache as KVCache
+    from .model import TransformerLM as TransformerLM
+
+_MODULE_OF = {
+    "KVCache": "model",
+    "TransformerLM": "model",
+    "ModelConfig": "config",
+    "load_config": "config",
+    "load_model": "checkpoint",
+    "save_model": "checkpoint",
+}
 __all__ = sorted(_MODULE_OF)
 
 
-def __getattr__(name):
+def __getattr__(name: str) -> Any:
     if name not in _MODULE_OF:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     value = getattr(importlib.import_module(f".{_MODULE_OF[name]}", __name__), name)

@@ -8,18 +8,20 @@ Nothing is pickled. A directory is written under a temporary name and renamed in
 (shared/files.py, atomic_directory); config.json, written last, carries a CRC-32 of every other
 file, checked when a file is read.
 """
+
 from __future__ import annotations
 
 import json
 import os
 import re
 import zlib
+from collections.abc import Callable, Collection, Mapping
 from pathlib import Path
 
 import torch
 
 from gptkit.shared.errors import InputError
-from gptkit.shared.files import LATEST, atomic_directory, check_output, looked_up, settled
+from gptkit.shared.files import LATEST, StrPath, atomic_directory, check_output, looked_up, settled
 from gptkit.shared.jsonfile import parse_json, read_json
 from gptkit.shared.text import EOT
 from gptkit.tokenizer import Tokenizer
@@ -38,7 +40,7 @@ class CheckpointError(InputError):
     """A checkpoint directory that is missing, incomplete or inconsistent."""
 
 
-def model_tensors(model: TransformerLM) -> dict:
+def model_tensors(model: TransformerLM) -> dict[str, torch.Tensor]:
     """The weights to save: a tied LM head is the embedding, stored once under its name."""
     state = model.state_dict()
     if model.config.tie_embeddings:
@@ -46,8 +48,17 @@ def model_tensors(model: TransformerLM) -> dict:
     return state
 
 
-def save_model(model: TransformerLM, tokenizer, directory, *, eot_id=None, bos_id=EOT_FIRST, extra_files=None, overwrite=False,
-               tensors=None):
+def save_model(
+    model: TransformerLM,
+    tokenizer: Tokenizer,
+    directory: StrPath,
+    *,
+    eot_id: int | None = None,
+    bos_id: int | str | None = EOT_FIRST,
+    extra_files: Mapping[str, Callable[[Path], object]] | None = None,
+    overwrite: bool = False,
+    tensors: Mapping[str, torch.Tensor] | None = None,
+) -> None:
     """Write a checkpoint directory atomically (see the module's docstring).
 
     `tokenizer`: a gptkit.tokenizer.Tokenizer; `eot_id`: the end-of-text id of its training data
@@ -61,18 +72,24 @@ def save_model(model: TransformerLM, tokenizer, directory, *, eot_id=None, bos_i
     check_target(directory, overwrite, extra_files or ())
     tensors = model_tensors(model) if tensors is None else tensors
     with atomic_directory(directory) as tmp:
-        save_tensors({k: v.detach().contiguous().cpu() for k, v in tensors.items()}, tmp / MODEL_FILE, metadata={"format": "pt"})
+        save_tensors(
+            {k: v.detach().contiguous().cpu() for k, v in tensors.items()}, tmp / MODEL_FILE, metadata={"format": "pt"}
+        )
         tokenizer.save(tmp / TOKENIZER_FILE)
         for name, write in (extra_files or {}).items():
             write(tmp / name)
         framing = {"eot_id": eot_id, **({} if bos_id is EOT_FIRST or bos_id == eot_id else {"bos_id": bos_id})}
-        config = {"format": FORMAT, "version": VERSION, "model": model.config.to_dict(),
-                  "tokenizer": {"fingerprint": tokenizer.fingerprint, "vocab_size": tokenizer.vocab_size, **framing},
-                  "crc32": {path.name: file_crc32(path) for path in sorted(tmp.iterdir())}}
+        config = {
+            "format": FORMAT,
+            "version": VERSION,
+            "model": model.config.to_dict(),
+            "tokenizer": {"fingerprint": tokenizer.fingerprint, "vocab_size": tokenizer.vocab_size, **framing},
+            "crc32": {path.name: file_crc32(path) for path in sorted(tmp.iterdir())},
+        }
         (tmp / CONFIG_FILE).write_text(json.dumps(config, indent=2) + "\n")
 
 
-def save_tensors(tensors, path, metadata=None):
+def save_tensors(tensors: dict[str, torch.Tensor], path: StrPath, metadata: dict[str, str] | None = None) -> None:
     """safetensors' save_file, a failed write raised as the OSError it is: safetensors reports
     one as a SafetensorError ("I/O error: No space left on device (os error 28)"), which the
     callers, who tell a full disk in one line, would not know as one."""
@@ -88,7 +105,7 @@ def save_tensors(tensors, path, metadata=None):
         raise OSError(int(code[1]), os.strerror(int(code[1])), str(path)) from None
 
 
-def load_model(directory, device="cpu"):
+def load_model(directory: StrPath, device: str | torch.device = "cpu") -> tuple[TransformerLM, Tokenizer]:
     """(model, tokenizer) of a checkpoint, after checking that the config, the weights and the
     tokenizer agree; the first disagreement is an error naming it. The model is float32 whatever
     dtype the file holds (an imported bf16 model is widened, exactly): CPUs have no fast bf16
@@ -99,13 +116,17 @@ def load_model(directory, device="cpu"):
     try:
         model = TransformerLM(model_config)
     except (RuntimeError, MemoryError) as e:  # torch's CPU allocator fails with a RuntimeError: an edited size
-        raise CheckpointError(f"{checkpoint.directory}/{CONFIG_FILE}: the model it describes cannot be built here "
-                              f"({str(e).splitlines()[0]})") from None
-    model.load_state_dict(checkpoint.weights(model), strict=False)  # strict would miss a tied head, which is the embedding
+        raise CheckpointError(
+            f"{checkpoint.directory}/{CONFIG_FILE}: the model it describes cannot be built here "
+            f"({str(e).splitlines()[0]})"
+        ) from None
+    model.load_state_dict(
+        checkpoint.weights(model), strict=False
+    )  # strict would miss a tied head, which is the embedding
     return model.to(device).eval(), tokenizer  # for inference: no dropout (training sets train mode itself)
 
 
-def checkpoint_directory(path, setting="checkpoint") -> Path:
+def checkpoint_directory(path: StrPath, setting: str = "checkpoint") -> Path:
     """Where a reader finds the checkpoint `path` names: `path` as a writer killed while swapping it
     for a new one may have left it (shared/files.py, settled), or, given a training run's directory,
     its newest checkpoint (LATEST). A path or a LATEST that cannot be followed (a loop of links) is
@@ -124,24 +145,28 @@ class CheckpointReader:
     checked against the one config.json records (checkpoints written before checksums were
     recorded pass). `setting`: the flag that gave the directory, named where it cannot be followed."""
 
-    def __init__(self, directory, setting="checkpoint"):
+    def __init__(self, directory: StrPath, setting: str = "checkpoint") -> None:
         directory = checkpoint_directory(directory, setting)
         if not directory.is_dir():
             raise CheckpointError(f"{directory}: no such checkpoint directory; `gptkit train` (make train) writes one")
         for name in (MODEL_FILE, CONFIG_FILE, TOKENIZER_FILE):
             if not (directory / name).is_file():
-                raise CheckpointError(f"{directory}: incomplete checkpoint, no {name} (expected {MODEL_FILE}, {CONFIG_FILE}, "
-                                      f"{TOKENIZER_FILE})")
+                raise CheckpointError(
+                    f"{directory}: incomplete checkpoint, no {name} (expected {MODEL_FILE}, {CONFIG_FILE}, "
+                    f"{TOKENIZER_FILE})"
+                )
         path = directory / CONFIG_FILE
         try:  # a regular file, checked above: parsed as read_json would, without checking that again
             config = parse_json(path.read_text(encoding="utf-8"))
         except (OSError, ValueError) as e:
             raise CheckpointError(f"{path}: not valid JSON ({e})") from None
         if not isinstance(config, dict) or config.get("format") != FORMAT or not isinstance(config.get("model"), dict):
-            raise CheckpointError(f"{path}: not a checkpoint config (expected \"format\": \"{FORMAT}\" and a \"model\" object)")
+            raise CheckpointError(
+                f'{path}: not a checkpoint config (expected "format": "{FORMAT}" and a "model" object)'
+            )
         self.directory, self.config = directory, config
 
-    def file(self, name) -> Path:
+    def file(self, name: str) -> Path:
         """The path of the checkpoint's file `name`, its CRC-32 checked."""
         path = self.directory / name
         if not path.is_file():
@@ -151,7 +176,7 @@ class CheckpointReader:
             raise CheckpointError(f"{path}: corrupted (its CRC-32 differs from the one {CONFIG_FILE} records)")
         return path
 
-    def tensors(self, name=MODEL_FILE) -> dict:
+    def tensors(self, name: str = MODEL_FILE) -> dict[str, torch.Tensor]:
         """The tensors of the checkpoint's safetensors file `name`, in host memory, checksum checked
         (safetensors: no code runs while loading)."""
         from safetensors import SafetensorError
@@ -163,14 +188,14 @@ class CheckpointReader:
         except (SafetensorError, OSError) as e:
             raise CheckpointError(f"{path}: not a readable safetensors file ({e})") from None
 
-    def weights(self, model: TransformerLM) -> dict:
+    def weights(self, model: TransformerLM) -> dict[str, torch.Tensor]:
         """The weights of model.safetensors, checked to be those of `model` (a TransformerLM of
         the checkpoint's config, on any device, whole or sharded): each one there, of its shape."""
         tensors = self.tensors()
         check_tensors(tensors, model_tensors(model), self.directory / MODEL_FILE)
         return tensors
 
-    def tokenizer(self, vocab_size) -> Tokenizer:
+    def tokenizer(self, vocab_size: int) -> Tokenizer:
         """tokenizer.json, checked: its CRC-32, its vocabulary the model's (`vocab_size`) and its
         fingerprint the one config.json records."""
         tokenizer = Tokenizer.from_file(self.file(TOKENIZER_FILE))
@@ -183,11 +208,17 @@ class CheckpointReader:
         return tokenizer
 
 
-def check_tensors(tensors: dict, expected: dict, path, file_of=None):
+def check_tensors(
+    tensors: Mapping[str, torch.Tensor],
+    expected: Mapping[str, torch.Tensor],
+    path: StrPath,
+    file_of: Mapping[str, StrPath] | None = None,
+) -> None:
     """Refuse, in one line naming the file, `tensors` (name -> tensor) that are not the `expected`
     ones (name -> a tensor of the shape the config gives it, on any device): one missing, of
     another shape or of a dtype not in DTYPES, or one more. `path`: the file they were read from;
     `file_of`: name -> file, where they were read from several."""
+
     def where(name):
         return (file_of or {}).get(name, path)
 
@@ -195,17 +226,21 @@ def check_tensors(tensors: dict, expected: dict, path, file_of=None):
         if name not in tensors:
             raise CheckpointError(f"{path}: no tensor {name!r}, which the config needs")
         if tensors[name].shape != tensor.shape:
-            raise CheckpointError(f"{where(name)}: tensor {name!r} has shape {tuple(tensors[name].shape)}, the config "
-                                  f"needs {tuple(tensor.shape)}")
+            raise CheckpointError(
+                f"{where(name)}: tensor {name!r} has shape {tuple(tensors[name].shape)}, the config "
+                f"needs {tuple(tensor.shape)}"
+            )
         if tensors[name].dtype not in DTYPES.values():
-            raise CheckpointError(f"{where(name)}: tensor {name!r} is {tensors[name].dtype}; expected float32, bfloat16 or "
-                                  "float16 (quantized weights are not supported)")
+            raise CheckpointError(
+                f"{where(name)}: tensor {name!r} is {tensors[name].dtype}; expected float32, bfloat16 or "
+                "float16 (quantized weights are not supported)"
+            )
     extra = sorted(set(tensors) - set(expected))
     if extra:
         raise CheckpointError(f"{where(extra[0])}: tensor {extra[0]!r} is not part of the model the config describes")
 
 
-def eot_id(directory, tokenizer) -> int | None:
+def eot_id(directory: StrPath, tokenizer: Tokenizer) -> int | None:
     """The end-of-text id a checkpoint records, which decoding stops at (None: its data had none)."""
     recorded = CheckpointReader(directory).config.get("tokenizer", {})
     if "eot_id" in recorded:
@@ -213,7 +248,7 @@ def eot_id(directory, tokenizer) -> int | None:
     return tokenizer.special_tokens.get(EOT)  # written before the id was recorded
 
 
-def bos_id(directory, tokenizer) -> int | None:
+def bos_id(directory: StrPath, tokenizer: Tokenizer) -> int | None:
     """The id a checkpoint puts before a text (generate.prompt_ids; None: none): the bos_id it
     records (an imported model's), else its end-of-text id."""
     recorded = CheckpointReader(directory).config.get("tokenizer", {})
@@ -225,11 +260,13 @@ def bos_id(directory, tokenizer) -> int | None:
 def _token_id(directory, recorded, key, tokenizer):
     value = recorded[key]
     if value is not None and not (type(value) is int and 0 <= value < tokenizer.vocab_size):
-        raise CheckpointError(f"{Path(directory) / CONFIG_FILE}: tokenizer.{key} is {value!r}, expected a token id or null")
+        raise CheckpointError(
+            f"{Path(directory) / CONFIG_FILE}: tokenizer.{key} is {value!r}, expected a token id or null"
+        )
     return value
 
 
-def stored_dtypes(directory) -> dict:
+def stored_dtypes(directory: StrPath) -> dict[str, torch.dtype]:
     """The dtype of each tensor as a checkpoint's file holds it (load_model widens every one to
     float32), read from the file's header alone (no checksum: load_model checks the file)."""
     from safetensors import safe_open
@@ -238,7 +275,9 @@ def stored_dtypes(directory) -> dict:
         return {name: DTYPES[f.get_slice(name).get_dtype()] for name in f.keys()}
 
 
-def check_target(directory, overwrite=False, extra_files=(), what=None):
+def check_target(
+    directory: StrPath, overwrite: bool = False, extra_files: Collection[str] = (), what: str | None = None
+) -> None:
     """Refuse to write a checkpoint over an existing path that is not a checkpoint holding only
     what the new one will hold (its three files and `extra_files`, the trainer's), unless
     `overwrite`: a user's directory or file is refused, and so is a training checkpoint under
@@ -256,7 +295,7 @@ def check_target(directory, overwrite=False, extra_files=(), what=None):
     check_output(directory, ours, what, overwrite, directory=True)
 
 
-def is_checkpoint(directory) -> bool:
+def is_checkpoint(directory: StrPath) -> bool:
     """Whether `directory` holds a checkpoint's config.json (ours to replace)."""
     try:
         return read_json(Path(directory) / CONFIG_FILE).get("format") == FORMAT
@@ -264,7 +303,7 @@ def is_checkpoint(directory) -> bool:
         return False
 
 
-def file_crc32(path) -> int:
+def file_crc32(path: StrPath) -> int:
     crc = 0
     with open(path, "rb") as f:
         while block := f.read(1 << 24):

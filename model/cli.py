@@ -13,61 +13,97 @@ from .config import load_config, preset_names
 from .info import describe, model_cost, training_memory
 
 config_option = click.option(
-    "--config", "config_name", required=True, metavar="PRESET|FILE",
+    "--config",
+    "config_name",
+    required=True,
+    metavar="PRESET|FILE",
     help=f"A preset ({', '.join(preset_names())}) or a JSON file of model settings.",
 )
 
 
 @click.group(cls=Group, context_settings=CONTEXT)
 @version_option
-def cli():
+def cli() -> None:
     """A Llama- or GPT-2-style TransformerLM: presets, costs, checkpoints, Hugging Face export and import."""
 
 
 @cli.command()
 @config_option
-@click.option("--batch-size", type=click.IntRange(min=1), default=8, show_default=True,
-              help="Sequences per step, all processes together (as train's --batch-size), for the memory estimate.")
-@click.option("--ranks", type=click.IntRange(min=1), default=1, show_default=True, metavar="N",
-              help="Processes (GPUs) the training runs in: the memory is one process's.")
-@click.option("--parallel", type=click.Choice(["ddp", "fsdp"]), default="ddp", show_default=True,
-              help="As train's --parallel: fsdp shards the weights, gradients and optimizer state among the processes.")
-def info(config_name, batch_size, ranks, parallel):
+@click.option(
+    "--batch-size",
+    type=click.IntRange(min=1),
+    default=8,
+    show_default=True,
+    help="Sequences per step, all processes together (as train's --batch-size), for the memory estimate.",
+)
+@click.option(
+    "--ranks",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    metavar="N",
+    help="Processes (GPUs) the training runs in: the memory is one process's.",
+)
+@click.option(
+    "--parallel",
+    type=click.Choice(["ddp", "fsdp"]),
+    default="ddp",
+    show_default=True,
+    help="As train's --parallel: fsdp shards the weights, gradients and optimizer state among the processes.",
+)
+def info(config_name: str, batch_size: int, ranks: int, parallel: str) -> None:
     """Parameters, training FLOPs per token and training memory of a model config."""
     if batch_size % ranks:
-        raise InputError(f"--batch-size {batch_size}: not divisible among --ranks {ranks} (it counts the sequences of all of them)")
+        raise InputError(
+            f"--batch-size {batch_size}: not divisible among --ranks {ranks} (it counts the sequences of all of them)"
+        )
     config = load_config(config_name)
     cost = model_cost(config)
     click.echo(f"config: {config_name}")
     for key, value in config.to_dict().items():
         click.echo(f"  {key}: {value}")
-    click.echo(f"parameters: {cost.params:,} ({cost.params / 1e6:.1f}M); without the embeddings: "
-               f"{cost.non_embedding_params:,} ({cost.non_embedding_params / 1e6:.1f}M)")
-    click.echo(f"training FLOPs per token: {cost.flops_per_token:,} ({cost.flops_per_token / 1e6:.1f} MFLOP) = "
-               f"6 x {cost.matmul_params:,} matmul weights + {cost.attention_flops_per_token:,} attention")
+    click.echo(
+        f"parameters: {cost.params:,} ({cost.params / 1e6:.1f}M); without the embeddings: "
+        f"{cost.non_embedding_params:,} ({cost.non_embedding_params / 1e6:.1f}M)"
+    )
+    click.echo(
+        f"training FLOPs per token: {cost.flops_per_token:,} ({cost.flops_per_token / 1e6:.1f} MFLOP) = "
+        f"6 x {cost.matmul_params:,} matmul weights + {cost.attention_flops_per_token:,} attention"
+    )
     per_rank, shards = batch_size // ranks, ranks if parallel == "fsdp" else 1
     where = f"in each of {ranks} processes ({parallel}) at batch {per_rank}" if ranks > 1 else f"at batch {batch_size}"
-    click.echo(f"training memory {where} x {config.context_length} = {per_rank * config.context_length:,} tokens (estimate):")
+    click.echo(
+        f"training memory {where} x {config.context_length} = {per_rank * config.context_length:,} tokens (estimate):"
+    )
     for precision, activation_bytes in (("float32", 4), ("bf16 autocast", 2)):
         for recompute, how in ((False, ""), (True, " with activation checkpointing")):
-            memory = training_memory(config, per_rank, activation_bytes, shards=shards, activation_checkpointing=recompute)
+            memory = training_memory(
+                config, per_rank, activation_bytes, shards=shards, activation_checkpointing=recompute
+            )
             parts = ", ".join(f"{k} {v / 2**30:.2f}" for k, v in memory.items())
             click.echo(f"  {precision}{how}: {sum(memory.values()) / 2**30:.2f} GiB ({parts})")
 
 
 @cli.command()
 @config_option
-@click.option("--tokenizer", "-t", "tokenizer_path", required=True, metavar="PATH", help="The tokenizer.json the model is for; sets vocab_size.")
+@click.option(
+    "--tokenizer",
+    "-t",
+    "tokenizer_path",
+    required=True,
+    metavar="PATH",
+    help="The tokenizer.json the model is for; sets vocab_size.",
+)
 @click.option("--out", required=True, metavar="DIR", help="The checkpoint directory to write.")
 @click.option("--seed", type=click.IntRange(0, 2**63 - 1), default=0, show_default=True)
 @overwrite_option("a checkpoint of a model alone (no training state)")
-def init(config_name, tokenizer_path, out, seed, overwrite):
+def init(config_name: str, tokenizer_path: str, out: str, seed: int, overwrite: bool) -> None:
     """Write a randomly initialized checkpoint (model.safetensors, config.json, tokenizer.json)."""
     import torch  # here, with the modules that import it: `gptkit model info` and --help do without torch (2-3 s)
 
-    from .checkpoint import check_target, save_model
     from gptkit.runtime.device import Memory
 
+    from .checkpoint import check_target, save_model
     from .model import TransformerLM
 
     config = load_config(config_name)
@@ -78,8 +114,13 @@ def init(config_name, tokenizer_path, out, seed, overwrite):
     if config.vocab_size != tokenizer.vocab_size:
         click.echo(f"note: vocab_size {config.vocab_size:,} -> {tokenizer.vocab_size:,}, the tokenizer's", err=True)
         config.vocab_size = tokenizer.vocab_size
-    memory = Memory({"float32 weights": 4 * model_cost(config).params}, torch.device("cpu"), "config",
-                    f"{config_name}: {describe(config)}", "choose a smaller model")
+    memory = Memory(
+        {"float32 weights": 4 * model_cost(config).params},
+        torch.device("cpu"),
+        "config",
+        f"{config_name}: {describe(config)}",
+        "choose a smaller model",
+    )
     memory.check()
     torch.manual_seed(seed)
     with memory.guard():
@@ -92,10 +133,21 @@ def init(config_name, tokenizer_path, out, seed, overwrite):
 
 
 @cli.command("export-hf")
-@click.option("--checkpoint", required=True, metavar="DIR", help="A checkpoint directory (a run's latest, or any of its checkpoints).")
-@click.option("--out", "out_dir", required=True, metavar="DIR", help="The Hugging Face model directory to write (new, or an earlier export).")
+@click.option(
+    "--checkpoint",
+    required=True,
+    metavar="DIR",
+    help="A checkpoint directory (a run's latest, or any of its checkpoints).",
+)
+@click.option(
+    "--out",
+    "out_dir",
+    required=True,
+    metavar="DIR",
+    help="The Hugging Face model directory to write (new, or an earlier export).",
+)
 @overwrite_option("an earlier export")
-def export_hf(checkpoint, out_dir, overwrite):
+def export_hf(checkpoint: str, out_dir: str, overwrite: bool) -> None:
     """Write a Hugging Face model directory (LlamaForCausalLM; Qwen3ForCausalLM with QK-norm,
     Qwen2ForCausalLM with q/k/v biases, GPT2LMHeadModel for the gpt2 architecture)."""
     from .hf import export_hf  # imports torch: not at the top (see init)
@@ -108,12 +160,17 @@ def export_hf(checkpoint, out_dir, overwrite):
 
 
 @cli.command("import-hf")
-@click.option("--from", "hf_dir", required=True, metavar="DIR",
-              help="A Hugging Face model directory: config.json, model.safetensors (or model.safetensors.index.json and its "
-                   "shards), tokenizer.json (GPT-2: or vocab.json and merges.txt).")
+@click.option(
+    "--from",
+    "hf_dir",
+    required=True,
+    metavar="DIR",
+    help="A Hugging Face model directory: config.json, model.safetensors (or model.safetensors.index.json and its "
+    "shards), tokenizer.json (GPT-2: or vocab.json and merges.txt).",
+)
 @click.option("--out", required=True, metavar="DIR", help="The checkpoint directory to write.")
 @overwrite_option("a checkpoint of a model alone (no training state)")
-def import_hf(hf_dir, out, overwrite):
+def import_hf(hf_dir: str, out: str, overwrite: bool) -> None:
     """Write a checkpoint of a Hugging Face LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM,
     Qwen3ForCausalLM or GPT2LMHeadModel, computing exactly what it computes, or refuse it in one line."""
     from .hf import import_hf  # imports torch: not at the top (see init)
@@ -129,10 +186,12 @@ def import_hf(hf_dir, out, overwrite):
     def token(token_id):
         return "nothing" if token_id is None else f"{names.get(token_id, 'token')} ({token_id})"
 
-    click.echo(f"wrote {out}: {imported.architecture}, {describe(imported.config)} ({'/'.join(imported.dtypes)}); "
-               f"a text starts with {token(imported.bos_id)}, sampling stops at {token(imported.eot_id)}"
-               f"{'; its chat template is carried (sample --chat, serve)' if imported.chat_template else ''}")
+    click.echo(
+        f"wrote {out}: {imported.architecture}, {describe(imported.config)} ({'/'.join(imported.dtypes)}); "
+        f"a text starts with {token(imported.bos_id)}, sampling stops at {token(imported.eot_id)}"
+        f"{'; its chat template is carried (sample --chat, serve)' if imported.chat_template else ''}"
+    )
 
 
-def main():
+def main() -> None:
     cli(prog_name="gptkit model")

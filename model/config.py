@@ -1,4 +1,5 @@
 """The model's shape as a dataclass that round-trips to JSON, and the presets shipped with it."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -9,6 +10,7 @@ from pathlib import Path
 
 from gptkit.shared import config as config_files
 from gptkit.shared.errors import InputError, SettingError
+from gptkit.shared.files import StrPath
 
 PRESETS_DIR = Path(__file__).parent / "presets"
 ARCHITECTURES = ("llama", "gpt2")
@@ -22,7 +24,8 @@ class ModelConfig:
     d_model: int = 512
     n_layers: int = 4
     n_heads: int = 16
-    n_kv_heads: int | None = None  # grouped-query attention; None: as many as n_heads
+    # Grouped-query attention; None: as many as n_heads. After __post_init__ an int (typed so for its readers).
+    n_kv_heads: int = None  # type: ignore[assignment]  # None is filled in by __post_init__
     d_ff: int = 1344  # hidden size of the feed-forward (SwiGLU; GPT-2's GELU MLP)
     rope_theta: float = 10000.0  # llama only: GPT-2 learns its positions
     norm_eps: float = 1e-5
@@ -32,7 +35,8 @@ class ModelConfig:
     # "llama": RoPE, RMSNorm, SwiGLU, no biases; "gpt2": GPT-2's learned positions, LayerNorm, GELU MLP, biases (model.py)
     architecture: str = "llama"
     qkv_bias: bool = False  # biases on the query, key and value projections alone (Qwen2); llama only
-    head_dim: int | None = None  # each head's size; None: d_model / n_heads (Qwen3 sets its own)
+    # Each head's size; None: d_model / n_heads (Qwen3 sets its own). After __post_init__ an int.
+    head_dim: int = None  # type: ignore[assignment]  # None is filled in by __post_init__
     rope_scaling: dict | None = None  # Llama 3's: {"rope_type": "llama3", factor, low_freq_factor, high_freq_factor,
     #                                   original_max_position_embeddings}, as Hugging Face writes it
     # The probability of zeroing an activation in training (the embeddings and each residual branch's
@@ -40,13 +44,15 @@ class ModelConfig:
     dropout: float = 0.0
     # The same on the attention weights (HF's attention_dropout, GPT-2's attn_pdrop); None: dropout's, as
     # nanoGPT's. On a CPU it costs more than the rest of the dropout together: SDPA falls back to its math path.
-    attention_dropout: float | None = None
+    attention_dropout: float = None  # type: ignore[assignment]  # None is filled in by __post_init__
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         """Each value checked as TrainConfig checks its own: a SettingError naming the field
         (from_dict adds the file it came from)."""
         if self.architecture not in ARCHITECTURES:
-            raise SettingError("architecture", f"{self.architecture!r}: expected one of {', '.join(map(repr, ARCHITECTURES))}")
+            raise SettingError(
+                "architecture", f"{self.architecture!r}: expected one of {', '.join(map(repr, ARCHITECTURES))}"
+            )
         if self.n_kv_heads is None:
             self.n_kv_heads = self.n_heads
         head_dim_given = self.head_dim is not None
@@ -81,29 +87,37 @@ class ModelConfig:
         elif self.head_dim % 2:
             if head_dim_given:
                 raise SettingError("head_dim", f"{self.head_dim}: odd; RoPE needs it even")
-            raise SettingError("d_model", f"{self.d_model}: its head size d_model / n_heads = {self.head_dim} is odd; "
-                                          "RoPE needs it even")
+            raise SettingError(
+                "d_model",
+                f"{self.d_model}: its head size d_model / n_heads = {self.head_dim} is odd; RoPE needs it even",
+            )
         if self.qkv_bias and self.qk_norm:
             # Qwen3's attention_bias biases the output projection too: no Hugging Face model is exactly both.
-            raise SettingError("qkv_bias", "true with qk_norm true: not supported (no Hugging Face architecture has both, "
-                                           "so the model could not be exported)")
+            raise SettingError(
+                "qkv_bias",
+                "true with qk_norm true: not supported (no Hugging Face architecture has both, "
+                "so the model could not be exported)",
+            )
 
     def _check_gpt2(self):
         """GPT-2 exactly, which GPT2LMHeadModel holds: the llama options are refused."""
         if self.n_kv_heads != self.n_heads:
-            raise SettingError("n_kv_heads", f"{self.n_kv_heads}: architecture 'gpt2' has as many as n_heads ({self.n_heads})")
+            raise SettingError(
+                "n_kv_heads", f"{self.n_kv_heads}: architecture 'gpt2' has as many as n_heads ({self.n_heads})"
+            )
         if self.head_dim * self.n_heads != self.d_model:
             raise SettingError("head_dim", f"{self.head_dim}: architecture 'gpt2' has heads of d_model / n_heads")
         for name in ("qk_norm", "qkv_bias", "rope_scaling"):
             if getattr(self, name) not in (False, None):
-                raise SettingError(name, f"{json.dumps(getattr(self, name))}: a llama option, which architecture 'gpt2' "
-                                         "does not have")
+                raise SettingError(
+                    name, f"{json.dumps(getattr(self, name))}: a llama option, which architecture 'gpt2' does not have"
+                )
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
 
     @classmethod
-    def from_dict(cls, data: dict, source="config") -> ModelConfig:
+    def from_dict(cls, data: dict, source: str = "config") -> ModelConfig:
         known = {f.name for f in dataclasses.fields(cls)}
         unknown = sorted(set(data) - known)
         if unknown:
@@ -124,25 +138,31 @@ def _is_positive(value):
 
 def _check_rope_scaling(scaling):
     """Llama 3's RoPE scaling, the one this model applies (model.py, rope_frequencies)."""
-    expected = f"null or {{{', '.join(map(json.dumps, LLAMA3_SCALING))}}} with rope_type \"llama3\""
+    expected = f'null or {{{", ".join(map(json.dumps, LLAMA3_SCALING))}}} with rope_type "llama3"'
     if not isinstance(scaling, dict) or sorted(scaling) != sorted(LLAMA3_SCALING) or scaling["rope_type"] != "llama3":
         raise SettingError("rope_scaling", f"{json.dumps(scaling, default=repr)}: expected {expected}")
     factor, low, high = scaling["factor"], scaling["low_freq_factor"], scaling["high_freq_factor"]
     if not (_is_positive(factor) and factor >= 1):
         raise SettingError("rope_scaling", f"factor {factor!r}: expected a number, 1 or more")
     if not (_is_positive(low) and _is_positive(high) and high > low):
-        raise SettingError("rope_scaling", f"low_freq_factor {low!r}, high_freq_factor {high!r}: expected numbers above 0, "
-                                           "high_freq_factor the larger")
+        raise SettingError(
+            "rope_scaling",
+            f"low_freq_factor {low!r}, high_freq_factor {high!r}: expected numbers above 0, "
+            "high_freq_factor the larger",
+        )
     if not _is_count(scaling["original_max_position_embeddings"]):
-        raise SettingError("rope_scaling", f"original_max_position_embeddings {scaling['original_max_position_embeddings']!r}: "
-                                           "expected a whole number, 1 or more")
+        raise SettingError(
+            "rope_scaling",
+            f"original_max_position_embeddings {scaling['original_max_position_embeddings']!r}: "
+            "expected a whole number, 1 or more",
+        )
 
 
 def preset_names() -> list[str]:
     return config_files.preset_names(PRESETS_DIR)
 
 
-def load_config(name_or_path, vocab_size=None) -> ModelConfig:
+def load_config(name_or_path: StrPath, vocab_size: int | None = None) -> ModelConfig:
     """A preset by name (see `preset_names()`) or a JSON file: a model config, or a file with
     one under the key "model" (as checkpoints have). `vocab_size`, where given, is the data's:
     it replaces the file's, which may then leave it out."""

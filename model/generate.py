@@ -14,17 +14,24 @@ the same draws on every device, so a printed seed reproduces a sample anywhere, 
 devices' differences in the logits themselves (bf16's rounding on CUDA may reorder candidates
 of nearly equal probability).
 """
+
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable, Iterator, Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
+import torch.nn as nn
 
-from .model import KVCache
+from .model import KVCache, TransformerLM
+
+if TYPE_CHECKING:
+    from gptkit.tokenizer import Tokenizer
 
 
-def prompt_ids(tokenizer, text, bos_id):
+def prompt_ids(tokenizer: Tokenizer, text: str, bos_id: int | None) -> list[int]:
     """The ids of a text framed as the model saw its documents: `bos_id` first, where there is one
     (checkpoint.bos_id: for gptkit's own checkpoints the end-of-text token, which ends, and so
     starts, every training document; an imported model's own BOS, or none), then the text's ids
@@ -32,7 +39,7 @@ def prompt_ids(tokenizer, text, bos_id):
     return ([bos_id] if bos_id is not None else []) + tokenizer.encode(text, allowed_special=())
 
 
-def filter_probs(probs, top_p=1.0, top_k=None):
+def filter_probs(probs: torch.Tensor, top_p: float = 1.0, top_k: int | None = None) -> torch.Tensor:
     """Keep the `top_k` most likely tokens, then the smallest set of the most likely whose
     probabilities add up to at least `top_p` (never fewer than one); renormalize.
     `probs` is (..., vocab)."""
@@ -59,7 +66,9 @@ def _sorted_descending(probs):
     return probs.gather(-1, order), order
 
 
-def next_tokens(logits, temperature, top_p, top_k, generator):
+def next_tokens(
+    logits: torch.Tensor, temperature: float, top_p: float, top_k: int | None, generator: torch.Generator
+) -> torch.Tensor:
     """One token per row of `logits` (batch, vocab), on their device: greedy at temperature 0,
     else sampled with uniform numbers from the CPU `generator`."""
     if temperature == 0:
@@ -85,7 +94,17 @@ def _draw(probs, generator):
 
 
 @torch.inference_mode()
-def generate(model, prompt, *, max_new_tokens, num_samples=1, temperature=0.8, top_p=0.9, top_k=None, seed=0):
+def generate(
+    model: TransformerLM,
+    prompt: Sequence[int],
+    *,
+    max_new_tokens: int,
+    num_samples: int = 1,
+    temperature: float = 0.8,
+    top_p: float = 0.9,
+    top_k: int | None = None,
+    seed: int = 0,
+) -> Iterator[torch.Tensor]:
     """Yield the next token of each of `num_samples` continuations of `prompt` (a list of ids,
     at most the context length), a (num_samples,) CPU tensor per step. Stop iterating to stop.
     The KV cache holds the positions the prompt and the new tokens need, at most the context."""
@@ -94,8 +113,11 @@ def generate(model, prompt, *, max_new_tokens, num_samples=1, temperature=0.8, t
     # Entered each step, not across the yields: the caller's code must not run under it. No cache
     # of cast weights: a CUDA graph's capture cannot keep one (torch.cuda.graph's docs), and a
     # step casts each weight once anyway.
-    autocast = (torch.autocast("cuda", torch.bfloat16, cache_enabled=False) if device.type == "cuda"
-                else contextlib.nullcontext())
+    autocast = (
+        torch.autocast("cuda", torch.bfloat16, cache_enabled=False)
+        if device.type == "cuda"
+        else contextlib.nullcontext()
+    )
 
     def last_logits(ids, cache):
         with autocast:
@@ -105,7 +127,9 @@ def generate(model, prompt, *, max_new_tokens, num_samples=1, temperature=0.8, t
     cache = KVCache(config, 1, capacity=len(prompt) + max_new_tokens)
     logits = last_logits(window[:1], cache).expand(num_samples, -1)
     cache.expand(num_samples)
-    step = GraphedStep(last_logits, cache) if graphed(model, device) else lambda token: last_logits(token[:, None], cache)
+    step = (
+        GraphedStep(last_logits, cache) if graphed(model, device) else lambda token: last_logits(token[:, None], cache)
+    )
     for _ in range(max_new_tokens):
         token = next_tokens(logits, temperature, top_p, top_k, generator)
         yield token.cpu()  # the step's one wait for the device
@@ -118,7 +142,7 @@ def generate(model, prompt, *, max_new_tokens, num_samples=1, temperature=0.8, t
             logits = step(token)
 
 
-def graphed(model, device):
+def graphed(model: nn.Module, device: torch.device) -> bool:
     """Whether decoding steps run as CUDA graphs: on CUDA, unless the parameters are sharded
     (FSDP's hooks gather them with collectives, which a graph cannot replay)."""
     if device.type != "cuda":
@@ -134,12 +158,15 @@ class GraphedStep:
     inputs. Eager, a small model's step waits for the host to launch its few hundred kernels; a
     replay launches them at once (bench: make gpu-check's sampling row)."""
 
-    def __init__(self, last_logits, cache):
-        self.last_logits, self.cache, self.graph, self.logits = last_logits, cache, None, None
+    def __init__(self, last_logits: Callable[[torch.Tensor, KVCache], torch.Tensor], cache: KVCache) -> None:
+        assert cache.keys is not None, "a step follows the prefill"
+        self.last_logits, self.cache = last_logits, cache
+        self.graph: torch.cuda.CUDAGraph | None = None
+        self.logits: torch.Tensor | None = None  # the graph's output, rewritten at each replay
         self.ids = torch.zeros(cache.shape[1], 1, dtype=torch.long, device=cache.keys.device)
         self.position = torch.zeros(1, dtype=torch.long, device=cache.keys.device)
 
-    def __call__(self, token):
+    def __call__(self, token: torch.Tensor) -> torch.Tensor:
         self.ids.copy_(token[:, None])
         self.position.fill_(self.cache.length)
         if self.graph is None:
@@ -153,4 +180,5 @@ class GraphedStep:
                 self.logits = self.last_logits(self.ids, self.cache)
         self.graph.replay()  # writes this position's keys and values (again, at the first call)
         self.cache.length += 1
+        assert self.logits is not None  # captured above
         return self.logits

@@ -1,4 +1,5 @@
 """What a model costs: parameters, training FLOPs per token, training memory."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -9,18 +10,20 @@ from .config import ModelConfig
 @dataclass
 class ModelCost:
     params: int  # tied weights counted once
-    non_embedding_params: int  # without the token and position embeddings (a tied LM head is the embedding: not counted)
+    non_embedding_params: (
+        int  # without the token and position embeddings (a tied LM head is the embedding: not counted)
+    )
     matmul_params: int  # weights used in a matrix product per token: everything but the embedding lookups
     flops_per_token: int  # training (forward + backward)
     block_matrix_params: int  # the blocks' weight matrices: what Muon trains where it is used (train/optim.py)
     layer_params: int  # one block's: what FSDP gathers whole for the block's forward and backward
 
     @property
-    def attention_flops_per_token(self):
+    def attention_flops_per_token(self) -> int:
         return self.flops_per_token - 6 * self.matmul_params
 
 
-def model_cost(config: ModelConfig, context_length=None) -> ModelCost:
+def model_cost(config: ModelConfig, context_length: int | None = None) -> ModelCost:
     """Counts in closed form from the shape model.py builds (tests/unit/test_model.py checks them against
     built models), so that `gptkit model info` answers without importing torch.
 
@@ -49,12 +52,25 @@ def model_cost(config: ModelConfig, context_length=None) -> ModelCost:
     matmul = non_embedding + (embedding if config.tie_embeddings else 0)
     attention_scores = 12 * config.n_layers * q_width * (context_length or config.context_length)
     block_matrices = config.n_layers * (attention + feed_forward)
-    return ModelCost(embedding + positions + non_embedding, non_embedding, matmul, 6 * matmul + attention_scores, block_matrices,
-                     layer)
+    return ModelCost(
+        embedding + positions + non_embedding,
+        non_embedding,
+        matmul,
+        6 * matmul + attention_scores,
+        block_matrices,
+        layer,
+    )
 
 
-def training_memory(config: ModelConfig, batch_size: int, activation_bytes: int, context_length=None, muon=False,
-                    shards=1, activation_checkpointing=False) -> dict:
+def training_memory(
+    config: ModelConfig,
+    batch_size: int,
+    activation_bytes: int,
+    context_length: int | None = None,
+    muon: bool = False,
+    shards: int = 1,
+    activation_checkpointing: bool = False,
+) -> dict[str, int]:
     """Bytes of weights, gradients, optimizer state and activations for one training step of one
     process on `batch_size` sequences of `context_length` tokens (None: the model's context): an
     estimate (the tensors autograd keeps per token: per layer the block's inputs, norms, q/k/v,
@@ -78,7 +94,9 @@ def training_memory(config: ModelConfig, batch_size: int, activation_bytes: int,
     tokens = batch_size * (context_length or config.context_length)
     feed_forward = (2 if config.architecture == "gpt2" else 4) * config.d_ff  # GELU: W1 x, its GELU; SwiGLU: four
     per_layer = (4 * d + 2 * q_width + 2 * kv + feed_forward) * activation_bytes
-    layers = config.n_layers * d * activation_bytes + per_layer if activation_checkpointing else config.n_layers * per_layer
+    layers = (
+        config.n_layers * d * activation_bytes + per_layer if activation_checkpointing else config.n_layers * per_layer
+    )
     activations = tokens * (layers + config.vocab_size * (activation_bytes + 8) + 2 * d * 4)
     muon_params = cost.block_matrix_params if muon else 0
     optimizer = {"adamw": 8 * (cost.params - muon_params), **({"muon": 4 * muon_params} if muon else {})}
@@ -90,7 +108,7 @@ def training_memory(config: ModelConfig, batch_size: int, activation_bytes: int,
     return {**memory, "activations": activations}
 
 
-def sampling_memory(config: ModelConfig, num_samples: int, positions=None) -> dict:
+def sampling_memory(config: ModelConfig, num_samples: int, positions: int | None = None) -> dict[str, int]:
     """Bytes that sampling `num_samples` continuations at once takes beside the weights: the KV
     cache of `positions` positions (None: the whole context) for each (model.KVCache, which
     generate sizes to the prompt and new tokens), counted float32 (on CUDA it is bf16: half of
@@ -112,4 +130,3 @@ def count(n: int) -> str:
         if n >= scale:
             return f"{n / scale:.1f}{unit}"
     return str(n)
-

@@ -28,10 +28,12 @@ except the two projections that write into the residual stream (attention output
 feed-forward down projection), which get init_std / sqrt(2 * n_layers) as in GPT-2, so the
 residual stream's variance does not grow with depth. Norm gains start at 1, biases at 0.
 """
+
 from __future__ import annotations
 
 import contextlib
 import math
+from collections.abc import Iterator
 
 import torch
 import torch.nn as nn
@@ -44,18 +46,20 @@ LOSS_BLOCK_LOGITS = 1 << 24  # logits per block in token_losses: 64 MB in float3
 
 
 class RMSNorm(nn.Module):
-    def __init__(self, dim, eps):
+    def __init__(self, dim: int, eps: float) -> None:
         super().__init__()
         self.eps = eps
         self.weight = nn.Parameter(torch.ones(dim))
 
-    def forward(self, x):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
         # In float32, whatever the activations' dtype, as Llama does.
         normed = x.float() * torch.rsqrt(x.float().pow(2).mean(-1, keepdim=True) + self.eps)
         return normed.type_as(x) * self.weight
 
 
-def rope_tables(head_dim, length, theta, scaling=None):
+def rope_tables(
+    head_dim: int, length: int, theta: float, scaling: dict | None = None
+) -> tuple[torch.Tensor, torch.Tensor]:
     """cos and sin of position * frequency, each (length, head_dim), for `apply_rope`. Computed in
     float64, rounded to float32 once."""
     angles = torch.outer(torch.arange(length, dtype=torch.float64), rope_frequencies(head_dim, theta, scaling))
@@ -63,7 +67,7 @@ def rope_tables(head_dim, length, theta, scaling=None):
     return angles.cos().float(), angles.sin().float()
 
 
-def rope_frequencies(head_dim, theta, scaling=None):
+def rope_frequencies(head_dim: int, theta: float, scaling: dict | None = None) -> torch.Tensor:
     """The inverse frequency of each pair of a head, theta^(-2i/d); with Llama 3's `scaling`
     (ModelConfig.rope_scaling) rescaled as transformers' `_compute_llama3_parameters` does: the
     frequencies whose wavelength is longer than original_max_position_embeddings / low_freq_factor
@@ -77,10 +81,12 @@ def rope_frequencies(head_dim, theta, scaling=None):
     wavelength = 2 * math.pi / inv_freq
     smooth = (original / wavelength - low) / (high - low)
     between = (1 - smooth) * inv_freq / factor + smooth * inv_freq
-    return torch.where(wavelength < original / high, inv_freq, torch.where(wavelength > original / low, inv_freq / factor, between))
+    return torch.where(
+        wavelength < original / high, inv_freq, torch.where(wavelength > original / low, inv_freq / factor, between)
+    )
 
 
-def apply_rope(x, cos, sin):
+def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
     """Rotate each pair (x[i], x[i + d/2]) of every head by its position's angle; x is (B, H, T, d)."""
     half = x.shape[-1] // 2
     rotated = torch.cat([-x[..., half:], x[..., :half]], dim=-1)
@@ -102,22 +108,24 @@ class KVCache:
     masked: the step has the same shapes, addresses and kernels at every position, so a CUDA graph
     captured once replays it anywhere (generate.py). `length` is then the caller's to advance."""
 
-    def __init__(self, config: ModelConfig, batch_size, capacity=None):
+    def __init__(self, config: ModelConfig, batch_size: int, capacity: int | None = None) -> None:
         capacity = config.context_length if capacity is None else min(capacity, config.context_length)
         self.shape = (config.n_layers, batch_size, config.n_kv_heads, capacity, config.head_dim)
-        self.keys = self.values = None
+        self.keys: torch.Tensor | None = None
+        self.values: torch.Tensor | None = None
         self.length = 0  # positions filled
-        self.position = self.visible = None  # inside at(): the step's position; the positions it sees
+        self.position: torch.Tensor | None = None  # inside at(): the step's position
+        self.visible: torch.Tensor | None = None  # inside at(): the positions it sees
 
     @property
-    def capacity(self):
+    def capacity(self) -> int:
         """The positions it has room for."""
         return self.shape[3]
 
-    def write(self, layer, k, v):
+    def write(self, layer: int, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Store a layer's `k` and `v` (B, n_kv_heads, T, head_dim) after the `length` positions
         filled; the layer's keys and values of every position up to them."""
-        if self.keys is None:
+        if self.keys is None or self.values is None:  # both or neither
             kind = k.device.type
             dtype = torch.get_autocast_dtype(kind) if torch.is_autocast_enabled(kind) else k.dtype
             self.keys = torch.zeros(self.shape, device=k.device, dtype=dtype)
@@ -132,7 +140,7 @@ class KVCache:
         return self.keys[layer, :, :, :end], self.values[layer, :, :, :end]
 
     @contextlib.contextmanager
-    def at(self, position):
+    def at(self, position: torch.Tensor) -> Iterator[KVCache]:
         """One-token steps at `position` (a (1,) long tensor on the cache's device) inside."""
         self.position = position
         try:
@@ -140,8 +148,9 @@ class KVCache:
         finally:
             self.position = self.visible = None
 
-    def expand(self, batch_size):
+    def expand(self, batch_size: int) -> KVCache:
         """The cache of a batch of one after its prefill, repeated: many samples share one prompt's prefill."""
+        assert self.keys is not None and self.values is not None, "expand() follows a prefill"
         self.shape = (self.shape[0], batch_size, *self.shape[2:])
         self.keys = self.keys.expand(-1, batch_size, -1, -1, -1).contiguous()
         self.values = self.values.expand(-1, batch_size, -1, -1, -1).contiguous()
@@ -149,9 +158,14 @@ class KVCache:
 
 
 class Attention(nn.Module):
-    def __init__(self, config: ModelConfig, layer: int):
+    def __init__(self, config: ModelConfig, layer: int) -> None:
         super().__init__()
-        self.layer, self.n_heads, self.n_kv_heads, self.head_dim = layer, config.n_heads, config.n_kv_heads, config.head_dim
+        self.layer, self.n_heads, self.n_kv_heads, self.head_dim = (
+            layer,
+            config.n_heads,
+            config.n_kv_heads,
+            config.head_dim,
+        )
         self.dropout, self.attention_dropout = config.dropout, config.attention_dropout
         gpt2 = config.architecture == "gpt2"
         qkv_bias = config.qkv_bias or gpt2
@@ -162,17 +176,20 @@ class Attention(nn.Module):
         self.q_norm = RMSNorm(config.head_dim, config.norm_eps) if config.qk_norm else None
         self.k_norm = RMSNorm(config.head_dim, config.norm_eps) if config.qk_norm else None
 
-    def forward(self, x, cos, sin, cache=None):
+    def forward(
+        self, x: torch.Tensor, cos: torch.Tensor | None, sin: torch.Tensor | None, cache: KVCache | None = None
+    ) -> torch.Tensor:
         """`cos`, `sin`: RoPE's tables at the positions of x (None: no RoPE, GPT-2's learned positions)."""
         B, T, _ = x.shape
         q = self.wq(x).view(B, T, self.n_heads, self.head_dim).transpose(1, 2)
         k = self.wk(x).view(B, T, self.n_kv_heads, self.head_dim).transpose(1, 2)
         v = self.wv(x).view(B, T, self.n_kv_heads, self.head_dim).transpose(1, 2)
-        if self.q_norm is not None:
+        if self.q_norm is not None and self.k_norm is not None:  # both or neither
             q, k = self.q_norm(q), self.k_norm(k)
-        if cos is not None:
+        if cos is not None and sin is not None:  # both or neither
             q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
-        mask, causal = None, True
+        mask: torch.Tensor | None = None
+        causal = True
         if cache is not None:
             start = cache.length
             k, v = cache.write(self.layer, k, v)
@@ -182,44 +199,50 @@ class Attention(nn.Module):
                 causal = False
                 if T > 1:
                     mask = torch.ones(T, start + T, dtype=torch.bool, device=x.device).tril(start)
-        y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal and T > 1,
-                                           dropout_p=self.attention_dropout if self.training else 0.0,
-                                           enable_gqa=self.n_kv_heads != self.n_heads)
+        y = F.scaled_dot_product_attention(
+            q,
+            k,
+            v,
+            attn_mask=mask,
+            is_causal=causal and T > 1,
+            dropout_p=self.attention_dropout if self.training else 0.0,
+            enable_gqa=self.n_kv_heads != self.n_heads,
+        )
         return F.dropout(self.wo(y.transpose(1, 2).reshape(B, T, -1)), self.dropout, self.training)
 
 
 class FeedForward(nn.Module):
     """SwiGLU: W2(SiLU(W1 x) * W3 x)."""
 
-    def __init__(self, config: ModelConfig):
+    def __init__(self, config: ModelConfig) -> None:
         super().__init__()
         self.w1 = nn.Linear(config.d_model, config.d_ff, bias=False)
         self.w3 = nn.Linear(config.d_model, config.d_ff, bias=False)
         self.w2 = nn.Linear(config.d_ff, config.d_model, bias=False)
 
-    def forward(self, x):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.w2(F.silu(self.w1(x)) * self.w3(x))
 
 
 class MLP(nn.Module):
     """GPT-2's feed-forward: W2(GELU(W1 x)), biases included, GELU's tanh approximation."""
 
-    def __init__(self, config: ModelConfig):
+    def __init__(self, config: ModelConfig) -> None:
         super().__init__()
         self.w1 = nn.Linear(config.d_model, config.d_ff)
         self.w2 = nn.Linear(config.d_ff, config.d_model)
 
-    def forward(self, x):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.w2(F.gelu(self.w1(x), approximate="tanh"))
 
 
-def norm(config: ModelConfig, dim):
+def norm(config: ModelConfig, dim: int) -> nn.Module:
     """The architecture's normalization: GPT-2's LayerNorm (with a bias), or Llama's RMSNorm."""
     return nn.LayerNorm(dim, eps=config.norm_eps) if config.architecture == "gpt2" else RMSNorm(dim, config.norm_eps)
 
 
 class Block(nn.Module):
-    def __init__(self, config: ModelConfig, layer: int):
+    def __init__(self, config: ModelConfig, layer: int) -> None:
         super().__init__()
         self.attention_norm = norm(config, config.d_model)
         self.attention = Attention(config, layer)
@@ -232,18 +255,27 @@ class Block(nn.Module):
         # the block; around the block, the hooks inside the checkpoint make dynamo run it eager.
         self.activation_checkpointing = False
 
-    def forward(self, x, cos, sin, cache=None):
+    def forward(
+        self, x: torch.Tensor, cos: torch.Tensor | None, sin: torch.Tensor | None, cache: KVCache | None = None
+    ) -> torch.Tensor:
         if self.activation_checkpointing and cache is None and torch.is_grad_enabled():
             return checkpoint(self.residual, x, cos, sin, use_reentrant=False)
         return self.residual(x, cos, sin, cache)
 
-    def residual(self, x, cos, sin, cache=None):
+    def residual(
+        self, x: torch.Tensor, cos: torch.Tensor | None, sin: torch.Tensor | None, cache: KVCache | None = None
+    ) -> torch.Tensor:
         x = x + self.attention(self.attention_norm(x), cos, sin, cache)
         return x + F.dropout(self.ffn(self.ffn_norm(x)), self.dropout, self.training)
 
 
 class TransformerLM(nn.Module):
-    def __init__(self, config: ModelConfig):
+    # RoPE's tables (llama only), registered as buffers: declared for the type checker, which reads a
+    # module's attributes as parameters, buffers or modules alike.
+    rope_cos: torch.Tensor
+    rope_sin: torch.Tensor
+
+    def __init__(self, config: ModelConfig) -> None:
         super().__init__()
         self.config = config
         self.embedding = nn.Embedding(config.vocab_size, config.d_model)
@@ -260,7 +292,7 @@ class TransformerLM(nn.Module):
             self.register_buffer("rope_sin", sin, persistent=False)
         self.reset_parameters()
 
-    def reset_parameters(self):
+    def reset_parameters(self) -> None:
         std = self.config.init_std
         residual_std = std / math.sqrt(2 * self.config.n_layers)
         for name, p in self.named_parameters():
@@ -271,7 +303,7 @@ class TransformerLM(nn.Module):
             else:
                 nn.init.normal_(p, 0.0, residual_std if name.endswith(("wo.weight", "w2.weight")) else std)
 
-    def num_params(self, embedding=True):
+    def num_params(self, embedding: bool = True) -> int:
         """Parameters (tied weights counted once); with embedding=False, without the token and
         position embeddings, which are lookups (the LM head still counts unless it is the embedding)."""
         total = sum(p.numel() for p in self.parameters())
@@ -280,7 +312,13 @@ class TransformerLM(nn.Module):
         lookups = [self.embedding] + ([self.position_embedding] if self.position_embedding is not None else [])
         return total - sum(m.weight.numel() for m in lookups)
 
-    def forward(self, idx, targets=None, cache: KVCache | None = None, last_only=False):
+    def forward(
+        self,
+        idx: torch.Tensor,
+        targets: torch.Tensor | None = None,
+        cache: KVCache | None = None,
+        last_only: bool = False,
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """Logits (B, T, vocab) for token ids `idx` (B, T), and with `targets` (B, T; -1 ignored)
         the mean cross-entropy in float32. With a `cache`, `idx` continues the cached tokens.
         `last_only`: the logits of the last position alone (B, 1, vocab), all that decoding needs."""
@@ -291,11 +329,13 @@ class TransformerLM(nn.Module):
             loss = F.cross_entropy(logits.float().view(-1, logits.size(-1)), targets.reshape(-1), ignore_index=-1)
         return logits, loss
 
-    def hidden(self, idx, cache: KVCache | None = None):
+    def hidden(self, idx: torch.Tensor, cache: KVCache | None = None) -> torch.Tensor:
         """The final normalized hidden states (B, T, d_model): what the LM head reads."""
         T = idx.shape[1]
         stepping = cache is not None and cache.position is not None  # inside cache.at(position)
+        positions: torch.Tensor | slice
         if stepping:
+            assert cache is not None and cache.position is not None  # what `stepping` says
             if T != 1:
                 raise ValueError(f"{T} tokens in a step at a position on the device; it takes one")
             positions = cache.position
@@ -310,7 +350,9 @@ class TransformerLM(nn.Module):
             positions = slice(start, start + T)
         x = self.embedding(idx)
         if self.position_embedding is not None:
-            x = x + self.position_embedding(positions if stepping else torch.arange(start, start + T, device=idx.device))
+            x = x + self.position_embedding(
+                positions if stepping else torch.arange(start, start + T, device=idx.device)
+            )
             cos = sin = None
         else:
             cos, sin = self.rope_cos[positions], self.rope_sin[positions]
@@ -322,7 +364,7 @@ class TransformerLM(nn.Module):
         return self.norm(x)
 
     @torch.no_grad()
-    def token_losses(self, idx, targets):
+    def token_losses(self, idx: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
         """The cross-entropy of every position (B, T) in float32, without gradients. The logits are
         made a block of rows at a time, so neither they nor their float32 copy exist whole: for
         GPT-2's vocabulary and a batch of 32 x 1024 that would be 10 GB."""
@@ -332,5 +374,7 @@ class TransformerLM(nn.Module):
         rows = max(1, LOSS_BLOCK_LOGITS // self.config.vocab_size)
         for i in range(0, len(x), rows):
             logits = self.lm_head(x[i : i + rows]).float()
-            losses[i : i + rows] = F.cross_entropy(logits, flat_targets[i : i + rows], ignore_index=-1, reduction="none")
+            losses[i : i + rows] = F.cross_entropy(
+                logits, flat_targets[i : i + rows], ignore_index=-1, reduction="none"
+            )
         return losses.view(targets.shape)

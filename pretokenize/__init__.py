@@ -1,5 +1,7 @@
 """The pretokenize stage: corpora to llm.c-format `.bin` token shards (see shared/shards.py) in a data
 directory (shared/shard_dir.py)."""
-from .encode import Split, encode_corpus
+
+from .encode import encode_corpus
+from .split import Split
 
 __all__ = ["Split", "encode_corpus"]

@@ -12,32 +12,50 @@ names it renders with, tokenizer_config.json) beside its tokenizer.json, so that
 Workers render and encode jobs of conversations; the parent writes them in order, so the output
 does not depend on the number of workers. Written through ShardSet, as encode.py's corpora are.
 """
+
 from __future__ import annotations
 
 import json
 import time
 from collections import deque
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from gptkit.shared.corpus import READ_ERRORS, decompressed, expand_inputs
 from gptkit.shared.errors import InputError, SettingError
+from gptkit.shared.files import StrPath
 from gptkit.shared.jsonfile import parse_json
 from gptkit.shared.progress import Progress
-from gptkit.shared.shard_dir import ShardSet, check_shard_directory
+from gptkit.shared.shard_set import ShardSet, check_shard_directory
 from gptkit.shared.shards import MASK_DTYPE
 from gptkit.shared.workers import process_pool
+from gptkit.tokenizer import Tokenizer
 from gptkit.tokenizer.chat import TEMPLATE_FILE, ChatError, ChatTemplate
 
-from .encode import Split, eot_id_of
+from .encode import eot_id_of
+from .split import Split
 
 JOB_CONVERSATIONS = 256  # conversations per worker job
 IN_FLIGHT_PER_WORKER = 2  # jobs queued per worker: keeps them busy, bounds memory
 
 
-def encode_chat(inputs, tokenizer, tokenizer_path, out_dir, *, split=Split(val_fraction=0.01), val_inputs=(),
-                shard_tokens, workers=1, eot_token, overwrite=False, quiet=False):
+def encode_chat(
+    inputs: Sequence[StrPath],
+    tokenizer: Tokenizer,
+    tokenizer_path: StrPath,
+    out_dir: StrPath,
+    *,
+    split: Split = Split(val_fraction=0.01),
+    val_inputs: Sequence[StrPath] = (),
+    shard_tokens: int,
+    workers: int = 1,
+    eot_token: str | None,
+    overwrite: bool = False,
+    quiet: bool = False,
+) -> dict[str, Any]:
     """Encode the conversations of the .jsonl files `inputs` (files, directories, globs) into
     shards with masks in `out_dir`; returns the manifest. With `val_inputs`, all of those are the
     validation split and all of `inputs` the training one."""
@@ -53,25 +71,40 @@ def encode_chat(inputs, tokenizer, tokenizer_path, out_dir, *, split=Split(val_f
     try:
         shards.begin()
         encoder = _Encoder(tokenizer, template, eot_id, shards.dtype, workers)
-        progress = Progress("encoding", "MB", total=sum(p.stat().st_size for p in paths + val_paths), scale=1e6, quiet=quiet)
+        progress = Progress(
+            "encoding", "MB", total=sum(p.stat().st_size for p in paths + val_paths), scale=1e6, quiet=quiet
+        )
         if val_paths:
             for name, each in (("val", val_paths), ("train", paths)):
-                encoder.write(shards, each, lambda index: name, counts, progress)
+                encoder.write(shards, each, lambda index, name=name: name, counts, progress)
         else:
-            encoder.write(shards, paths, lambda index: "val" if split.is_val(index, counts["val"][1]) else "train",
-                          counts, progress)
+            encoder.write(
+                shards,
+                paths,
+                lambda index: "val" if split.is_val(index, counts["val"][1]) else "train",
+                counts,
+                progress,
+            )
         progress.close()
         for name in ("train", "val"):
             if counts[name][0] == 0:
                 total = counts["train"][0] + counts["val"][0]
-                raise InputError(f"{_named(paths)}: {total:,} conversation(s) leave the {name} split empty; give more "
-                                 f"conversations{'' if val_paths else ', another --val-fraction or --val-tokens, or --val-input'}")
+                raise InputError(
+                    f"{_named(paths)}: {total:,} conversation(s) leave the {name} split empty; give more "
+                    f"conversations{'' if val_paths else ', another --val-fraction or --val-tokens, or --val-input'}"
+                )
         shards.finish_all()
-        made = {"split": ({"rule": "given", "text": "validation is all of --val-input, training all of --input"} if val_paths
-                          else split.describe()),
-                "sources": [{"path": str(p), "bytes": p.stat().st_size} for p in paths],
-                **({"val_sources": [{"path": str(p), "bytes": p.stat().st_size} for p in val_paths]} if val_paths else {}),
-                "chat": {"template": "gptkit" if template.is_gptkit else TEMPLATE_FILE, "stops": list(template.stops)}}
+        made = {
+            "split": (
+                {"rule": "given", "text": "validation is all of --val-input, training all of --input"}
+                if val_paths
+                else split.describe()
+            ),
+            "sources": [{"path": str(p), "bytes": p.stat().st_size} for p in paths],
+            **({"val_sources": [{"path": str(p), "bytes": p.stat().st_size} for p in val_paths]} if val_paths else {}),
+            "chat": {"template": "gptkit" if template.is_gptkit else TEMPLATE_FILE, "stops": list(template.stops)},
+        }
+        # ShardSet.manifest reads each split's [conversations, tokens] (its annotation says tuple)
         manifest = shards.manifest(counts, made, eot_token=eot_token, tokenizer_source=tokenizer_path)
         manifest["seconds"] = round(time.perf_counter() - start, 3)
         shards.commit(manifest)
@@ -159,16 +192,24 @@ def _messages(line, where):
         raise InputError(f"{where}: JSON nested too deeply to read") from None
     messages = record.get("messages") if isinstance(record, dict) else None
     if not isinstance(messages, list) or not messages:
-        raise InputError(f'{where}: expected a record {{"messages": [{{"role": ..., "content": ...}}, ...]}} '
-                         "(one conversation a line, OpenAI's format)")
+        raise InputError(
+            f'{where}: expected a record {{"messages": [{{"role": ..., "content": ...}}, ...]}} '
+            "(one conversation a line, OpenAI's format)"
+        )
     for i, message in enumerate(messages):
-        if not (isinstance(message, dict) and isinstance(message.get("role"), str) and isinstance(message.get("content"), str)):
+        if not (
+            isinstance(message, dict)
+            and isinstance(message.get("role"), str)
+            and isinstance(message.get("content"), str)
+        ):
             raise InputError(f"{where}: messages[{i}] is not an object with a string role and a string content")
         try:  # JSON's escapes can write a lone surrogate ("\ud800"), which no text encoding holds
             (message["role"] + message["content"]).encode("utf-8")
         except UnicodeEncodeError as e:
-            raise InputError(f"{where}: messages[{i}] holds {ascii(e.object[e.start])}, a lone surrogate, which is no "
-                             "character; expected Unicode text") from None
+            raise InputError(
+                f"{where}: messages[{i}] holds {ascii(e.object[e.start])}, a lone surrogate, which is no "
+                "character; expected Unicode text"
+            ) from None
     if not any(m["role"] == "assistant" for m in messages):
         raise InputError(f"{where}: no assistant message: nothing in the conversation to train on")
     return messages

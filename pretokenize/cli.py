@@ -1,5 +1,6 @@
 """`gptkit pretokenize`: encode corpora into token shards, inspect and verify them. Run
 `gptkit pretokenize --help`."""
+
 import time
 from pathlib import Path
 
@@ -17,38 +18,110 @@ from gptkit.tokenizer import Tokenizer
 from gptkit.tokenizer.chat import TEMPLATE_FILE
 
 from .chat import encode_chat
-from .encode import DEFAULT_SHARD_TOKENS, Split, encode_corpus
+from .encode import DEFAULT_SHARD_TOKENS, encode_corpus
+from .split import Split
 
 SHOWN_TOKENS = 32  # tokens decoded by `inspect`
 
 
 @click.group(cls=DefaultGroup, context_settings=CONTEXT)
 @version_option
-def cli():
+def cli() -> None:
     """Encode text corpora into llm.c-format token shards (`encode`, the default command),
     then `inspect` or `verify` them."""
 
 
 @cli.command()
-@click.option("--tokenizer", "-t", "tokenizer_path", default="tokenizer.json", show_default=True, metavar="PATH", help="A tokenizer.json.")
-@click.option("--input", "inputs", multiple=True, metavar="PATH", help="A text, .jsonl or .parquet file (text and .jsonl also .gz/.xz/.bz2/.zst), a directory (its .txt/.jsonl/.parquet files) or a glob. Repeatable; extra paths may follow it.")
+@click.option(
+    "--tokenizer",
+    "-t",
+    "tokenizer_path",
+    default="tokenizer.json",
+    show_default=True,
+    metavar="PATH",
+    help="A tokenizer.json.",
+)
+@click.option(
+    "--input",
+    "inputs",
+    multiple=True,
+    metavar="PATH",
+    help="A text, .jsonl or .parquet file (text and .jsonl also .gz/.xz/.bz2/.zst), a directory (its .txt/.jsonl/.parquet files) or a glob. Repeatable; extra paths may follow it.",
+)
 @click.argument("more_inputs", nargs=-1, metavar="[PATH]...")
-@click.option("--out", "out_dir", required=True, metavar="DIR", help="Where the shards go; they are named after it: DIR/NAME_train_000001.bin ...")
-@click.option("--val-fraction", type=float, metavar="F", help="Hold out this fraction (0 < F < 1) of the documents, evenly spaced (of the text, its tail, when the documents are too few, or too uneven in size to hold about F of the tokens).  [default: 0.01]")
-@click.option("--val-tokens", type=click.IntRange(min=1), metavar="N", help="Hold out the leading documents, until N tokens (the last N tokens of the text when the documents are too few, or the leading ones take most of the text).")
-@click.option("--val-input", "val_inputs", multiple=True, metavar="PATH", help="The validation split is all of this corpus (file, directory or glob; repeatable), the training split all of --input.")
-@click.option("--shard-tokens", type=click.IntRange(1, MAX_TOKENS), default=DEFAULT_SHARD_TOKENS, show_default=True, metavar="N", help="Tokens per shard at most.")
+@click.option(
+    "--out",
+    "out_dir",
+    required=True,
+    metavar="DIR",
+    help="Where the shards go; they are named after it: DIR/NAME_train_000001.bin ...",
+)
+@click.option(
+    "--val-fraction",
+    type=float,
+    metavar="F",
+    help="Hold out this fraction (0 < F < 1) of the documents, evenly spaced (of the text, its tail, when the documents are too few, or too uneven in size to hold about F of the tokens).  [default: 0.01]",
+)
+@click.option(
+    "--val-tokens",
+    type=click.IntRange(min=1),
+    metavar="N",
+    help="Hold out the leading documents, until N tokens (the last N tokens of the text when the documents are too few, or the leading ones take most of the text).",
+)
+@click.option(
+    "--val-input",
+    "val_inputs",
+    multiple=True,
+    metavar="PATH",
+    help="The validation split is all of this corpus (file, directory or glob; repeatable), the training split all of --input.",
+)
+@click.option(
+    "--shard-tokens",
+    type=click.IntRange(1, MAX_TOKENS),
+    default=DEFAULT_SHARD_TOKENS,
+    show_default=True,
+    metavar="N",
+    help="Tokens per shard at most.",
+)
 @threads_option("Encoding processes (one thread each).")
-@click.option("--text-field", default="text", show_default=True, help="The text field of .jsonl records / column of .parquet files.")
-@click.option("--separator", default=DEFAULT_SEPARATOR, show_default=True, help="What separates documents in .txt files.")
+@click.option(
+    "--text-field",
+    default="text",
+    show_default=True,
+    help="The text field of .jsonl records / column of .parquet files.",
+)
+@click.option(
+    "--separator", default=DEFAULT_SEPARATOR, show_default=True, help="What separates documents in .txt files."
+)
 @click.option("--eot-token", default=EOT, show_default=True, help="The special token written after every document.")
 @click.option("--no-eot", is_flag=True, help="Write no token between documents.")
-@click.option("--chat", is_flag=True, help=f'The inputs are conversations, a .jsonl line each ({{"messages": [{{"role": ..., "content": ...}}, ...]}}), rendered with the tokenizer\'s chat template ({TEMPLATE_FILE} beside it, else gptkit\'s own); the shards carry the mask of the assistant\'s tokens, which training counts alone.')
+@click.option(
+    "--chat",
+    is_flag=True,
+    help=f'The inputs are conversations, a .jsonl line each ({{"messages": [{{"role": ..., "content": ...}}, ...]}}), rendered with the tokenizer\'s chat template ({TEMPLATE_FILE} beside it, else gptkit\'s own); the shards carry the mask of the assistant\'s tokens, which training counts alone.',
+)
 @overwrite_option("a dataset of this tokenizer")
 @click.option("--quiet", "-q", is_flag=True, help="No progress display.")
 @click.pass_context
-def encode(ctx, tokenizer_path, inputs, more_inputs, out_dir, val_fraction, val_tokens, val_inputs, shard_tokens, threads,
-           text_field, separator, eot_token, no_eot, chat, overwrite, quiet):
+def encode(
+    ctx: click.Context,
+    tokenizer_path: str,
+    inputs: tuple[str, ...],
+    more_inputs: tuple[str, ...],
+    out_dir: str,
+    val_fraction: float | None,
+    val_tokens: int | None,
+    val_inputs: tuple[str, ...],
+    shard_tokens: int,
+    threads: int,
+    text_field: str,
+    separator: str,
+    eot_token: str | None,
+    no_eot: bool,
+    chat: bool,
+    overwrite: bool,
+    quiet: bool,
+) -> None:
     """Encode documents (or with --chat, conversations) into train/validation token shards, in
     parallel, in bounded memory."""
     inputs = inputs + more_inputs
@@ -67,7 +140,9 @@ def encode(ctx, tokenizer_path, inputs, more_inputs, out_dir, val_fraction, val_
     if chat:
         for name in ("text_field", "separator"):
             if ctx.get_parameter_source(name) is not ParameterSource.DEFAULT:
-                raise InputError(f"--{name.replace('_', '-')}: not for --chat (a conversation is a .jsonl line with \"messages\")")
+                raise InputError(
+                    f'--{name.replace("_", "-")}: not for --chat (a conversation is a .jsonl line with "messages")'
+                )
     tokenizer = Tokenizer.from_file(tokenizer_path)
     if not chat:
         corpus = Corpus(inputs, separator=separator or None, text_field=text_field)
@@ -77,43 +152,81 @@ def encode(ctx, tokenizer_path, inputs, more_inputs, out_dir, val_fraction, val_
         # The dataset's copy of the tokenizer replaces a tokenizer.json that a dataset's manifest
         # governs (encode_corpus checks its shards) or one like it; not a user's other tokenizer.
         data = ShardDir(out_dir)
-        check_output(data.tokenizer, lambda path: data.manifest_path.exists() or _fingerprint(path) == tokenizer.fingerprint,
-                     f"tokenizer {tokenizer.fingerprint}", overwrite)
+        check_output(
+            data.tokenizer,
+            lambda path: data.manifest_path.exists() or _fingerprint(path) == tokenizer.fingerprint,
+            f"tokenizer {tokenizer.fingerprint}",
+            overwrite,
+        )
         eot_token = None if no_eot else eot_token
         if chat:
-            manifest = encode_chat(inputs, tokenizer, tokenizer_path, out_dir, split=split, val_inputs=val_inputs,
-                                   shard_tokens=shard_tokens, workers=threads, eot_token=eot_token, overwrite=overwrite,
-                                   quiet=quiet)
+            manifest = encode_chat(
+                inputs,
+                tokenizer,
+                tokenizer_path,
+                out_dir,
+                split=split,
+                val_inputs=val_inputs,
+                shard_tokens=shard_tokens,
+                workers=threads,
+                eot_token=eot_token,
+                overwrite=overwrite,
+                quiet=quiet,
+            )
         else:
-            manifest = encode_corpus(corpus, tokenizer, out_dir, split=split, val_corpus=val_corpus, shard_tokens=shard_tokens,
-                                     workers=threads, eot_token=eot_token, tokenizer_source=tokenizer_path,
-                                     overwrite=overwrite, quiet=quiet)
+            manifest = encode_corpus(
+                corpus,
+                tokenizer,
+                out_dir,
+                split=split,
+                val_corpus=val_corpus,
+                shard_tokens=shard_tokens,
+                workers=threads,
+                eot_token=eot_token,
+                tokenizer_source=tokenizer_path,
+                overwrite=overwrite,
+                quiet=quiet,
+            )
     seconds = time.perf_counter() - start
     totals = manifest["totals"]
     total_bytes = sum(source["bytes"] for source in manifest["sources"] + manifest.get("val_sources", []))
-    click.echo(f"wrote {out_dir}: {len(manifest['shards'])} shard(s), {manifest['dtype']}, {total_bytes / 1e6:,.1f} MB "
-               f"in {seconds:.1f} s ({total_bytes / 1e6 / seconds:,.1f} MB/s)")
+    click.echo(
+        f"wrote {out_dir}: {len(manifest['shards'])} shard(s), {manifest['dtype']}, {total_bytes / 1e6:,.1f} MB "
+        f"in {seconds:.1f} s ({total_bytes / 1e6 / seconds:,.1f} MB/s)"
+    )
     for name in ("train", "val"):
-        click.echo(f"  {name}: {totals[name]['documents']:,} {'conversations' if chat else 'documents'}, "
-                   f"{totals[name]['tokens']:,} tokens")
+        click.echo(
+            f"  {name}: {totals[name]['documents']:,} {'conversations' if chat else 'documents'}, "
+            f"{totals[name]['tokens']:,} tokens"
+        )
     if chat:
         template = manifest["chat"]["template"]
-        click.echo(f"  mask: the assistant's tokens, by {'gptkit' + chr(39) + 's chat template' if template == 'gptkit' else template}"
-                   f" (a reply ends with {', '.join(manifest['chat']['stops']) or 'nothing'})")
+        click.echo(
+            f"  mask: the assistant's tokens, by {'gptkit' + chr(39) + 's chat template' if template == 'gptkit' else template}"
+            f" (a reply ends with {', '.join(manifest['chat']['stops']) or 'nothing'})"
+        )
     if manifest["split"]["rule"] in ("tail", "given"):
         click.echo(f"  split: {manifest['split']['text']}")
 
 
 @cli.command()
 @click.argument("path", type=click.Path(exists=True, path_type=Path))
-@click.option("--tokenizer", "-t", "tokenizer_path", metavar="PATH", help="Decode with this tokenizer.json  [default: the one in the shards' directory]")
-def inspect(path, tokenizer_path):
+@click.option(
+    "--tokenizer",
+    "-t",
+    "tokenizer_path",
+    metavar="PATH",
+    help="Decode with this tokenizer.json  [default: the one in the shards' directory]",
+)
+def inspect(path: Path, tokenizer_path: str | None) -> None:
     """Header fields and counts of a shard, or of every shard of a directory, and its first tokens decoded."""
     if path.is_dir():
         data = ShardDir(path)
         if manifest := data.manifest:
-            click.echo(f"{data.manifest_path}: {manifest['name']}, {manifest['dtype']}, tokenizer {data.fingerprint} "
-                       f"(vocab {data.vocab_size:,}), eot {manifest['eot_token']!r} = {manifest['eot_id']}")
+            click.echo(
+                f"{data.manifest_path}: {manifest['name']}, {manifest['dtype']}, tokenizer {data.fingerprint} "
+                f"(vocab {data.vocab_size:,}), eot {manifest['eot_token']!r} = {manifest['eot_id']}"
+            )
             click.echo(f"split: {manifest['split']['text']}")
             for name, t in manifest["totals"].items():
                 click.echo(f"{name}: {t['documents']:,} documents, {t['tokens']:,} tokens")
@@ -127,8 +240,10 @@ def inspect(path, tokenizer_path):
         header = read_header(shard)
         line = f"{shard.name}: {header.dtype.name} (magic {header.magic}, version {header.version}), {header.num_tokens:,} tokens"
         if header.extended:
-            line += (f", {header.num_docs:,} documents, vocab {header.vocab_size:,}, eot {header.eot_id}, "
-                     f"crc32 {header.checksum:08x}, tokenizer {header.fingerprint}{', mask' if header.has_mask else ''}")
+            line += (
+                f", {header.num_docs:,} documents, vocab {header.vocab_size:,}, eot {header.eot_id}, "
+                f"crc32 {header.checksum:08x}, tokenizer {header.fingerprint}{', mask' if header.has_mask else ''}"
+            )
         else:
             line += " (plain llm.c header: no vocabulary, checksum or fingerprint)"
         click.echo(line)
@@ -145,42 +260,50 @@ def _show_first_tokens(path, tokenizer_path):
         return
     tokenizer = Tokenizer.from_file(tokenizer_path)
     if shard.header.extended and shard.header.fingerprint != tokenizer.fingerprint:
-        click.echo(f"(not decoded: {tokenizer_path} is tokenizer {tokenizer.fingerprint}, the shard's is {shard.header.fingerprint})")
+        click.echo(
+            f"(not decoded: {tokenizer_path} is tokenizer {tokenizer.fingerprint}, the shard's is {shard.header.fingerprint})"
+        )
         return
     click.echo(f"decoded: {tokenizer.decode(ids)!r}")
 
 
 @cli.command()
 @click.argument("path", type=click.Path(exists=True, path_type=Path))
-def verify(path):
+def verify(path: Path) -> None:
     """Read every token of a shard directory (or one shard): header, size, checksum, ids below the
     vocabulary size; every header field against manifest.json (counts, CRC-32, end-of-text id,
     tokenizer), its totals, splits and tokenizer against tokenizer.json. Exits 1 on any problem.
     Shards the manifest does not list are not part of the dataset: they are named, not verified."""
     data = ShardDir(path) if path.is_dir() else None
-    manifest = data.manifest if data else None  # None: one shard, or a directory of plain llm.c shards
-    paths = sorted({*data.shard_paths("val"), *data.shard_paths("train")}, key=lambda p: p.name[-10:]) if data else [path]
+    # The directory where it has a manifest; None: one shard, or a directory of plain llm.c shards.
+    listed = data if data is not None and data.manifest else None
+    paths = (
+        sorted({*data.shard_paths("val"), *data.shard_paths("train")}, key=lambda p: p.name[-10:]) if data else [path]
+    )
     if not paths:
         raise InputError(f"{path}: no shards to verify")
-    for p in data.unlisted() if manifest else []:
-        click.echo(f"note: {p}: not listed in {MANIFEST}, so not part of the dataset (left by an interrupted run? "
-                   "the next pretokenize run into the directory removes it)", err=True)
-    problems = _tokenizer_problems(data) + data.listing_problems() if manifest else []
+    for p in listed.unlisted() if listed else []:
+        click.echo(
+            f"note: {p}: not listed in {MANIFEST}, so not part of the dataset (left by an interrupted run? "
+            "the next pretokenize run into the directory removes it)",
+            err=True,
+        )
+    problems = _tokenizer_problems(listed) + listed.listing_problems() if listed else []
     headers = {}
     for shard_path in paths:
         try:
-            header = verify_shard(shard_path, data.vocab_size if manifest else None).header
+            header = verify_shard(shard_path, listed.vocab_size if listed else None).header
         except ShardError as e:
             problems.append(str(e))
             continue
-        disagreements = data.header_problems(shard_path, header) if manifest else []
+        disagreements = listed.header_problems(shard_path, header) if listed else []
         problems += disagreements
         headers[shard_path.name] = header
         if not disagreements:
             checked = "checksum and ids" if header.extended else "size only (plain llm.c shard)"
             click.echo(f"ok {shard_path.name}: {header.num_tokens:,} tokens, {checked}")
-    if manifest:
-        problems += data.totals_problems(headers)
+    if listed:
+        problems += listed.totals_problems(headers)
     for problem in problems:
         click.echo(f"FAILED {problem}", err=True)
     if problems:
@@ -212,10 +335,15 @@ def _tokenizer_problems(data):
 
 @cli.command()
 @click.argument("dataset", metavar="DATASET")
-@click.option("--out", "out_dir", metavar="DIR", help="Where the training files go; official validation files go to DIR-val.  [default: data/DATASET]")
+@click.option(
+    "--out",
+    "out_dir",
+    metavar="DIR",
+    help="Where the training files go; official validation files go to DIR-val.  [default: data/DATASET]",
+)
 @overwrite_option("a file this downloaded")
 @click.option("--quiet", "-q", is_flag=True, help="No progress display.")
-def download(dataset, out_dir, overwrite, quiet):
+def download(dataset: str, out_dir: str | None, overwrite: bool, quiet: bool) -> None:
     """Download a public corpus (tinystories, fineweb-edu: a 10BT-sample parquet file), resumable,
     checked against the SHA-256 the server publishes. Encode it with `--input DIR`, and
     `--val-input DIR-val` where the dataset has an official validation file (tinystories)."""
@@ -225,5 +353,5 @@ def download(dataset, out_dir, overwrite, quiet):
         click.echo(f"{path}: {path.stat().st_size / 1e6:,.1f} MB")
 
 
-def main():
+def main() -> None:
     cli(prog_name="gptkit pretokenize")

@@ -2,6 +2,7 @@
 (Hugging Face names each file's in the `X-Linked-Etag` header; shared/download.py). One process
 downloads into a directory at a time (shared/files.py, output_lock).
 """
+
 from __future__ import annotations
 
 import os
@@ -9,25 +10,27 @@ from pathlib import Path
 
 from gptkit.shared.download import download
 from gptkit.shared.errors import InputError, SettingError
-from gptkit.shared.files import looked_up, output_lock
+from gptkit.shared.files import StrPath, looked_up, output_lock
 
 HF = "https://huggingface.co/datasets"
 DATASETS = {
     # name: (training files, official validation files); `pretokenize --input DIR --val-input DIR-val`
-    "tinystories": ([f"{HF}/roneneldan/TinyStories/resolve/main/TinyStoriesV2-GPT4-train.txt"],
-                    [f"{HF}/roneneldan/TinyStories/resolve/main/TinyStoriesV2-GPT4-valid.txt"]),
+    "tinystories": (
+        [f"{HF}/roneneldan/TinyStories/resolve/main/TinyStoriesV2-GPT4-train.txt"],
+        [f"{HF}/roneneldan/TinyStories/resolve/main/TinyStoriesV2-GPT4-valid.txt"],
+    ),
     "fineweb-edu": ([f"{HF}/HuggingFaceFW/fineweb-edu/resolve/main/sample/10BT/000_00000.parquet"], []),
 }
 
 
-def val_dir(out_dir) -> Path:
+def val_dir(out_dir: StrPath) -> Path:
     """Where a dataset's official validation files go: beside its training files, not among
     them, so that a directory given as a corpus is training text only."""
     out_dir = Path(out_dir)
     return out_dir.with_name(out_dir.name + "-val")
 
 
-def download_dataset(name, out_dir, quiet=False, overwrite=False) -> list[Path]:
+def download_dataset(name: str, out_dir: StrPath, quiet: bool = False, overwrite: bool = False) -> list[Path]:
     """Training files into `out_dir`, official validation files into `val_dir(out_dir)`."""
     if name not in DATASETS:
         raise InputError(f"DATASET {name!r}: unknown (known: {', '.join(DATASETS)})")

@@ -1,8 +1,10 @@
 """Which device a stage runs on, and whether a model fits its memory."""
+
 from __future__ import annotations
 
 import contextlib
 import os
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import torch
@@ -38,7 +40,7 @@ def resolve_device(name: str, local_rank: int = 0) -> torch.device:
 
 
 @contextlib.contextmanager
-def deterministic(on: bool):
+def deterministic(on: bool) -> Iterator[None]:
     """Where `on`, what runs inside computes with deterministic algorithms only, and the process's
     settings come back after it. torch's own flag covers the eager kernels (an op without a
     deterministic one warns, warn_only); cuBLAS needs a fixed workspace, read when its handle is
@@ -65,7 +67,7 @@ def deterministic(on: bool):
             inductor.deterministic = inductor_before
 
 
-def available_memory(device) -> int | None:
+def available_memory(device: torch.device) -> int | None:
     """Bytes that new tensors on `device` can take: the CUDA device's free memory, or the
     MemAvailable of /proc/meminfo (what the kernel can give without swapping); None where it
     cannot be told (no /proc/meminfo: not Linux)."""
@@ -79,10 +81,11 @@ def available_memory(device) -> int | None:
         return None
 
 
-def out_of_memory(error) -> bool:
+def out_of_memory(error: BaseException) -> bool:
     """Whether `error` is an allocation that failed for want of memory."""
     return isinstance(error, (torch.OutOfMemoryError, MemoryError)) or (
-        isinstance(error, RuntimeError) and any(message in str(error) for message in CPU_OUT_OF_MEMORY))
+        isinstance(error, RuntimeError) and any(message in str(error) for message in CPU_OUT_OF_MEMORY)
+    )
 
 
 class Memory:
@@ -94,22 +97,29 @@ class Memory:
     (`tiny: d_model 512 x 4 layers, 17.6M parameters`); `advice`: how to make it fit.
     """
 
-    def __init__(self, needed: dict, device, setting, what, advice):
+    def __init__(self, needed: dict[str, int], device: torch.device, setting: str, what: str, advice: str) -> None:
         self.needed, self.device, self.setting, self.what, self.advice = needed, device, setting, what, advice
         self.available = available_memory(device)  # before anything is allocated
         total = sum(needed.values())
-        parts = f"({', '.join(f'{k} {size(v)}' for k, v in needed.items())})" if len(needed) > 1 else f"of {next(iter(needed))}"
+        parts = (
+            f"({', '.join(f'{k} {size(v)}' for k, v in needed.items())})"
+            if len(needed) > 1
+            else f"of {next(iter(needed))}"
+        )
         self.estimate = f"~{size(total)} {parts}"
 
-    def check(self):
+    def check(self) -> None:
         """Refuse a model whose estimate is more than the memory available (where it is known):
         only what surely cannot fit, the estimate leaving out the allocator's own overhead."""
         if self.available is not None and sum(self.needed.values()) > self.available:
-            raise SettingError(self.setting, f"{self.what}: needs {self.estimate}, more than the {size(self.available)} "
-                                             f"available on {self.device.type}; {self.advice}")
+            raise SettingError(
+                self.setting,
+                f"{self.what}: needs {self.estimate}, more than the {size(self.available)} "
+                f"available on {self.device.type}; {self.advice}",
+            )
 
     @contextlib.contextmanager
-    def guard(self, note=None):
+    def guard(self, note: Callable[[], str] | None = None) -> Iterator[None]:
         """Torch's out-of-memory errors in the block as one line naming the estimate; `note()`:
         what the line adds (which checkpoint is intact)."""
         try:

@@ -31,12 +31,14 @@ finds. Unless given, the count is one per physical core: what an idle machine me
 a function of the load, as a count measured when the run starts would be (two runs of one
 command would then differ).
 """
+
 from __future__ import annotations
 
 import os
 import statistics
 import time
 from collections import deque
+from collections.abc import Callable
 
 import torch
 
@@ -50,7 +52,7 @@ IDLE_CORES = 0.5  # idle cores, on average, while the loop ran, that make one mo
 FIRST_LOOK, LAST_LOOK = 15.0, 240.0  # seconds between looks for idle cores: doubled after each fruitless try
 
 
-def cpu_seconds():
+def cpu_seconds() -> tuple[float, float] | None:
     """(idle, all) CPU time of the whole machine so far, in seconds summed over its CPUs; None
     where /proc/stat is not there to read (not Linux)."""
     try:
@@ -72,8 +74,16 @@ class Threads:
     `set_threads`, `cpu_seconds` and `clock` are torch's, the machine's and time's unless a
     test gives its own."""
 
-    def __init__(self, fixed=None, most=1, set_threads=torch.set_num_threads, cpu_seconds=cpu_seconds,
-                 clock=time.monotonic, given=None, recorded=False):
+    def __init__(
+        self,
+        fixed: int | None = None,
+        most: int = 1,
+        set_threads: Callable[[int], object] = torch.set_num_threads,
+        cpu_seconds: Callable[[], tuple[float, float] | None] = cpu_seconds,
+        clock: Callable[[], float] = time.monotonic,
+        given: str | None = None,
+        recorded: bool = False,
+    ) -> None:
         self.set_threads, self.cpu_seconds, self.clock = set_threads, cpu_seconds, clock
         self.given, self.recorded = given, recorded
         self.fixed = fixed
@@ -81,48 +91,58 @@ class Threads:
             self.ladder = [fixed]
         else:
             self.ladder = [2**i for i in range(most.bit_length()) if 2**i < most] + [most]
-        self.level, self.chosen_time, self.trying_from = 0, None, None
+        self.level = 0
+        self.chosen_time: float | None = None  # the median unit time at the chosen count
+        self.trying_from: tuple[int, float] | None = None  # (level, its time) while a higher count is tried
         self.wait, self.warming = FIRST_LOOK, True
-        self.recent = deque(maxlen=PROBE_UNITS)
+        self.recent: deque[float] = deque(maxlen=PROBE_UNITS)
+        # Set by _use below: the times of the units at this count since window_start, when to look for
+        # idle cores next, and the machine's CPU times at the window's start.
+        self.window: list[float]
+        self.window_start: float
+        self.next_look: float
+        self.cpu_mark: tuple[float, float] | None
         self._use(0)
 
     @property
-    def count(self):
+    def count(self) -> int:
         return self.ladder[self.level]
 
-    def describe(self):
+    def describe(self) -> str:
         if self.fixed is not None:
             return f"{self.fixed} thread{'s' if self.fixed > 1 else ''}{', fixed for --deterministic' if self.recorded else ''}"
         return f"threads measured, 1 to {self.ladder[-1]}"
 
-    def fix(self, count):
+    def fix(self, count: int) -> None:
         """The count is `count` from now on, measured no more."""
         self.fixed, self.ladder = count, [count]
         self._use(0)
 
-    def state_dict(self):
+    def state_dict(self) -> dict[str, int]:
         """What a checkpoint records: a recorded count, which a resume goes on with; else nothing."""
         return {"count": self.count} if self.recorded else {}
 
-    def load_state_dict(self, state):
+    def load_state_dict(self, state: dict[str, int]) -> None:
         """A resume: a recorded count goes on as the run's checkpoint has it (train/resume.py
         refused a count given otherwise); a checkpoint without one leaves the count as it is."""
         if self.recorded and state:
             self.fix(state["count"])
 
     @property
-    def settled(self):
+    def settled(self) -> bool:
         """Whether the count is chosen (for now): fixed, or timed and not being tried against another."""
-        return self.fixed is not None or (not self.warming and self.trying_from is None and self.chosen_time is not None)
+        return self.fixed is not None or (
+            not self.warming and self.trying_from is None and self.chosen_time is not None
+        )
 
-    def new_loop(self):
+    def new_loop(self) -> None:
         """Units of another size follow (the recipe timed small models, training steps come next):
         the count stays, its time is measured anew from the next unit but one."""
         if self.fixed is None:
             self._use(self.trying_from[0] if self.trying_from else self.level)  # a try left unjudged: back
             self.warming, self.trying_from = True, None
 
-    def record(self, seconds):
+    def record(self, seconds: float) -> None:
         """One unit of work took `seconds` at the current count; the count may change for the next."""
         if self.fixed is not None:
             return
@@ -200,7 +220,9 @@ class Threads:
         return cpus * (now[0] - self.cpu_mark[0]) / (now[1] - self.cpu_mark[1])
 
 
-def torch_threads(threads=None, device=None, deterministic=False) -> Threads:
+def torch_threads(
+    threads: int | None = None, device: torch.device | None = None, deterministic: bool = False
+) -> Threads:
     """The threads of a stage that runs torch on `device`: `threads` (--threads) or
     OMP_NUM_THREADS fixes them; else on the CPU they are measured, up to one per physical core
     of this process's share, and beside a GPU (which does the work) they are that many.

@@ -12,12 +12,15 @@ A Sampler keeps the model loaded for one call of its `sample` after another (a s
 (tokenizer/chat.py: the one it carries beside its tokenizer.json, else gptkit's own where its
 tokenizer has the chat tokens), the reply ending at the template's end of turn.
 """
+
 from __future__ import annotations
 
 import dataclasses
 import logging
 import random
 import time
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
 
 from gptkit.model.checkpoint import TOKENIZER_FILE, bos_id, checkpoint_directory, eot_id, load_model
 from gptkit.model.generate import generate, prompt_ids
@@ -25,6 +28,7 @@ from gptkit.model.info import describe, sampling_memory
 from gptkit.runtime.device import Memory, resolve_device
 from gptkit.runtime.threads import torch_threads
 from gptkit.shared.errors import InputError, SettingError
+from gptkit.shared.files import StrPath
 from gptkit.tokenizer.chat import ChatTemplate
 
 from .settings import Settings
@@ -33,13 +37,31 @@ from .stream import TextStream
 log = logging.getLogger(__name__)
 
 
-def sample(checkpoint, prompt: str, settings: Settings = Settings(), *, device="auto", threads=None) -> Samples:
+# A chat's messages: [{"role": ..., "content": ...}, ...], as a chat template takes them.
+Messages = Sequence[Mapping[str, Any]]
+
+
+def sample(
+    checkpoint: StrPath,
+    prompt: str,
+    settings: Settings = Settings(),
+    *,
+    device: str = "auto",
+    threads: int | None = None,
+) -> Samples:
     """The samples of `prompt` by the checkpoint directory `checkpoint`, on `device` ("auto",
     "cpu", "cuda"), with `threads` of torch's CPU kernels (None: measured under load)."""
     return Sampler(checkpoint, device=device, threads=threads).sample(prompt, settings)
 
 
-def chat(checkpoint, messages, settings: Settings = Settings(), *, device="auto", threads=None) -> Samples:
+def chat(
+    checkpoint: StrPath,
+    messages: Messages,
+    settings: Settings = Settings(),
+    *,
+    device: str = "auto",
+    threads: int | None = None,
+) -> Samples:
     """The assistant's replies to `messages` ([{"role", "content"}, ...]) by the checkpoint
     directory `checkpoint`, rendered with its chat template (Sampler.chat)."""
     return Sampler(checkpoint, device=device, threads=threads).chat(messages, settings)
@@ -48,12 +70,13 @@ def chat(checkpoint, messages, settings: Settings = Settings(), *, device="auto"
 class Sampler:
     """A checkpoint loaded to sample from (see `sample`)."""
 
-    def __init__(self, checkpoint, *, device="auto", threads=None):
+    def __init__(self, checkpoint: StrPath, *, device: str = "auto", threads: int | None = None) -> None:
         self.checkpoint, self.device = checkpoint, resolve_device(device)
         self.threads = torch_threads(threads, self.device)
         self.model, self.tokenizer = load_model(checkpoint, self.device)
         self.bos_id = bos_id(checkpoint, self.tokenizer)  # what a text starts with
         self.eot_id = eot_id(checkpoint, self.tokenizer)  # the token that stops a sample
+        self.template: ChatTemplate | None
         try:
             self.template = ChatTemplate.beside(checkpoint_directory(checkpoint) / TOKENIZER_FILE)
         except InputError as e:  # none, or one that cannot be read: `chat` refuses, and says why
@@ -63,11 +86,14 @@ class Sampler:
         """`prompt` framed as the model saw its documents (generate.prompt_ids)."""
         ids = prompt_ids(self.tokenizer, prompt, self.bos_id)
         if not ids:
-            raise SettingError("prompt", f"is empty and {self.checkpoint} records no token to start a text with "
-                                         "(no end-of-text token, no bos_id)")
+            raise SettingError(
+                "prompt",
+                f"is empty and {self.checkpoint} records no token to start a text with "
+                "(no end-of-text token, no bos_id)",
+            )
         return ids
 
-    def chat_ids(self, messages) -> list[int]:
+    def chat_ids(self, messages: Messages) -> list[int]:
         """`messages` rendered with the checkpoint's chat template, up to the assistant's turn."""
         if self.template is None:
             raise SettingError("chat", f"is refused for {self.checkpoint}: {self.no_template}")
@@ -77,24 +103,32 @@ class Sampler:
         """The samples of `prompt` (prompt_ids); see `sample_ids`."""
         return self.sample_ids(self.prompt_ids(prompt), settings)
 
-    def chat(self, messages, settings: Settings = Settings()) -> Samples:
+    def chat(self, messages: Messages, settings: Settings = Settings()) -> Samples:
         """The assistant's replies to `messages` (chat_ids), each ending at the template's end of
         turn or at one of `settings.stops`."""
         ids = self.chat_ids(messages)
+        assert self.template is not None  # chat_ids refuses a checkpoint without one
         return self.sample_ids(ids, dataclasses.replace(settings, stops=(*self.template.stops, *settings.stops)))
 
-    def sample_ids(self, ids, settings: Settings = Settings()) -> Samples:
+    def sample_ids(self, ids: Sequence[int], settings: Settings = Settings()) -> Samples:
         """The samples that continue the token ids `ids`; ids longer than the context keep their
         last tokens, with a warning. A batch of samples too large for the memory left beside the
         weights is refused before any work."""
         context = self.model.config.context_length
         if len(ids) > context:
-            log.warning(f"the prompt has {len(ids):,} tokens, more than the context of {context:,}: keeping the last "
-                        f"{context:,}")
+            log.warning(
+                f"the prompt has {len(ids):,} tokens, more than the context of {context:,}: keeping the last "
+                f"{context:,}"
+            )
             ids = ids[-context:]
         n = settings.num_samples
-        Memory(sampling_memory(self.model.config, n, len(ids) + settings.max_new_tokens), self.device, "num_samples",
-               f"{n:,} samples of {describe(self.model.config)}", "ask for fewer --num-samples").check()
+        Memory(
+            sampling_memory(self.model.config, n, len(ids) + settings.max_new_tokens),
+            self.device,
+            "num_samples",
+            f"{n:,} samples of {describe(self.model.config)}",
+            "ask for fewer --num-samples",
+        ).check()
         return Samples(self, ids, settings)
 
 
@@ -106,14 +140,14 @@ class Samples:
     tokens generated for sample i (its end-of-text token included); `finish_reasons[i]`: "stop"
     (end-of-text or a stop string) or "length" (max_new_tokens), what a server reports."""
 
-    def __init__(self, sampler: Sampler, ids, settings: Settings):
+    def __init__(self, sampler: Sampler, ids: Sequence[int], settings: Settings) -> None:
         self.seed = random.randrange(2**31) if settings.seed is None else settings.seed
-        self._pieces = [[] for _ in range(settings.num_samples)]
+        self._pieces: list[list[str]] = [[] for _ in range(settings.num_samples)]
         self.tokens = [0] * settings.num_samples
         self.finish_reasons = ["length"] * settings.num_samples
         self._iterator = self._generate(sampler, ids, settings)
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[tuple[int, str]]:
         return self._iterator  # once: the samples are generated as they are read
 
     def texts(self) -> list[str]:
@@ -126,8 +160,16 @@ class Samples:
         streams = [TextStream(sampler.tokenizer, settings.stops) for _ in range(settings.num_samples)]
         finished = [False] * settings.num_samples
         started = time.perf_counter()
-        for step in generate(sampler.model, ids, max_new_tokens=settings.max_new_tokens, num_samples=settings.num_samples,
-                             temperature=settings.temperature, top_p=settings.top_p, top_k=settings.top_k, seed=self.seed):
+        for step in generate(
+            sampler.model,
+            ids,
+            max_new_tokens=settings.max_new_tokens,
+            num_samples=settings.num_samples,
+            temperature=settings.temperature,
+            top_p=settings.top_p,
+            top_k=settings.top_k,
+            seed=self.seed,
+        ):
             sampler.threads.record(time.perf_counter() - started)  # a token's time: the count for the next
             for i, token in enumerate(step.tolist()):
                 if finished[i]:

@@ -1,7 +1,9 @@
 """What a request for samples asks, checked before anything is loaded: without torch (2-3 s to
 import), so that a bad value is answered at once."""
+
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from gptkit.shared.errors import SettingError
@@ -20,9 +22,9 @@ class Settings:
     top_p: float = 0.9
     top_k: int | None = None
     seed: int | None = None
-    stops: tuple = ()
+    stops: Sequence[str] = ()  # a list given is kept as a tuple
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         # A bool is an int to Python but no number to a caller; NaN fails every comparison.
         for name in ("temperature", "top_p"):
             value = getattr(self, name)

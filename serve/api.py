@@ -6,13 +6,16 @@ that UTF-8 can encode; a wrong one is a 400 naming the field (`param`) and what 
 sampling settings are checked by the sample library's own rules (Settings), its errors named by
 the request's fields; here are only the API's: OpenAI's limits where it has them (temperature 0 to
 2, up to 4 stop strings), and the two names and the default of max_tokens."""
+
 from __future__ import annotations
 
 import json
 import reprlib
 import time
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from gptkit.sample.settings import Settings
 from gptkit.shared.errors import SettingError
@@ -21,8 +24,15 @@ COMPLETION_DEFAULT_MAX_TOKENS = 16  # OpenAI's default for /v1/completions; chat
 MAX_TEMPERATURE = 2  # OpenAI's range is 0 to 2
 MAX_STOPS = 4  # OpenAI's limit
 # The request fields that become Settings, by their name there (Settings' errors name those).
-FIELD_OF = {"max_new_tokens": "max_tokens", "num_samples": "n", "temperature": "temperature", "top_p": "top_p",
-            "top_k": "top_k", "seed": "seed", "stops": "stop"}
+FIELD_OF = {
+    "max_new_tokens": "max_tokens",
+    "num_samples": "n",
+    "temperature": "temperature",
+    "top_p": "top_p",
+    "top_k": "top_k",
+    "seed": "seed",
+    "stops": "stop",
+}
 MAX_DIGITS = 100  # of a whole number in a request: far more than any field takes
 
 # A value as a message shows it: its repr, a long text, number or nesting cut short.
@@ -30,14 +40,21 @@ _shown = reprlib.Repr()
 _shown.maxlevel, _shown.maxlist, _shown.maxdict, _shown.maxstring, _shown.maxlong, _shown.maxother = 2, 3, 3, 40, 40, 40
 
 
-def shown(value) -> str:
+def shown(value: object) -> str:
     return _shown.repr(value)
 
 
 class ApiError(Exception):
     """A request refused: `status` and OpenAI's error object."""
 
-    def __init__(self, status: int, message: str, param=None, code=None, kind="invalid_request_error"):
+    def __init__(
+        self,
+        status: int,
+        message: str,
+        param: str | None = None,
+        code: str | None = None,
+        kind: str = "invalid_request_error",
+    ) -> None:
         super().__init__(message)
         self.status, self.param, self.code, self.kind = status, param, code, kind
 
@@ -45,14 +62,14 @@ class ApiError(Exception):
         return {"error": {"message": str(self), "type": self.kind, "param": self.param, "code": self.code}}
 
 
-def refused(name: str, value, expected: str) -> ApiError:
+def refused(name: str, value: object, expected: str) -> ApiError:
     """The 400 for a field's wrong value: `top_k '5': expected a whole number, 1 or more`."""
     if value is None:  # a field without a default, absent
         return ApiError(400, f"{name} is missing: expected {expected}", name)
     return ApiError(400, f"{name} {shown(value)}: expected {expected}", name)
 
 
-def text(value, name: str) -> str:
+def text(value: object, name: str) -> str:
     """`value` if it is a string UTF-8 can encode: JSON's escapes can spell a lone surrogate
     ("\\ud800"), half of a character, which no tokenizer can encode nor any text contain."""
     if not isinstance(value, str):
@@ -60,16 +77,25 @@ def text(value, name: str) -> str:
     try:
         value.encode("utf-8")
     except UnicodeEncodeError as e:
-        raise ApiError(400, f"{name}: a lone surrogate, {value[e.start]!a}, at character {e.start}; expected "
-                            "Unicode text (a surrogate pair such as \\ud83d\\ude00 is one character)", name) from None
+        raise ApiError(
+            400,
+            f"{name}: a lone surrogate, {value[e.start]!a}, at character {e.start}; expected "
+            "Unicode text (a surrogate pair such as \\ud83d\\ude00 is one character)",
+            name,
+        ) from None
     return value
 
 
-ROLES = {"system": "system", "developer": "system", "user": "user", "assistant": "assistant"}  # OpenAI's -> a template's
+ROLES = {
+    "system": "system",
+    "developer": "system",
+    "user": "user",
+    "assistant": "assistant",
+}  # OpenAI's -> a template's
 PLAIN = {"system": "System", "user": "User", "assistant": "Assistant"}
 
 
-def chat_messages(messages) -> list[dict]:
+def chat_messages(messages: object) -> list[dict]:
     """A request's messages as a chat template takes them: [{"role", "content"}, ...], the content
     a string, OpenAI's developer role a system message."""
     if not isinstance(messages, list) or not messages:
@@ -101,7 +127,7 @@ def _content(content, where) -> str:
     return "".join(part["text"] for part in content)
 
 
-def render_chat(messages, continue_final=False) -> tuple[str, tuple[str, ...]]:
+def render_chat(messages: object, continue_final: bool = False) -> tuple[str, tuple[str, ...]]:
     """The prompt chat messages become for a checkpoint without a chat template, and the stops
     that end the reply: a plain-text template.
 
@@ -149,8 +175,12 @@ def parse(body: bytes, chat: bool) -> Request:
     if chat:
         messages = chat_messages(fields.get("messages"))
         if continue_final and messages[-1]["role"] != "assistant":
-            raise ApiError(400, f"continue_final_message: the last message is the {messages[-1]['role']}'s; expected "
-                                "an assistant's reply to continue", "continue_final_message")
+            raise ApiError(
+                400,
+                f"continue_final_message: the last message is the {messages[-1]['role']}'s; expected "
+                "an assistant's reply to continue",
+                "continue_final_message",
+            )
     else:
         prompt = _get(fields, "prompt", "")
         if isinstance(prompt, list) and len(prompt) == 1:
@@ -167,9 +197,15 @@ def parse(body: bytes, chat: bool) -> Request:
     temperature = _get(fields, "temperature", 1.0)
     if not (_number(temperature) and 0 <= temperature <= MAX_TEMPERATURE):
         raise refused("temperature", temperature, f"a number from 0 (greedy) to {MAX_TEMPERATURE}")
-    settings = {"max_new_tokens": max_tokens, "num_samples": _get(fields, "n", 1), "temperature": temperature,
-                "top_p": _get(fields, "top_p", 1.0), "top_k": fields.get("top_k"), "seed": fields.get("seed"),
-                "stops": _stops(fields.get("stop"))}
+    settings = {
+        "max_new_tokens": max_tokens,
+        "num_samples": _get(fields, "n", 1),
+        "temperature": temperature,
+        "top_p": _get(fields, "top_p", 1.0),
+        "top_k": fields.get("top_k"),
+        "seed": fields.get("seed"),
+        "stops": _stops(fields.get("stop")),
+    }
     check(settings)
     stream = _flag(fields, "stream")
     options = _get(fields, "stream_options", {})
@@ -179,11 +215,12 @@ def parse(body: bytes, chat: bool) -> Request:
     return Request(chat, prompt, messages, settings, stream, include_usage, continue_final, max_tokens_field)
 
 
-def parse_body(body: bytes):
+def parse_body(body: bytes) -> Any:
     """The JSON value of a request body; a 400 for nesting too deep for the decoder (its
     RecursionError), for NaN and Infinity, which Python's decoder takes and JSON has not, and for
     whole numbers of more digits than any field takes (past 4,300 Python refuses to read them,
     with advice for its own programmer)."""
+
     def no_constant(name):
         raise ValueError(f"{name} is not a JSON value")
 
@@ -206,7 +243,7 @@ def _get(fields, name, default):
     return default if value is None else value
 
 
-def check(settings: dict):
+def check(settings: dict) -> None:
     """The sample library's rules for the request's `settings` (Settings), its errors as 400s naming
     the request's field; max_new_tokens None (the rest of the context) is checked against it later."""
     try:
@@ -252,7 +289,7 @@ def _stops(stop) -> tuple[str, ...]:
 class Reply:
     """The JSON objects that answer one request, whole or as stream chunks, in OpenAI's shapes."""
 
-    def __init__(self, request: Request, model: str):
+    def __init__(self, request: Request, model: str) -> None:
         self.chat, self.model = request.chat, model
         self.id = ("chatcmpl-" if self.chat else "cmpl-") + uuid.uuid4().hex
         self.created = int(time.time())
@@ -262,16 +299,32 @@ class Reply:
         kind = self.object + (".chunk" if chunk and self.chat else "")
         return {"id": self.id, "object": kind, "created": self.created, "model": self.model}
 
-    def whole(self, texts, finish_reasons, usage, seed) -> dict:
+    def whole(self, texts: Sequence[str], finish_reasons: Sequence[str], usage: dict, seed: int) -> dict:
         if self.chat:
-            choices = [{"index": i, "message": {"role": "assistant", "content": text}, "logprobs": None,
-                        "finish_reason": reason} for i, (text, reason) in enumerate(zip(texts, finish_reasons))]
+            choices = [
+                {
+                    "index": i,
+                    "message": {"role": "assistant", "content": text},
+                    "logprobs": None,
+                    "finish_reason": reason,
+                }
+                for i, (text, reason) in enumerate(zip(texts, finish_reasons))
+            ]
         else:
-            choices = [{"index": i, "text": text, "logprobs": None, "finish_reason": reason}
-                       for i, (text, reason) in enumerate(zip(texts, finish_reasons))]
+            choices = [
+                {"index": i, "text": text, "logprobs": None, "finish_reason": reason}
+                for i, (text, reason) in enumerate(zip(texts, finish_reasons))
+            ]
         return {**self._head(), "choices": choices, "usage": usage, "seed": seed}
 
-    def chunk(self, i, text=None, finish_reason=None, first=False, usage=False) -> dict:
+    def chunk(
+        self,
+        i: int,
+        text: str | None = None,
+        finish_reason: str | None = None,
+        first: bool = False,
+        usage: bool = False,
+    ) -> dict:
         """A stream chunk: a piece of choice i's text, or its end (finish_reason); with the
         stream's usage asked for, every chunk carries `usage`: null (OpenAI's shape)."""
         if self.chat:
@@ -281,10 +334,13 @@ class Reply:
             choice = {"index": i, "text": text or "", "logprobs": None, "finish_reason": finish_reason}
         return {**self._head(chunk=True), "choices": [choice], **({"usage": None} if usage else {})}
 
-    def usage_chunk(self, usage) -> dict:
+    def usage_chunk(self, usage: dict) -> dict:
         return {**self._head(chunk=True), "choices": [], "usage": usage}
 
 
-def usage(prompt_tokens, completion_tokens) -> dict:
-    return {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
-            "total_tokens": prompt_tokens + completion_tokens}
+def usage(prompt_tokens: int, completion_tokens: int) -> dict:
+    return {
+        "prompt_tokens": prompt_tokens,
+        "completion_tokens": completion_tokens,
+        "total_tokens": prompt_tokens + completion_tokens,
+    }

@@ -1,7 +1,9 @@
 """`gptkit serve`: a checkpoint behind an OpenAI-compatible HTTP API, and a chat page. Run
 `gptkit serve --help`."""
+
 import ipaddress
 import logging
+from collections.abc import Sequence
 from urllib.parse import urlsplit
 
 import click
@@ -14,16 +16,63 @@ log = logging.getLogger(__name__)
 
 @click.command(cls=Command, context_settings=CONTEXT)
 @version_option
-@click.option("--checkpoint", required=True, metavar="DIR", help="A checkpoint directory (model.safetensors, config.json, tokenizer.json), or a training run's.")
-@click.option("--host", metavar="ADDR", default="127.0.0.1", show_default=True, help="The address to listen on (0.0.0.0: every interface, for other machines; without --api-key a warning).")
-@click.option("--port", type=click.IntRange(0, 65535), metavar="PORT", default=8000, show_default=True, help="0: a free port (printed).")
-@click.option("--api-key", envvar="GPTKIT_API_KEY", metavar="KEY", help="Require 'Authorization: Bearer KEY' on /v1/ (or set GPTKIT_API_KEY, which ps does not show).")
-@click.option("--name", metavar="NAME", help="The model's id in /v1/models and in replies.  [default: the training run's name, else the checkpoint directory's]")
-@click.option("--allow-special-tokens", is_flag=True, help="/v1/completions prompts may spell special tokens (<|endoftext|>, ...) as those tokens; chat messages never do.  [default: their spellings are text]")
-@click.option("--cors-origin", "cors_origins", multiple=True, metavar="ORIGIN", help="Let pages of ORIGIN (https://app.example:8080, or * for any) call the API from a browser; repeatable.  [default: none]")
+@click.option(
+    "--checkpoint",
+    required=True,
+    metavar="DIR",
+    help="A checkpoint directory (model.safetensors, config.json, tokenizer.json), or a training run's.",
+)
+@click.option(
+    "--host",
+    metavar="ADDR",
+    default="127.0.0.1",
+    show_default=True,
+    help="The address to listen on (0.0.0.0: every interface, for other machines; without --api-key a warning).",
+)
+@click.option(
+    "--port",
+    type=click.IntRange(0, 65535),
+    metavar="PORT",
+    default=8000,
+    show_default=True,
+    help="0: a free port (printed).",
+)
+@click.option(
+    "--api-key",
+    envvar="GPTKIT_API_KEY",
+    metavar="KEY",
+    help="Require 'Authorization: Bearer KEY' on /v1/ (or set GPTKIT_API_KEY, which ps does not show).",
+)
+@click.option(
+    "--name",
+    metavar="NAME",
+    help="The model's id in /v1/models and in replies.  [default: the training run's name, else the checkpoint directory's]",
+)
+@click.option(
+    "--allow-special-tokens",
+    is_flag=True,
+    help="/v1/completions prompts may spell special tokens (<|endoftext|>, ...) as those tokens; chat messages never do.  [default: their spellings are text]",
+)
+@click.option(
+    "--cors-origin",
+    "cors_origins",
+    multiple=True,
+    metavar="ORIGIN",
+    help="Let pages of ORIGIN (https://app.example:8080, or * for any) call the API from a browser; repeatable.  [default: none]",
+)
 @click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto", show_default=True)
 @threads_option("Threads of torch's CPU kernels.", measured=True)
-def cli(checkpoint, host, port, api_key, name, allow_special_tokens, cors_origins, device, threads):
+def cli(
+    checkpoint: str,
+    host: str,
+    port: int,
+    api_key: str | None,
+    name: str | None,
+    allow_special_tokens: bool,
+    cors_origins: Sequence[str],
+    device: str,
+    threads: int | None,
+) -> None:
     """Serve a checkpoint with the OpenAI API (/v1/models, /v1/completions, /v1/chat/completions,
     streamed or whole), a health check at /health and a chat page at /. One request decodes at a
     time; the others wait."""
@@ -37,20 +86,28 @@ def cli(checkpoint, host, port, api_key, name, allow_special_tokens, cors_origin
         server = make_server(host, port, api_key=api_key, cors_origins=cors_origins)
     except OSError as e:
         raise InputError(f"--host {host} --port {port}: cannot listen there ({e.strerror or e})") from None
-    if api_key is None and not ipaddress.ip_address(server.server_address[0]).is_loopback:
+    if (
+        api_key is None and not ipaddress.ip_address(str(server.server_address[0])).is_loopback
+    ):  # str: for mypy, a TCP host is one
         # As Jupyter warns: other machines can reach the port, and nothing asks them for a key.
-        log.warning(f"--host {host} listens beyond this machine without --api-key: anyone who can reach port "
-                    f"{server.server_port} can use the model; set --api-key (or GPTKIT_API_KEY)")
+        log.warning(
+            f"--host {host} listens beyond this machine without --api-key: anyone who can reach port "
+            f"{server.server_port} can use the model; set --api-key (or GPTKIT_API_KEY)"
+        )
     from gptkit.sample.sampling import Sampler
 
     from .server import Engine, default_name
 
     with server:
-        server.engine = Engine(Sampler(checkpoint, device=device, threads=threads), name or default_name(checkpoint),
-                               allow_special_tokens)
+        server.engine = Engine(
+            Sampler(checkpoint, device=device, threads=threads), name or default_name(checkpoint), allow_special_tokens
+        )
         shown = f"[{host}]" if ":" in host else host
-        click.echo(f"serving {server.engine.name} at http://{shown}:{server.server_port}/ (chat with "
-                   f"{server.engine.template}; Ctrl-C stops)", err=True)
+        click.echo(
+            f"serving {server.engine.name} at http://{shown}:{server.server_port}/ (chat with "
+            f"{server.engine.template}; Ctrl-C stops)",
+            err=True,
+        )
         try:
             server.serve_forever()
         except KeyboardInterrupt:
@@ -64,10 +121,12 @@ def origin_of(value: str) -> str:
         return value
     parts = urlsplit(value.strip().lower())
     if parts.scheme not in ("http", "https") or not parts.netloc or parts.path not in ("", "/") or parts.query:
-        raise InputError(f"--cors-origin {value}: expected * or an origin, http(s)://host[:port] (no path), as the "
-                         "page's address bar starts")
+        raise InputError(
+            f"--cors-origin {value}: expected * or an origin, http(s)://host[:port] (no path), as the "
+            "page's address bar starts"
+        )
     return f"{parts.scheme}://{parts.netloc}"
 
 
-def main():
+def main() -> None:
     cli(prog_name="gptkit serve")

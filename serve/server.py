@@ -12,6 +12,7 @@ text is what it gives alone with its seed.
 A client's mistake is a 4xx naming what was wrong; a 500 is the server's own fault, answered with
 a generic line (its details, which may name files of this machine, go to the log).
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -23,7 +24,9 @@ import re
 import socket
 import sys
 import threading
+from collections.abc import Iterable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlsplit
 
 from gptkit.model.checkpoint import checkpoint_directory
@@ -31,12 +34,15 @@ from gptkit.model.generate import prompt_ids
 from gptkit.model.info import describe, sampling_memory
 from gptkit.runtime.device import Memory, out_of_memory
 from gptkit.sample.settings import Settings
-from gptkit.shared.errors import SettingError
-from gptkit.shared.files import resolved
+from gptkit.shared.errors import InputError, SettingError
+from gptkit.shared.files import StrPath, resolved
 from gptkit.tokenizer.chat import ChatError
 from gptkit.train.run_dir import CHECKPOINTS
 
-from .api import ApiError, Reply, parse, render_chat, shown, usage
+from .api import ApiError, Reply, Request, parse, render_chat, shown, usage
+
+if TYPE_CHECKING:
+    from gptkit.sample.sampling import Sampler, Samples
 
 log = logging.getLogger(__name__)
 
@@ -45,7 +51,7 @@ PAGE = importlib.resources.files(__package__).joinpath("chat.html")
 INTERNAL_ERROR = "internal error: the server failed on this request (its log says why)"
 
 
-def default_name(checkpoint) -> str:
+def default_name(checkpoint: StrPath) -> str:
     """The model's name where --name is not given: a training run's name for any checkpoint of it
     (runs/NAME, runs/NAME/latest, runs/NAME/checkpoints/step-...), the name its user knows it by;
     else the checkpoint directory's name."""
@@ -58,7 +64,7 @@ class Engine:
     prompt may spell the tokenizer's special tokens (`<|endoftext|>`) as those tokens; else, as
     for chat messages always, a prompt is text and its special-token spellings are text too."""
 
-    def __init__(self, sampler, name: str, allow_special_tokens: bool = False):
+    def __init__(self, sampler: Sampler, name: str, allow_special_tokens: bool = False) -> None:
         self.sampler, self.name, self.allow_special_tokens = sampler, name, allow_special_tokens
         self.context = sampler.model.config.context_length
         self.lock = threading.Lock()
@@ -68,19 +74,21 @@ class Engine:
         """How chat messages become a prompt, for the start-up line."""
         if self.sampler.template is not None:
             return "its chat template"
-        why = self.sampler.no_template
+        why: InputError | str = self.sampler.no_template
         if isinstance(why, ChatError):  # it has one, which failed on a probe conversation
             why = f"its chat template failed: {why}"
         return f"the plain-text template, User: and Assistant: lines, since {why}"
 
-    def prompt(self, request) -> tuple[list[int], tuple[str, ...]]:
+    def prompt(self, request: Request) -> tuple[list[int], tuple[str, ...]]:
         """The request's prompt as token ids, and the stops that end its reply."""
         sampler = self.sampler
         if not request.chat:
+            assert request.prompt is not None  # a completion's (parse)
             if not self.allow_special_tokens:
                 return prompt_ids(sampler.tokenizer, request.prompt, sampler.bos_id), ()
             bos = [] if sampler.bos_id is None else [sampler.bos_id]
             return bos + sampler.tokenizer.encode(request.prompt, allowed_special="all"), ()
+        assert request.messages is not None  # a chat's (parse)
         if sampler.template is None:
             text, stops = render_chat(request.messages, request.continue_final)
             return prompt_ids(sampler.tokenizer, text, sampler.bos_id), stops
@@ -94,7 +102,7 @@ class Engine:
             ids += sampler.tokenizer.encode(request.messages[-1]["content"], allowed_special=())
         return ids, sampler.template.stops
 
-    def settings(self, request) -> tuple[list[int], Settings]:
+    def settings(self, request: Request) -> tuple[list[int], Settings]:
         """The request's prompt ids and Settings; a request that does not fit the context is
         refused (the sample library would slide its window instead)."""
         ids, stops = self.prompt(request)
@@ -105,30 +113,44 @@ class Engine:
         max_tokens = self.context - len(ids) if asked is None else asked
         if max_tokens < 1 or len(ids) + max_tokens > self.context:
             raise self._too_long(request, where, len(ids), asked)
-        return ids, Settings(**{**request.settings, "max_new_tokens": max_tokens,
-                                "stops": (*stops, *request.settings["stops"])})
+        return ids, Settings(
+            **{**request.settings, "max_new_tokens": max_tokens, "stops": (*stops, *request.settings["stops"])}
+        )
 
     def _too_long(self, request, where, length, asked) -> ApiError:
         """The 400 for a prompt that leaves too little of the context for the reply: what to shorten."""
         has = f"the {where} {'have' if request.chat else 'has'} {length:,} tokens"
         shorten = f"shorten the {where}" + (" or start a new chat" if request.chat else "")
         if length >= self.context:  # the prompt is what to shorten (always so where max_tokens is the rest)
-            return ApiError(400, f"this model's context is {self.context:,} tokens: {has}, no room for a reply; "
-                                 f"{shorten}", where, "context_length_exceeded")
+            return ApiError(
+                400,
+                f"this model's context is {self.context:,} tokens: {has}, no room for a reply; {shorten}",
+                where,
+                "context_length_exceeded",
+            )
         field = request.max_tokens_field
-        return ApiError(400, f"this model's context is {self.context:,} tokens: {has} and {field} asks for "
-                             f"{shown(asked)} more; ask for at most {self.context - length:,} or {shorten}",
-                        field, "context_length_exceeded")
+        return ApiError(
+            400,
+            f"this model's context is {self.context:,} tokens: {has} and {field} asks for "
+            f"{shown(asked)} more; ask for at most {self.context - length:,} or {shorten}",
+            field,
+            "context_length_exceeded",
+        )
 
     @contextlib.contextmanager
-    def samples(self, request):
+    def samples(self, request: Request) -> Iterator[tuple[Samples, int]]:
         """(samples, prompt tokens) for the request, holding the model until the block ends. A
         batch too large for the memory left beside the weights is refused before waiting for it."""
         ids, settings = self.settings(request)
         model, n = self.sampler.model, settings.num_samples
         try:
-            Memory(sampling_memory(model.config, n, len(ids) + settings.max_new_tokens), self.sampler.device, "n",
-                   f"n {shown(n)} (samples of {describe(model.config)})", "ask for fewer n or max_tokens").check()
+            Memory(
+                sampling_memory(model.config, n, len(ids) + settings.max_new_tokens),
+                self.sampler.device,
+                "n",
+                f"n {shown(n)} (samples of {describe(model.config)})",
+                "ask for fewer n or max_tokens",
+            ).check()
         except SettingError as e:
             raise ApiError(400, e.problem, "n", "out_of_memory") from None
         with self.lock:
@@ -142,23 +164,25 @@ class Engine:
                 raise self.out_of_memory() from None
 
     def out_of_memory(self) -> ApiError:
-        return ApiError(400, f"out of memory on {self.sampler.device.type}: ask for fewer n or max_tokens", "n",
-                        "out_of_memory")
+        return ApiError(
+            400, f"out of memory on {self.sampler.device.type}: ask for fewer n or max_tokens", "n", "out_of_memory"
+        )
 
 
 class Handler(BaseHTTPRequestHandler):
+    server: Server  # the server that made it, with the engine and settings it answers with
     protocol_version = "HTTP/1.1"  # keep-alive: whole answers have a length, streams are chunked
     server_version = "gptkit"
     timeout = 120  # seconds a stalled client may hold its thread (and, while streaming, the model)
 
     # -- routing --
 
-    def do_GET(self):
+    def do_GET(self) -> None:
         self._route()
 
     do_HEAD = do_POST = do_PUT = do_PATCH = do_DELETE = do_GET  # the routes say which methods a path takes (405)
 
-    def do_OPTIONS(self):
+    def do_OPTIONS(self) -> None:
         """A browser's preflight before a request from another origin: answered on any path and
         without the key (a preflight never carries it); end_headers adds the CORS headers where
         the origin is allowed."""
@@ -171,10 +195,14 @@ class Handler(BaseHTTPRequestHandler):
         """{method: what answers it} for a path, or None where there is no such path."""
         if path.startswith("/v1/models/"):
             return {"GET": lambda: self._model(unquote(path.removeprefix("/v1/models/")))}
-        return {"/": {"GET": self._page}, "/index.html": {"GET": self._page}, "/health": {"GET": self._health},
-                "/v1/models": {"GET": self._models},
-                "/v1/completions": {"POST": lambda: self._complete(False)},
-                "/v1/chat/completions": {"POST": lambda: self._complete(True)}}.get(path)
+        return {
+            "/": {"GET": self._page},
+            "/index.html": {"GET": self._page},
+            "/health": {"GET": self._health},
+            "/v1/models": {"GET": self._models},
+            "/v1/completions": {"POST": lambda: self._complete(False)},
+            "/v1/chat/completions": {"POST": lambda: self._complete(True)},
+        }.get(path)
 
     def _route(self):
         path = urlsplit(self.path).path.rstrip("/") or "/"
@@ -213,16 +241,18 @@ class Handler(BaseHTTPRequestHandler):
         body = self.rfile.read(int(length))
         if len(body) < int(length):
             self.close_connection = True
-            raise ApiError(400, f"the request body ended after {len(body):,} of its Content-Length's {int(length):,} "
-                                "bytes")
+            raise ApiError(
+                400, f"the request body ended after {len(body):,} of its Content-Length's {int(length):,} bytes"
+            )
         return body
 
     def _authorize(self):
         key = self.server.api_key
         given = self.headers.get("Authorization", "")
         if key is not None and not hmac.compare_digest(given.encode(), f"Bearer {key}".encode()):
-            raise ApiError(401, "missing or wrong API key: send the header 'Authorization: Bearer KEY'",
-                           code="invalid_api_key")
+            raise ApiError(
+                401, "missing or wrong API key: send the header 'Authorization: Bearer KEY'", code="invalid_api_key"
+            )
 
     # -- endpoints --
 
@@ -234,16 +264,25 @@ class Handler(BaseHTTPRequestHandler):
 
     def _model_object(self):
         engine = self.server.engine
-        return {"id": engine.name, "object": "model", "created": 0, "owned_by": "gptkit",
-                "context_length": engine.context}
+        return {
+            "id": engine.name,
+            "object": "model",
+            "created": 0,
+            "owned_by": "gptkit",
+            "context_length": engine.context,
+        }
 
     def _models(self):
         self._json(200, {"object": "list", "data": [self._model_object()]})
 
     def _model(self, name):
         if name != self.server.engine.name:
-            raise ApiError(404, f"model {shown(name)} does not exist: this server has one, {self.server.engine.name!r}",
-                           "model", "model_not_found")
+            raise ApiError(
+                404,
+                f"model {shown(name)} does not exist: this server has one, {self.server.engine.name!r}",
+                "model",
+                "model_not_found",
+            )
         self._json(200, self._model_object())
 
     def _complete(self, chat):
@@ -257,8 +296,10 @@ class Handler(BaseHTTPRequestHandler):
                 texts = samples.texts()
                 # A chat reply starts at its first non-space (after "Assistant:"); a reply continued goes on as it is.
                 texts = [text.lstrip() for text in texts] if chat and not request.continue_final else texts
-                self._json(200, reply.whole(texts, samples.finish_reasons, usage(prompt_tokens, sum(samples.tokens)),
-                                            samples.seed))
+                self._json(
+                    200,
+                    reply.whole(texts, samples.finish_reasons, usage(prompt_tokens, sum(samples.tokens)), samples.seed),
+                )
 
     def _stream(self, request, reply, samples, prompt_tokens):
         self.send_response(200)
@@ -319,7 +360,7 @@ class Handler(BaseHTTPRequestHandler):
         if self.command != "HEAD":
             self.wfile.write(data)
 
-    def end_headers(self):
+    def end_headers(self) -> None:
         """Every answer, errors and streams included, with the CORS headers where the request's
         Origin is one --cors-origin allows (a browser shows a page of that origin nothing else)."""
         allowed = self.server.cors_origins
@@ -334,19 +375,23 @@ class Handler(BaseHTTPRequestHandler):
                 self.send_header("Vary", "Origin")
         super().end_headers()
 
-    def log_message(self, format, *args):
+    def log_message(self, format: str, *args: Any) -> None:
         log.debug(format % args)  # no line per request on standard error
 
 
 class Server(ThreadingHTTPServer):
     daemon_threads = True  # a stalled client never holds up the process's exit
+    # What the handlers answer with, set by make_server (the engine, by the caller before serving).
+    engine: Engine | None
+    api_key: str | None
+    cors_origins: frozenset[str]
 
-    def __init__(self, address, handler):
+    def __init__(self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler]) -> None:
         # The address family of the host (ThreadingHTTPServer's is IPv4 alone: --host ::1 could not bind).
         self.address_family = socket.getaddrinfo(*address, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0][0]
         super().__init__(address, handler)
 
-    def handle_error(self, request, client_address):
+    def handle_error(self, request: Any, client_address: Any) -> None:
         """What escapes a request's handler (Handler._route answers the rest), instead of
         socketserver's traceback on stderr: a client that hung up while its request was read (a
         browser dropping a kept-alive connection) is no error, anything else one line in the log."""
@@ -355,7 +400,14 @@ class Server(ThreadingHTTPServer):
             log.error(f"a request from {client_address[0]}: {type(error).__name__}: {error}")
 
 
-def make_server(host="127.0.0.1", port=8000, *, engine=None, api_key=None, cors_origins=()) -> Server:
+def make_server(
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    *,
+    engine: Engine | None = None,
+    api_key: str | None = None,
+    cors_origins: Iterable[str] = (),
+) -> Server:
     """A server listening on host:port (0: a free port, server.server_port); set `server.engine`
     before serving. `cors_origins`: the origins ("https://app.example", or "*": any) whose pages
     may call the API from a browser."""

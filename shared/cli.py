@@ -8,22 +8,28 @@
 - Warnings go through `logging` (logger `gptkit`), as `warning: ...` on standard error, from
   rank 0 only under torchrun.
 """
+
 from __future__ import annotations
 
 import difflib
 import logging
 import os
 import sys
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import click
 
 from gptkit import __version__
 
-from .errors import GptkitError, SettingError
+from .errors import NAMED, GptkitError, SettingError
 from .workers import cores_per_process, default_threads
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 110}
 MAX_THREADS = 1024  # --threads: more than any machine has cores, few enough for every count to be a C int
+
+# What click's decorators take and give back: a command's function, or a command already made.
+FC = TypeVar("FC", bound="Callable[..., Any] | click.Command")
 
 
 def flag(setting: str) -> str:
@@ -37,31 +43,40 @@ def _one_line(error: click.UsageError) -> click.UsageError:
     ctx = error.ctx
     hint = f" (see '{ctx.command_path} --help')" if ctx is not None else ""
     one = click.UsageError(error.format_message() + hint)
-    one.exit_code = error.exit_code
+    one.exit_code = error.exit_code  # type: ignore[misc]  # click types exit_code a ClassVar; an instance's own is what exit() uses
     return one
 
 
 def error_line(error: GptkitError) -> str:
     """What a command shows of a library error, after `Error: `: a SettingError names its flag."""
-    return f"{flag(error.setting)} {error.problem}" if isinstance(error, SettingError) else str(error)
+    if not isinstance(error, SettingError):
+        return str(error)
+    return f"{flag(error.setting)} {NAMED.sub(lambda m: flag(m.group(1)), error.marked)}"
 
 
 def _as_click(error: GptkitError) -> click.ClickException:
     shown = click.ClickException(error_line(error))
-    shown.exit_code = error.exit_code
+    shown.exit_code = error.exit_code  # type: ignore[misc]  # click types exit_code a ClassVar; an instance's own is what exit() uses
     return shown
 
 
-class _OneLine:
+# A mixin for click's commands: mypy reads it as one, so that its super() calls are checked.
+if TYPE_CHECKING:
+    _MixinBase = click.Command
+else:
+    _MixinBase = object
+
+
+class _OneLine(_MixinBase):
     """Usage errors and library errors in one line; logging set up before the command runs."""
 
-    def parse_args(self, ctx, args):
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
         try:
             return super().parse_args(ctx, args)
         except click.UsageError as e:
             raise _one_line(e) from None
 
-    def invoke(self, ctx):
+    def invoke(self, ctx: click.Context) -> Any:
         configure_logging()
         try:
             return super().invoke(ctx)
@@ -78,10 +93,12 @@ class Group(_OneLine, click.Group):
 
     command_class = Command
 
-    def list_commands(self, ctx):
+    def list_commands(self, ctx: click.Context) -> list[str]:
         return list(self.commands)  # in the order they were added
 
-    def resolve_command(self, ctx, args):
+    def resolve_command(
+        self, ctx: click.Context, args: list[str]
+    ) -> tuple[str | None, click.Command | None, list[str]]:
         if args and args[0] not in self.commands and not args[0].startswith("-"):
             self.no_such_command(ctx, args[0])
         try:
@@ -89,7 +106,7 @@ class Group(_OneLine, click.Group):
         except click.UsageError as e:
             raise _one_line(e) from None
 
-    def no_such_command(self, ctx, word):
+    def no_such_command(self, ctx: click.Context, word: str) -> NoReturn:
         close = difflib.get_close_matches(word, self.list_commands(ctx), n=1, cutoff=0.6)
         hint = f"; did you mean {close[0]!r}?" if close else f" (commands: {', '.join(self.list_commands(ctx))})"
         raise _one_line(click.UsageError(f"No such command {word!r}{hint}", ctx))
@@ -105,7 +122,7 @@ class DefaultGroup(Group):
     it (a path it reads); a word like a command's name (`plto`, `inpsect`) that is no existing
     path is a mistyped command. `tool --help` shows the default command's options with the group's."""
 
-    def parse_args(self, ctx, args):
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
         if args and args[0] not in self.commands and args[0] not in ctx.help_option_names and args[0] != "--version":
             default = next(iter(self.commands))
             word = args[0]
@@ -117,17 +134,17 @@ class DefaultGroup(Group):
             args = [default, *args]
         return super().parse_args(ctx, args)
 
-    def _default(self, ctx):
+    def _default(self, ctx: click.Context) -> tuple[click.Command, click.Context]:
         """The default command and a context for it, to show its usage and options."""
         name = next(iter(self.commands))
         return self.commands[name], click.Context(self.commands[name], info_name=name, parent=ctx)
 
-    def format_usage(self, ctx, formatter):
+    def format_usage(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         command, sub = self._default(ctx)
         formatter.write_usage(ctx.command_path, " ".join(command.collect_usage_pieces(sub)))
         formatter.write_usage(ctx.command_path, " ".join(Group.collect_usage_pieces(self, ctx)), prefix="   or: ")
 
-    def format_options(self, ctx, formatter):
+    def format_options(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         """The default command's options before the group's: `tool --help` shows what `tool` takes."""
         command, sub = self._default(ctx)
         rows = [p.get_help_record(sub) for p in command.params if isinstance(p, click.Option)]
@@ -136,15 +153,16 @@ class DefaultGroup(Group):
         super().format_options(ctx, formatter)
 
 
-def version_option(command):
-    return click.version_option(__version__, "--version", package_name="gptkit", prog_name="gptkit",
-                                message="%(prog)s %(version)s")(command)
+def version_option(command: FC) -> FC:
+    return click.version_option(
+        __version__, "--version", package_name="gptkit", prog_name="gptkit", message="%(prog)s %(version)s"
+    )(command)
 
 
 # -- outputs ---------------------------------------------------------------------------------------
 
 
-def overwrite_option(ours: str | None):
+def overwrite_option(ours: str | None) -> Callable[[FC], FC]:
     """`--overwrite`, the same flag in every command that writes a file: without it the command
     replaces only `ours`, its own kind of output (None: nothing, it cannot tell its own), and
     refuses anything else (shared/files.py, check_output)."""
@@ -155,15 +173,27 @@ def overwrite_option(ours: str | None):
 # -- threads ----------------------------------------------------------------------------------------
 
 
-def threads_option(what: str, measured: bool = False):
+def threads_option(what: str, measured: bool = False) -> Callable[[FC], FC]:
     """`--threads N`, the same flag in every stage; `what` says what the threads do there.
     `measured`: torch's threads, which the stage chooses by measurement when the flag is not given
     (runtime/threads.py)."""
     if measured:
-        return click.option("--threads", type=click.IntRange(1, MAX_THREADS), metavar="N", help=(
-            f"{what}  [default: measured, 1 to {cores_per_process()} as the load allows; OMP_NUM_THREADS fixes it]"))
-    return click.option("--threads", type=click.IntRange(1, MAX_THREADS), default=default_threads(),
-                        show_default="one per physical core", metavar="N", help=what)
+        return click.option(
+            "--threads",
+            type=click.IntRange(1, MAX_THREADS),
+            metavar="N",
+            help=(
+                f"{what}  [default: measured, 1 to {cores_per_process()} as the load allows; OMP_NUM_THREADS fixes it]"
+            ),
+        )
+    return click.option(
+        "--threads",
+        type=click.IntRange(1, MAX_THREADS),
+        default=default_threads(),
+        show_default="one per physical core",
+        metavar="N",
+        help=what,
+    )
 
 
 # -- logging ----------------------------------------------------------------------------------------
@@ -186,7 +216,7 @@ class _Format(logging.Formatter):
         return f"{record.levelname.lower()}: {record.getMessage()}"  # warning: ..., error: ...
 
 
-def configure_logging():
+def configure_logging() -> None:
     """Warnings of the `gptkit` loggers to standard error as `warning: ...`, on rank 0 only
     (torchrun sets RANK): the other ranks show errors alone."""
     logger = logging.getLogger("gptkit")

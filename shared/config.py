@@ -1,16 +1,18 @@
 """Settings files: a preset shipped with a package, named, or any JSON file, by its path."""
+
 from pathlib import Path
+from typing import Any
 
 from gptkit.shared.errors import SettingError
-from gptkit.shared.files import looked_up
+from gptkit.shared.files import StrPath, looked_up
 from gptkit.shared.jsonfile import read_json
 
 
-def preset_names(presets_dir) -> list[str]:
+def preset_names(presets_dir: StrPath) -> list[str]:
     return sorted(p.stem for p in Path(presets_dir).glob("*.json"))
 
 
-def read_settings(name_or_path, presets_dir, what) -> tuple[dict, Path]:
+def read_settings(name_or_path: StrPath, presets_dir: StrPath, what: str) -> tuple[dict[str, Any], Path]:
     """The JSON object of a preset of `presets_dir` (a name without a suffix that is no file)
     or of a file, and the path it came from; `what` names its contents in errors. The setting is
     `config`, as the commands call a preset or settings file."""
@@ -18,7 +20,9 @@ def read_settings(name_or_path, presets_dir, what) -> tuple[dict, Path]:
     if not path.suffix and not path.exists():
         path = Path(presets_dir) / f"{name_or_path}.json"
         if not path.exists():
-            raise SettingError("config", f"{name_or_path}: no such preset (presets: {', '.join(preset_names(presets_dir))}) or file")
+            raise SettingError(
+                "config", f"{name_or_path}: no such preset (presets: {', '.join(preset_names(presets_dir))}) or file"
+            )
     try:
         settings = read_json(path)
     except OSError as e:

@@ -10,6 +10,7 @@ READMEs beside a corpus are not read as part of it.
 Memory stays bounded by the block and piece sizes (or the longest .jsonl line / a
 parquet batch), never by the file, so corpora far larger than RAM can be read.
 """
+
 from __future__ import annotations
 
 import bz2
@@ -21,16 +22,17 @@ import logging
 import lzma
 import os
 import zlib
+from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Iterator, Sequence
+from typing import BinaryIO
 
 from gptkit.shared.errors import InputError, SettingError
-from gptkit.shared.files import looked_up, resolved
+from gptkit.shared.files import StrPath, looked_up, resolved
 from gptkit.shared.jsonfile import parse_json
 from gptkit.shared.text import EOT, Utf8Decoder
 
 try:
-    from compression import zstd  # the standard library's, from Python 3.14
+    from compression import zstd  # type: ignore[import-not-found]  # the standard library's from Python 3.14; mypy reads 3.10
 except ImportError:
     try:
         import zstandard as zstd
@@ -53,7 +55,7 @@ def _compression(path: Path) -> str | None:
 
 
 def _format(path: Path) -> str:
-    """".jsonl", ".parquet" or ".txt" (any other name is text), after a compression suffix."""
+    """ ".jsonl", ".parquet" or ".txt" (any other name is text), after a compression suffix."""
     name = path.name.lower().removesuffix(_compression(path) or "")
     return next((f for f in (".jsonl", ".parquet") if name.endswith(f)), ".txt")
 
@@ -65,7 +67,7 @@ def _in_directory(path: Path, directory: Path) -> bool:
     return not hidden and name.endswith(DIRECTORY_FORMATS)
 
 
-def decompressed(path: Path, raw):
+def decompressed(path: Path, raw: BinaryIO) -> BinaryIO | io.BufferedIOBase:
     """The bytes of an open file, decompressed as its name says."""
     compression = _compression(path)
     if compression == ".gz":
@@ -83,7 +85,7 @@ def decompressed(path: Path, raw):
     return raw
 
 
-def _check_readable(path: Path):
+def _check_readable(path: Path) -> None:
     """Refuse, before any work, a file that cannot be opened, decompressed or read as text."""
     if not os.access(path, os.R_OK):
         raise InputError(f"{path}: permission denied")
@@ -98,13 +100,13 @@ def _check_readable(path: Path):
         raise InputError(f"{path}: a binary file (NUL bytes in it), not text")
 
 
-def expand_inputs(inputs: Sequence[str | os.PathLike]) -> list[Path]:
+def expand_inputs(inputs: Sequence[StrPath]) -> list[Path]:
     """Files, directories (searched recursively) and glob patterns -> readable corpus files.
 
     Order is kept (each directory and pattern sorted), duplicates dropped.
     """
     found: dict[Path, Path] = {}
-    for item in map(os.fspath, inputs):
+    for item in (os.fspath(path) for path in inputs):
         # An existing path is taken literally, so a file named "a[1].txt" is not a pattern.
         matches = [item] if looked_up(item, "input").exists() else sorted(glob.glob(item, recursive=True))
         if not matches:
@@ -128,7 +130,7 @@ def expand_inputs(inputs: Sequence[str | os.PathLike]) -> list[Path]:
 def _split(doc: str, piece_chars: int) -> Iterator[tuple[str, bool]]:
     """A whole document as pieces of at most piece_chars, the last marked as its end."""
     for i in range(0, len(doc), piece_chars):
-        yield doc[i:i + piece_chars], i + piece_chars >= len(doc)
+        yield doc[i : i + piece_chars], i + piece_chars >= len(doc)
 
 
 class Corpus:
@@ -138,7 +140,9 @@ class Corpus:
     `total_bytes` and `bytes_read` (on-disk bytes, compressed for compressed files) drive progress bars.
     """
 
-    def __init__(self, inputs, *, separator: str | None = DEFAULT_SEPARATOR, text_field: str = "text"):
+    def __init__(
+        self, inputs: Sequence[StrPath], *, separator: str | None = DEFAULT_SEPARATOR, text_field: str = "text"
+    ) -> None:
         self.paths = expand_inputs(inputs)
         self.separator = separator or None  # "" would match everywhere; treat it as no separator
         self.text_field = text_field
@@ -155,7 +159,9 @@ class Corpus:
         """
         yield from self._pieces(piece_chars)
         if self.invalid_utf8:
-            log.warning(f"{self.invalid_utf8} invalid UTF-8 sequence(s) replaced with U+FFFD (first in {self._first_invalid})")
+            log.warning(
+                f"{self.invalid_utf8} invalid UTF-8 sequence(s) replaced with U+FFFD (first in {self._first_invalid})"
+            )
 
     def count(self, max_documents: int) -> tuple[int, int]:
         """(documents, characters) of the corpus, reading no further than `max_documents`
@@ -208,7 +214,7 @@ class Corpus:
                     yield from _split(buf[pos:], piece_chars)
                     return
                 while len(buf) - pos - hold >= piece_chars:
-                    yield buf[pos:pos + piece_chars], False
+                    yield buf[pos : pos + piece_chars], False
                     pos += piece_chars
                 buf = buf[pos:]
 
@@ -225,8 +231,10 @@ class Corpus:
                 except json.JSONDecodeError as e:
                     raise InputError(f"{path}:{lineno}: invalid JSON ({e.msg} at column {e.colno})") from None
                 except ValueError:  # nested too deeply for the decoder
-                    raise InputError(f"{path}:{lineno}: JSON nested too deeply to read (a record is an object "
-                                     f"with a string field {field!r})") from None
+                    raise InputError(
+                        f"{path}:{lineno}: JSON nested too deeply to read (a record is an object "
+                        f"with a string field {field!r})"
+                    ) from None
                 doc = obj.get(field) if isinstance(obj, dict) else None
                 if not isinstance(doc, str):
                     raise SettingError("text_field", f"{field!r}: {path}:{lineno} has no string field of that name")
@@ -242,8 +250,10 @@ class Corpus:
             with pq.ParquetFile(path) as pf:
                 schema = pf.schema_arrow
                 if field not in schema.names:
-                    raise SettingError("text_field", f"{field!r}: {path} has no column of that name "
-                                                     f"(columns: {', '.join(schema.names)})")
+                    raise SettingError(
+                        "text_field",
+                        f"{field!r}: {path} has no column of that name (columns: {', '.join(schema.names)})",
+                    )
                 kind = schema.field(field).type
                 if not (pa.types.is_string(kind) or pa.types.is_large_string(kind)):
                     raise InputError(f"{path}: column {field!r} holds {kind}, expected strings")

@@ -6,6 +6,7 @@ interruption), is checked, and is renamed into place only then; its SHA-256 goes
 ours: it is replaced only with `overwrite`. Where the server publishes none, `NAME` is kept while
 it has the hash recorded when it was downloaded, and `check` (a format check) stands in for the
 hash."""
+
 from __future__ import annotations
 
 import hashlib
@@ -13,16 +14,23 @@ import os
 import sys
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 
 from gptkit.shared.errors import InputError
-from gptkit.shared.files import check_output
+from gptkit.shared.files import StrPath, check_output
 from gptkit.shared.progress import Progress
 
 CHUNK = 1 << 20
 
 
-def download(url, path, quiet=False, overwrite=False, check=None) -> Path:
+def download(
+    url: str,
+    path: StrPath,
+    quiet: bool = False,
+    overwrite: bool = False,
+    check: Callable[[Path], object] | None = None,
+) -> Path:
     """Fetch `url` to `path` unless it is there already with the published SHA-256 (or, where
     none is published, the one recorded when it was downloaded). `check(part)`: raises InputError
     for a downloaded file that is not what was expected, before it takes the name `path`."""
@@ -54,7 +62,9 @@ def download(url, path, quiet=False, overwrite=False, check=None) -> Path:
     actual = _sha256(part)
     if expected and actual != expected:
         part.unlink()
-        raise InputError(f"{url}: SHA-256 {actual}, the server publishes {expected}; the partial file was removed, run again")
+        raise InputError(
+            f"{url}: SHA-256 {actual}, the server publishes {expected}; the partial file was removed, run again"
+        )
     if check is not None:
         try:
             check(part)

@@ -19,6 +19,9 @@ Paths a user gives are looked up through one check (`looked_up`, `resolved`): on
 followed (a loop of symbolic links, a directory this user may not search, a name too long) is
 one line naming the setting, not a traceback from deep inside a command.
 """
+
+from __future__ import annotations
+
 import contextlib
 import errno
 import fcntl
@@ -26,21 +29,27 @@ import glob
 import os
 import shutil
 import stat
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import IO, Any, TypeVar
 
-from .errors import SettingError
+from .errors import SettingError, named
+
+# A path as callers give one: a str or any os.PathLike (a Path).
+StrPath = str | os.PathLike[str]
+_P = TypeVar("_P", bound=StrPath)
 
 LOCK_FILE = ".lock"  # a dot-file: the checks for other files in a directory pass it by
 
 
-_CANNOT_LOOK_UP = {
+_CANNOT_LOOK_UP: dict[int | None, str] = {  # by OSError.errno, which may be None
     errno.ELOOP: "a loop of symbolic links (or too many in a row); fix the link, or give another path",
     errno.EACCES: "permission denied on the way to it; give a path this user may reach",
     errno.ENAMETOOLONG: "a name too long for the file system; give a shorter path",
 }
 
 
-def looked_up(path, setting) -> Path:
+def looked_up(path: StrPath, setting: str) -> Path:
     """`path` as a Path, after checking that it can be looked up, its links followed: it is there,
     or it is not (the caller says what is missing). Anything else (a loop of symbolic links, a
     directory on the way that this user may not search, a name too long) is a SettingError of
@@ -58,13 +67,13 @@ def looked_up(path, setting) -> Path:
     return path
 
 
-def resolved(path, setting) -> Path:
+def resolved(path: StrPath, setting: str) -> Path:
     """The absolute path `path` names, its links followed (what a command records of a path, or
     compares with another); looked up first (looked_up), a failure a SettingError of `setting`."""
     return Path(os.path.realpath(looked_up(path, setting)))
 
 
-def temporary(path) -> Path:
+def temporary(path: StrPath) -> Path:
     """The temporary name of this process's new version of `path`."""
     path = Path(path)
     return path.with_name(f".{path.name}.tmp-{os.getpid()}")
@@ -77,13 +86,13 @@ class AtomicFile:
     is the same thing as a `with` block.
     """
 
-    def __init__(self, path, mode="wb", **open_kwargs):
+    def __init__(self, path: StrPath, mode: str = "wb", **open_kwargs: Any) -> None:
         self.path = Path(path)
         remove_stale_temporaries(self.path)
         self.tmp = temporary(self.path)
-        self.file = open(self.tmp, mode, **open_kwargs)
+        self.file: IO[Any] = open(self.tmp, mode, **open_kwargs)
 
-    def close(self):
+    def close(self) -> None:
         """Flush the temporary file to disk; `commit()` will rename it."""
         if not self.file.closed:
             try:
@@ -92,7 +101,7 @@ class AtomicFile:
             finally:
                 self.file.close()
 
-    def commit(self):
+    def commit(self) -> None:
         try:
             self.close()
             os.replace(self.tmp, self.path)
@@ -100,13 +109,13 @@ class AtomicFile:
             self.discard()
             raise
 
-    def discard(self):
+    def discard(self) -> None:
         self.file.close()
         self.tmp.unlink(missing_ok=True)
 
 
 @contextlib.contextmanager
-def atomic_write(path, mode="w", **open_kwargs):
+def atomic_write(path: StrPath, mode: str = "w", **open_kwargs: Any) -> Iterator[IO[Any]]:
     """Open a temporary file beside `path`; on success it is fsynced and renamed over `path`.
 
     On any exception (KeyboardInterrupt included) the temporary file is removed and
@@ -122,7 +131,7 @@ def atomic_write(path, mode="w", **open_kwargs):
 
 
 @contextlib.contextmanager
-def atomic_path(path):
+def atomic_path(path: StrPath) -> Iterator[Path]:
     """A temporary path beside `path` for a writer that wants a path (safetensors' save_file):
     fsynced and renamed over `path` when the block ends, removed if it fails."""
     path = Path(path)
@@ -138,7 +147,7 @@ def atomic_path(path):
 
 
 @contextlib.contextmanager
-def atomic_directory(path):
+def atomic_directory(path: StrPath) -> Iterator[Path]:
     """A new temporary directory beside `path`, filled in the block; then its files are fsynced
     and it replaces `path`.
 
@@ -180,7 +189,7 @@ def atomic_directory(path):
         raise
 
 
-def settle_directory(path):
+def settle_directory(path: StrPath) -> None:
     """Finish what a writer killed inside atomic_directory's swap left at `path`: its old version,
     aside as `.NAME.old-PID`, goes back where no `path` is (the new one never got in), and is
     deleted where `path` is (the swap was done). A live writer's is left alone; so is all of it
@@ -197,7 +206,7 @@ def settle_directory(path):
                 os.replace(old, path)
 
 
-def settled(path) -> Path:
+def settled(path: StrPath) -> Path:
     """Where a reader finds `path` as settle_directory would leave it, changing nothing: `path`,
     or where a writer killed inside atomic_directory's swap left none (the new one never got in),
     the whole old one it left aside, `.NAME.old-PID`; through a link, beside the link's target (a
@@ -210,14 +219,14 @@ def settled(path) -> Path:
     return min(_left_by_dead(Path(os.path.realpath(path)), "old"), default=path)
 
 
-def _aside(path):
+def _aside(path: Path) -> Path:
     return path.with_name(f".{path.name}.old-{os.getpid()}")
 
 
 LATEST = "latest"  # the link a training run's directory keeps to its newest checkpoint (atomic_symlink)
 
 
-def atomic_symlink(link, target):
+def atomic_symlink(link: StrPath, target: StrPath) -> None:
     """Point the symbolic link `link` at `target` (relative to the link's directory), replacing
     what it pointed at in one rename: a reader follows the old target or the new one."""
     link = Path(link)
@@ -227,7 +236,7 @@ def atomic_symlink(link, target):
     os.replace(tmp, link)
 
 
-def remove_directory(path):
+def remove_directory(path: StrPath) -> None:
     """Delete a directory tree, first renamed to a temporary name: a kill while deleting leaves
     a temporary for the next writer to remove, never a half-deleted tree under its own name."""
     path = Path(path)
@@ -236,7 +245,7 @@ def remove_directory(path):
     shutil.rmtree(doomed)
 
 
-def sync_directory(directory):
+def sync_directory(directory: StrPath) -> None:
     """Make the renames in `directory` reach the disk (before a file that relies on them)."""
     fd = os.open(directory, os.O_RDONLY)
     try:
@@ -245,14 +254,14 @@ def sync_directory(directory):
         os.close(fd)
 
 
-def remove_stale_temporaries(path):
+def remove_stale_temporaries(path: StrPath) -> None:
     """Delete the temporaries of `path` that writers killed before their rename left behind
     (`.NAME.tmp-PID` of a process that no longer runs, file or directory); a live writer's stays."""
     for tmp in _left_by_dead(Path(path), "tmp"):
         _remove(tmp)
 
 
-def _left_by_dead(path, kind):
+def _left_by_dead(path: Path, kind: str) -> Iterator[Path]:
     """The `.NAME.KIND-PID` beside `path` of processes that no longer run."""
     for left in path.parent.glob(f".{glob.escape(path.name)}.{kind}-*"):
         pid = left.name.rsplit("-", 1)[1]
@@ -260,7 +269,14 @@ def _left_by_dead(path, kind):
             yield left
 
 
-def check_output(path, ours, what, overwrite=False, *, directory=False):
+def check_output(
+    path: StrPath,
+    ours: Callable[[Path], Any] | None,
+    what: str,
+    overwrite: bool = False,
+    *,
+    directory: bool = False,
+) -> None:
     """Refuse to replace an existing `path` that the command did not write, unless `overwrite`.
 
     `ours(path)` says whether it is of the kind the command writes (a tokenizer.json, a
@@ -284,17 +300,21 @@ def check_output(path, ours, what, overwrite=False, *, directory=False):
         try:
             names = sorted(p.name for p in path.iterdir())
         except OSError as e:
-            raise SettingError("out", f"{path}: exists and cannot be read ({e.strerror}); choose another path") from None
+            raise SettingError(
+                "out", f"{path}: exists and cannot be read ({e.strerror}); choose another path"
+            ) from None
         if not names:
             return
         found = f"a directory of other files ({names[0]}{', ...' if len(names) > 1 else ''})"
     else:
         found = "a file"
     kind = f", not {what}" if ours is not None else ""
-    raise SettingError("out", f"{path}: exists and is {found}{kind}; choose another path, or pass --overwrite to replace it")
+    raise SettingError(
+        "out", f"{path}: exists and is {found}{kind}; choose another path, or pass {named('overwrite')} to replace it"
+    )
 
 
-def check_apart(out, source, source_flag):
+def check_apart(out: StrPath, source: StrPath, source_flag: str) -> None:
     """Refuse an output that is its command's input, holds it or lies inside it, even with
     --overwrite: replacing it would delete the input, or change it while it is read. A
     SettingError of the setting `out`; `source_flag`: the input's flag (`--copy-from`), for the
@@ -309,31 +329,40 @@ def check_apart(out, source, source_flag):
         relation = "lies inside"
     else:
         return
-    raise SettingError("out", f"{out}: {relation} {source_flag} {source}, the input; choose a path apart from it "
-                              "(--overwrite or not)")
+    raise SettingError(
+        "out",
+        f"{out}: {relation} {source_flag} {source}, the input; choose a path apart from it ({named('overwrite')} or not)",
+    )
 
 
 class NotRegularFile(OSError):
     """A path that is not a regular file where one is read; shown as its reason alone."""
 
-    def __str__(self):
-        return self.strerror
+    def __str__(self) -> str:
+        return str(self.strerror)
 
 
-def regular_file(path):
+def regular_file(path: _P) -> _P:
     """`path`, after checking that it is a regular file (links followed): reading a named pipe
     would wait for a writer, forever if none comes, and a device (/dev/zero) may never end.
     NotRegularFile (an OSError) where it is something else; FileNotFoundError where it is missing."""
     mode = os.stat(path).st_mode
     if not stat.S_ISREG(mode):
-        kind = ("a directory" if stat.S_ISDIR(mode) else "a named pipe" if stat.S_ISFIFO(mode) else
-                "a socket" if stat.S_ISSOCK(mode) else "a device")
+        kind = (
+            "a directory"
+            if stat.S_ISDIR(mode)
+            else "a named pipe"
+            if stat.S_ISFIFO(mode)
+            else "a socket"
+            if stat.S_ISSOCK(mode)
+            else "a device"
+        )
         raise NotRegularFile(errno.EINVAL, f"not a regular file but {kind}")
     return path
 
 
 @contextlib.contextmanager
-def output_lock(directory, owner):
+def output_lock(directory: StrPath, owner: str) -> Iterator[None]:
     """Own `directory` (made if missing) while the block runs: a second process is refused,
     its message naming this one (`owner`: the command, as `gptkit train`).
 
@@ -361,7 +390,9 @@ def output_lock(directory, owner):
         except BlockingIOError:
             holder = _lock_holder(fd)
             os.close(fd)
-            raise SettingError("out", f"{directory}: in use by {holder}; wait for it or choose another directory") from None
+            raise SettingError(
+                "out", f"{directory}: in use by {holder}; wait for it or choose another directory"
+            ) from None
         try:
             mine = os.path.samestat(os.fstat(fd), os.stat(lock))
         except FileNotFoundError:

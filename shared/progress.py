@@ -1,4 +1,5 @@
 """A progress line on stderr: redrawn in place on a terminal, a few plain lines in logs."""
+
 import sys
 import time
 
@@ -12,23 +13,32 @@ class Progress:
     leaves a handful of lines rather than thousands.
     """
 
-    def __init__(self, label, unit, *, total=None, scale=1, quiet=False, log_interval=30.0):
+    def __init__(
+        self,
+        label: str,
+        unit: str,
+        *,
+        total: float | None = None,
+        scale: float = 1,
+        quiet: bool = False,
+        log_interval: float = 30.0,
+    ) -> None:
         self.label, self.unit, self.total, self.scale = label, unit, total, scale
         self.enabled = not quiet
         self.tty = sys.stderr.isatty()
         self.interval = 0.1 if self.tty else log_interval
         self.start = self.last = time.perf_counter()
-        self.done = 0
+        self.done: float = 0
         self.note = ""
 
-    def update(self, done, note=""):
+    def update(self, done: float, note: str = "") -> None:
         self.done, self.note = done, note
         now = time.perf_counter()
         if self.enabled and now - self.last >= self.interval:
             self.last = now
             self._show(now, end="\r" if self.tty else "\n")
 
-    def close(self):
+    def close(self) -> None:
         if self.enabled:
             self._show(time.perf_counter(), end="\n")
 

@@ -4,24 +4,23 @@ DIR/NAME_train_000001.bin, ..., DIR/manifest.json, DIR/tokenizer.json), specifie
 manifest field in docs/formats.md#data-directories.
 
 The manifest alone says which shards are the dataset: a run writes its shards under numbers no file
-of the directory has and replaces the manifest last (`ShardSet.commit`), so readers go through it
+of the directory has and replaces the manifest last (shard_set.py, `ShardSet.commit`), so readers go through it
 (`ShardDir`). A directory of plain llm.c shards has no manifest: its shards are listed by name.
 """
+
 from __future__ import annotations
 
 import functools
 import json
 import re
-from bisect import bisect_right
-from itertools import count
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Protocol
 
-import numpy as np
-
-from gptkit.shared.errors import InputError, SettingError
-from gptkit.shared.files import atomic_write, remove_stale_temporaries, sync_directory
+from gptkit.shared.errors import SettingError
+from gptkit.shared.files import StrPath
 from gptkit.shared.jsonfile import is_count, read_json
-from gptkit.shared.shards import HEADER_BYTES, MAX_TOKENS, ShardError, ShardHeader, ShardWriter, dtype_for, read_header
+from gptkit.shared.shards import ShardError, ShardHeader, read_header
 from gptkit.shared.text import EOT
 
 FORMAT, VERSION = "gptkit-shards", 1
@@ -33,12 +32,27 @@ SHARD_NAME = re.compile(r"_(train|val)_(\d{6})\.bin$")  # ours
 LLMC_SHARD_NAME = re.compile(r"_(train|val)(?:_\d+)?\.bin$")
 
 
+class Tokenizer(Protocol):
+    """What a data directory reads and writes of its tokenizer (gptkit.tokenizer.Tokenizer, a stage
+    above this package)."""
+
+    @property
+    def vocab_size(self) -> int: ...
+
+    @property
+    def fingerprint(self) -> str: ...
+
+    special_tokens: dict[str, int]
+
+    def save(self, path: StrPath) -> None: ...
+
+
 class ShardDir:
     """A data directory as its readers see it. The manifest is read and checked once, when first
     used (None: a directory of plain llm.c shards); the tokenizer is a path, which the tokenizer
     package loads (gptkit.tokenizer.Tokenizer.from_file)."""
 
-    def __init__(self, path):
+    def __init__(self, path: StrPath) -> None:
         self.path = Path(path)
         self.manifest_path = self.path / MANIFEST
         self.tokenizer = self.path / TOKENIZER_FILE
@@ -57,8 +71,10 @@ class ShardDir:
             raise ShardError(f"{path}: not a readable manifest ({e})") from None
         problem = _mismatch(manifest, MANIFEST_ID, "")
         if problem is None and manifest["version"] > VERSION:
-            raise ShardError(f"{path}: version {manifest['version']} of the manifest, newer than this gptkit reads "
-                             f"({VERSION}): upgrade gptkit, or encode the corpus again with this one")
+            raise ShardError(
+                f"{path}: version {manifest['version']} of the manifest, newer than this gptkit reads "
+                f"({VERSION}): upgrade gptkit, or encode the corpus again with this one"
+            )
         problem = problem or _mismatch(manifest, MANIFEST_FIELDS, "")
         if problem is None and manifest.get("mask", False) not in (True, False):  # optional: chat data's
             problem = f"mask is {_shown(manifest['mask'])}, expected true or false"
@@ -75,7 +91,7 @@ class ShardDir:
     def vocab_size(self) -> int | None:
         return self.manifest["tokenizer"]["vocab_size"] if self.manifest else None
 
-    def eot_id(self, tokenizer) -> int | None:
+    def eot_id(self, tokenizer: Tokenizer) -> int | None:
         """The end-of-text id that ends every document, as the manifest records it (None:
         pretokenize --no-eot); plain llm.c shards, which have no manifest, end documents with
         the tokenizer's <|endoftext|> (GPT-2's 50256)."""
@@ -93,7 +109,7 @@ class ShardDir:
         frequencies), as pretokenize records it; None without it."""
         return self.manifest["totals"]["train"].get("unigram_entropy") if self.manifest else None
 
-    def check_exists(self):
+    def check_exists(self) -> None:
         """A reader's first check: a data directory that is not there names the step that writes it."""
         if not self.path.exists():
             raise SettingError("data", f"{self.path}: no such directory; `gptkit pretokenize` (make encode) writes one")
@@ -124,9 +140,14 @@ class ShardDir:
         and a resume compares it (identity_difference): the file names, which a copy keeps and another
         encoding of the same text may not, are there for the messages."""
         if self.manifest is not None:
-            return {split: [[s["file"], s["tokens"], s["crc32"]] for s in self.manifest["shards"] if s["split"] == split]
-                    for split in ("train", "val")}
-        return {split: [[p.name, read_header(p).num_tokens, None] for p in self.shard_paths(split)] for split in ("train", "val")}
+            return {
+                split: [[s["file"], s["tokens"], s["crc32"]] for s in self.manifest["shards"] if s["split"] == split]
+                for split in ("train", "val")
+            }
+        return {
+            split: [[p.name, read_header(p).num_tokens, None] for p in self.shard_paths(split)]
+            for split in ("train", "val")
+        }
 
     def unlisted(self) -> list[Path]:
         """Shards of ours that the manifest does not list: no part of the dataset (an interrupted
@@ -135,30 +156,40 @@ class ShardDir:
             return []
         return sorted(p for p in self.path.glob("*.bin") if SHARD_NAME.search(p.name) and p.name not in self._entries)
 
+    @property
+    def _listed(self) -> dict:
+        """The manifest, where the caller has made sure there is one."""
+        assert self.manifest is not None, f"{self.path}: no manifest"
+        return self.manifest
+
     @functools.cached_property
-    def _entries(self):
-        return {entry["file"]: entry for entry in self.manifest["shards"]}
+    def _entries(self) -> dict[str, dict]:
+        return {entry["file"]: entry for entry in self._listed["shards"]}
 
     def listing_problems(self) -> list[str]:
         """What the manifest's list of shards says against itself: a shard listed twice (read twice
         per pass) or under the split its name does not say (training tokens in the validation set)."""
         problems, seen = [], set()
-        for entry in self.manifest["shards"]:
+        for entry in self._listed["shards"]:
             name, split = entry["file"], entry["split"]
             if name in seen:
                 problems.append(f"{self.path / name}: listed twice in {MANIFEST}")
             seen.add(name)
-            named = SHARD_NAME.search(name)[1]
+            named = _split_of(name)
             if split != named:
-                problems.append(f"{self.path / name}: a {named} shard by its name, listed under {split!r} in {MANIFEST}")
+                problems.append(
+                    f"{self.path / name}: a {named} shard by its name, listed under {split!r} in {MANIFEST}"
+                )
         return problems
 
-    def header_problems(self, path, header: ShardHeader) -> list[str]:
+    def header_problems(self, path: StrPath, header: ShardHeader) -> list[str]:
         """Where the header of a listed shard and the manifest disagree, one line per field with
         both values: a reader relies on each (the token count, the end-of-text id, the tokenizer, ...)."""
         if not header.extended:
-            return [f"{path}: a plain llm.c header (no vocabulary, checksum or fingerprint), listed in {MANIFEST} as one of ours"]
-        entry, manifest = self._entries[Path(path).name], self.manifest
+            return [
+                f"{path}: a plain llm.c header (no vocabulary, checksum or fingerprint), listed in {MANIFEST} as one of ours"
+            ]
+        entry, manifest = self._entries[Path(path).name], self._listed
         fields = [
             ("token count", header.num_tokens, entry["tokens"]),
             ("document count", header.num_docs, entry["documents"]),
@@ -169,53 +200,83 @@ class ShardDir:
             ("token type", header.dtype.name, manifest["dtype"]),
             ("mask flag", int(header.has_mask), int(self.has_mask)),
         ]
-        return [f"{path}: {field} {_fact(ours)} in the header, {_fact(theirs)} in {MANIFEST}"
-                for field, ours, theirs in fields if ours != theirs]
+        return [
+            f"{path}: {field} {_fact(ours)} in the header, {_fact(theirs)} in {MANIFEST}"
+            for field, ours, theirs in fields
+            if ours != theirs
+        ]
 
-    def totals_problems(self, headers) -> list[str]:
+    def totals_problems(self, headers: Mapping[str, ShardHeader]) -> list[str]:
         """The manifest's totals against the sums of the headers (file name: header) of each
         split's shards, by their names (a shard listed under the other split is a problem of its
         own). A split with a shard missing from `headers` is left out: it could not be read, and
         that is reported already."""
         problems = []
-        for split, totals in self.manifest["totals"].items():
-            names = {s["file"] for s in self.manifest["shards"] if SHARD_NAME.search(s["file"])[1] == split}
+        for split, totals in self._listed["totals"].items():
+            names = {s["file"] for s in self._listed["shards"] if _split_of(s["file"]) == split}
             if not all(name in headers and headers[name].extended for name in names):
                 continue
-            found = {"tokens": sum(headers[n].num_tokens for n in names), "documents": sum(headers[n].num_docs for n in names)}
-            problems += [f"{self.manifest_path}: totals.{split}.{field} is {totals[field]:,}, the headers of its {split} "
-                         f"shards add up to {total:,}" for field, total in found.items() if totals[field] != total]
+            found = {
+                "tokens": sum(headers[n].num_tokens for n in names),
+                "documents": sum(headers[n].num_docs or 0 for n in names),  # extended headers: never None
+            }
+            problems += [
+                f"{self.manifest_path}: totals.{split}.{field} is {totals[field]:,}, the headers of its {split} "
+                f"shards add up to {total:,}"
+                for field, total in found.items()
+                if totals[field] != total
+            ]
         return problems
 
 
 # What the readers of a manifest use (pretokenize verify and inspect, train): a dict is an object
 # with these keys, a list a list of such items, a pair (test, description) a value. MANIFEST_ID
 # first: a manifest of a newer version may have other fields.
-MANIFEST_ID = {"format": (lambda v: v == FORMAT, json.dumps(FORMAT)),
-               "version": (lambda v: is_count(v) and v > 0, "a positive integer")}
+MANIFEST_ID = {
+    "format": (lambda v: v == FORMAT, json.dumps(FORMAT)),
+    "version": (lambda v: is_count(v) and v > 0, "a positive integer"),
+}
 _COUNT = (is_count, "a count (an integer, 0 or more)")
 _TEXT = (lambda v: isinstance(v, str), "a string")
 _TOTALS = {"documents": _COUNT, "tokens": _COUNT}
 MANIFEST_FIELDS = {
     "name": _TEXT,
-    "tokenizer": {"fingerprint": (lambda v: isinstance(v, str) and re.fullmatch(r"[0-9a-f]{16}", v) is not None,
-                                  "16 hexadecimal digits"),
-                  "vocab_size": (lambda v: is_count(v) and v > 0, "a positive integer")},
+    "tokenizer": {
+        "fingerprint": (
+            lambda v: isinstance(v, str) and re.fullmatch(r"[0-9a-f]{16}", v) is not None,
+            "16 hexadecimal digits",
+        ),
+        "vocab_size": (lambda v: is_count(v) and v > 0, "a positive integer"),
+    },
     "eot_token": (lambda v: v is None or isinstance(v, str), "a string or null"),
     "eot_id": (lambda v: v is None or is_count(v), "a token id or null"),
     "dtype": (lambda v: v in ("uint16", "uint32"), '"uint16" or "uint32"'),
     "split": {"text": _TEXT},
     "totals": {"train": _TOTALS, "val": _TOTALS},
-    "shards": [{
-        # A bare name of ours: a reader opens it in the manifest's directory, never elsewhere.
-        "file": (lambda v: isinstance(v, str) and "/" not in v and SHARD_NAME.search(v) is not None,
-                 "a shard file name, NAME_train_NNNNNN.bin or NAME_val_NNNNNN.bin"),
-        "split": (lambda v: v in ("train", "val"), '"train" or "val"'),
-        "tokens": _COUNT,
-        "documents": _COUNT,
-        "crc32": (lambda v: isinstance(v, str) and re.fullmatch(r"[0-9a-f]{8}", v) is not None, "8 hexadecimal digits"),
-    }],
+    "shards": [
+        {
+            # A bare name of ours: a reader opens it in the manifest's directory, never elsewhere.
+            "file": (
+                lambda v: isinstance(v, str) and "/" not in v and SHARD_NAME.search(v) is not None,
+                "a shard file name, NAME_train_NNNNNN.bin or NAME_val_NNNNNN.bin",
+            ),
+            "split": (lambda v: v in ("train", "val"), '"train" or "val"'),
+            "tokens": _COUNT,
+            "documents": _COUNT,
+            "crc32": (
+                lambda v: isinstance(v, str) and re.fullmatch(r"[0-9a-f]{8}", v) is not None,
+                "8 hexadecimal digits",
+            ),
+        }
+    ],
 }
+
+
+def _split_of(name: str) -> str:
+    """The split a shard file of the manifest is by its name (a name MANIFEST_FIELDS checked)."""
+    match = SHARD_NAME.search(name)
+    assert match is not None, name
+    return match[1]
 
 
 def identity_difference(then: dict, now: dict) -> str | None:
@@ -261,162 +322,3 @@ def _fact(value):
 
 
 # -- writing a data directory -------------------------------------------------------------------
-
-
-def check_shard_directory(out_dir, fingerprint, overwrite=False):
-    """Refuse a directory that holds shards of another tokenizer (or of none we can tell)."""
-    if out_dir.exists() and not out_dir.is_dir():
-        raise SettingError("out", f"{out_dir}: exists and is not a directory")
-    if overwrite or not out_dir.exists():
-        return
-    try:
-        manifest = ShardDir(out_dir).manifest
-    except ShardError as e:
-        raise SettingError("out", f"{str(e)}; --overwrite replaces the directory's dataset") from None
-    found = {manifest["tokenizer"]["fingerprint"]} if manifest else set()
-    for path in out_dir.glob("*.bin"):
-        if SHARD_NAME.search(path.name):
-            with open(path, "rb") as f:
-                raw = f.read(HEADER_BYTES)
-            try:
-                found.add(ShardHeader.from_bytes(raw, path).fingerprint)
-            except InputError:
-                found.add(None)
-    others = found - {fingerprint}
-    if others:
-        theirs = ", ".join(sorted(fp or "unknown" for fp in others))
-        raise SettingError("out", f"{out_dir}: holds shards of another tokenizer ({theirs}; this one is {fingerprint}); "
-                         "choose another directory or pass --overwrite")
-
-
-class ShardSet:
-    """The shards of one output directory, numbered in the order they are opened, written under
-    temporary names and made the directory's dataset by `commit` (pretokenize writes its
-    datasets with it, bench/encode.py its reference)."""
-
-    def __init__(self, out_dir, tokenizer, eot_id, shard_tokens, *, mask=False, chat_files=None):
-        """`mask`: every write brings the tokens' mask (chat data); `chat_files`: {name: text} of
-        CHAT_FILES, the chat template the data was rendered with, written beside tokenizer.json."""
-        if not (is_count(shard_tokens) and 1 <= shard_tokens <= MAX_TOKENS):
-            raise SettingError("shard_tokens", f"{shard_tokens}: expected a whole number from 1 to {MAX_TOKENS:,}")
-        self.out_dir, self.tokenizer, self.shard_tokens = out_dir, tokenizer, shard_tokens
-        self.name = out_dir.resolve().name
-        self.dtype = dtype_for(tokenizer.vocab_size)
-        self.facts = dict(vocab_size=tokenizer.vocab_size, eot_id=eot_id, fingerprint=tokenizer.fingerprint)
-        self.mask, self.chat_files = mask, dict(chat_files or {})
-        self.open_writers, self.finished = {}, []  # finished: (split, writer, header)
-        self.numbers = None  # the unused shard numbers, from `begin`
-        self.committed = False
-        self.created_dir = not out_dir.exists()
-        self.unigrams = {split: np.zeros(tokenizer.vocab_size, np.int64) for split in ("val", "train")}  # token counts
-
-    def begin(self):
-        self.out_dir.mkdir(parents=True, exist_ok=True)
-        for tmp in self.out_dir.glob(".*.tmp-*"):  # killed runs' (a live writer's stay: see remove_stale_temporaries)
-            final = self.out_dir / tmp.name[1:].rsplit(".tmp-", 1)[0]
-            if SHARD_NAME.search(final.name) or final.name in (MANIFEST, TOKENIZER_FILE, *CHAT_FILES):
-                remove_stale_temporaries(final)
-        # Numbers that no shard of the directory has, temporary or not: the new shards go in beside
-        # the old dataset and replace none of its files.
-        taken = {int(m[2]) for path in self.out_dir.iterdir() if (m := SHARD_NAME.search(path.name.split(".tmp-")[0]))}
-        self.numbers = (n for n in count() if n not in taken)
-        for split in ("val", "train"):  # validation first, as in llm.c
-            self._open(split)
-
-    def write(self, split, tokens, doc_ends, mask=None):
-        """Append tokens to the split, starting new shards as they fill; `doc_ends` are the
-        offsets (sorted) in `tokens` just after each document that ends there; `mask`, one value
-        per token, in a set with masks."""
-        counted = tokens if mask is None else tokens[np.asarray(mask, bool)]  # chat data: the loss's tokens alone
-        self.unigrams[split] += np.bincount(counted, minlength=len(self.unigrams[split]))
-        done = 0
-        while done < len(tokens):
-            writer = self.open_writers.get(split) or self._open(split)
-            stop = min(len(tokens), done + self.shard_tokens - writer.num_tokens)
-            writer.write(tokens[done:stop], bisect_right(doc_ends, stop) - bisect_right(doc_ends, done),
-                         None if mask is None else mask[done:stop])
-            done = stop
-            if writer.num_tokens == self.shard_tokens:
-                self._finish(split)
-
-    def _open(self, split):
-        path = self.out_dir / f"{self.name}_{split}_{next(self.numbers):06d}.bin"
-        writer = self.open_writers[split] = ShardWriter(path, self.dtype, **self.facts, mask=self.mask)
-        return writer
-
-    def _finish(self, split):
-        writer = self.open_writers.pop(split)
-        self.finished.append((split, writer, writer.close()))
-
-    def finish_all(self):
-        for split in list(self.open_writers):
-            self._finish(split)
-        self.finished.sort(key=lambda f: f[1].path.name[-10:])  # by shard number
-
-    def manifest(self, counts, made, *, eot_token, tokenizer_source) -> dict:
-        """The manifest of the finished shards (see the module's docstring). `counts`: the
-        [documents, tokens] of each split; `made`: how the shards were made (the split rule, the
-        sources, ...), recorded as it is."""
-        eot_id = self.facts["eot_id"]
-        return {
-            "format": FORMAT,
-            "version": VERSION,
-            "name": self.name,
-            "tokenizer": {"file": TOKENIZER_FILE, "source": str(tokenizer_source) if tokenizer_source else None,
-                          "fingerprint": self.tokenizer.fingerprint, "vocab_size": self.tokenizer.vocab_size},
-            "eot_token": eot_token if eot_id is not None else None,
-            "eot_id": eot_id,
-            "dtype": self.dtype.name,
-            "shard_tokens": self.shard_tokens,
-            **({"mask": True} if self.mask else {}),  # a plain dataset's manifest is as before
-            **made,
-            "totals": {name: {"documents": docs, "tokens": tokens, "unigram_entropy": _entropy(self.unigrams[name])}
-                       for name, (docs, tokens) in counts.items()},
-            "shards": [
-                {"file": writer.path.name, "split": name, "tokens": header.num_tokens,
-                 "documents": header.num_docs, "crc32": f"{header.checksum:08x}"}
-                for name, writer, header in self.finished
-            ],
-        }
-
-    def commit(self, manifest):
-        """Make the new shards the directory's dataset; at every instant it is the old one or the new one.
-
-        The shards go in first, under their new names: no manifest lists them yet, so no reader
-        sees them. Then tokenizer.json, unchanged unless --overwrite brought another tokenizer (a
-        kill right after that leaves the old shards beside it, which `verify` and `train` refuse:
-        the fingerprints differ), and the chat files where there are some. Then the manifest, renamed
-        over the old one: the commit point. Last, the shards it does not list (the old dataset's,
-        killed runs') are removed, and old chat files the new dataset does not have."""
-        for _, writer, _ in self.finished:
-            writer.commit()
-        self.tokenizer.save(self.out_dir / TOKENIZER_FILE)
-        for name, text in self.chat_files.items():
-            with atomic_write(self.out_dir / name, encoding="utf-8") as f:
-                f.write(text)
-        sync_directory(self.out_dir)  # the renames reach the disk before the manifest that relies on them
-        with atomic_write(self.out_dir / MANIFEST) as f:
-            f.write(json.dumps(manifest, indent=2) + "\n")
-        self.committed = True
-        listed = {writer.path.name for _, writer, _ in self.finished}
-        for path in self.out_dir.glob("*.bin"):
-            if SHARD_NAME.search(path.name) and path.name not in listed:
-                path.unlink()
-        for name in set(CHAT_FILES) - set(self.chat_files):
-            (self.out_dir / name).unlink(missing_ok=True)
-
-    def discard(self):
-        """Remove what this run wrote, unless its manifest is in: then the dataset is its own."""
-        if self.committed:
-            return
-        for writer in [*self.open_writers.values(), *(w for _, w, _ in self.finished)]:
-            writer.discard()
-        if self.created_dir and self.out_dir.is_dir() and not any(self.out_dir.iterdir()):
-            self.out_dir.rmdir()
-
-
-def _entropy(counts):
-    """The entropy of the tokens' unigram distribution, in nats per token: the loss of a model
-    that knows only token frequencies, the baseline a trained model's loss must beat."""
-    p = counts[counts > 0] / counts.sum()
-    return round(float(-(p * np.log(p)).sum()), 6)

@@ -5,21 +5,28 @@ for a vocabulary of more than 65,536), then, in a shard of chat data, the mask o
 loss counts (one uint8 per token). The format, slot by slot: docs/formats.md#shards.
 A directory of shards, with its manifest and tokenizer, is shared/shard_dir.py's.
 """
+
 from __future__ import annotations
 
 import tempfile
 import zlib
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from gptkit.shared.errors import InputError
-from gptkit.shared.files import AtomicFile
+from gptkit.shared.files import AtomicFile, StrPath
 
 HEADER_INTS = 256
 HEADER_BYTES = HEADER_INTS * 4
-FORMATS = {20240520: (1, np.dtype("<u2")), 20240801: (7, np.dtype("<u4"))}  # magic: (version, dtype)
+FORMATS: dict[int, tuple[int, np.dtype]] = {
+    20240520: (1, np.dtype("<u2")),
+    20240801: (7, np.dtype("<u4")),
+}  # magic: (version, dtype)
 MAGIC = {dtype: magic for magic, (_, dtype) in FORMATS.items()}
 EXTENSION_MARKER = int.from_bytes(b"gptk", "little")
 EXTENSION_VERSION = 1
@@ -74,14 +81,21 @@ class ShardHeader:
         ints[:3] = self.magic, self.version, self.num_tokens
         if self.extended:
             version = MASK_EXTENSION_VERSION if self.has_mask else EXTENSION_VERSION
-            ints[3:8] = EXTENSION_MARKER, version, self.vocab_size, -1 if self.eot_id is None else self.eot_id, self.num_docs
+            ints[3:8] = (
+                EXTENSION_MARKER,
+                version,
+                self.vocab_size,
+                -1 if self.eot_id is None else self.eot_id,
+                self.num_docs,
+            )
             ints[8:9].view("<u4")[0] = self.checksum
+            assert self.fingerprint is not None  # an extended header has one (from_bytes, ShardWriter)
             ints[9:11] = np.frombuffer(bytes.fromhex(self.fingerprint), "<i4")
             ints[11] = self.has_mask
         return ints.tobytes()
 
     @classmethod
-    def from_bytes(cls, raw: bytes, path) -> ShardHeader:
+    def from_bytes(cls, raw: bytes, path: StrPath) -> ShardHeader:
         if len(raw) < HEADER_BYTES:
             raise ShardError(f"{path}: {len(raw)} bytes, too short for the {HEADER_BYTES}-byte shard header")
         ints = np.frombuffer(raw[:HEADER_BYTES], "<i4")
@@ -96,11 +110,15 @@ class ShardHeader:
         if ints[3] != EXTENSION_MARKER:
             return cls(dtype, num_tokens)
         if ints[4] not in (EXTENSION_VERSION, MASK_EXTENSION_VERSION):
-            raise ShardError(f"{path}: header extension version {ints[4]}, this reader knows versions {EXTENSION_VERSION} "
-                             f"and {MASK_EXTENSION_VERSION}")
+            raise ShardError(
+                f"{path}: header extension version {ints[4]}, this reader knows versions {EXTENSION_VERSION} "
+                f"and {MASK_EXTENSION_VERSION}"
+            )
         if ints[11] != (ints[4] == MASK_EXTENSION_VERSION):
-            raise ShardError(f"{path}: header extension version {ints[4]} with mask flag {ints[11]} (slot 11), expected "
-                             f"{int(ints[4] == MASK_EXTENSION_VERSION)}")
+            raise ShardError(
+                f"{path}: header extension version {ints[4]} with mask flag {ints[11]} (slot 11), expected "
+                f"{int(ints[4] == MASK_EXTENSION_VERSION)}"
+            )
         eot_id = int(ints[6])
         return cls(
             dtype,
@@ -122,7 +140,7 @@ class Shard:
     mask: np.ndarray | None = None  # likewise of the mask (uint8, 1: the loss counts the token); None: no mask
 
 
-def read_header(path) -> ShardHeader:
+def read_header(path: StrPath) -> ShardHeader:
     """The header of a shard, checked against the file's size."""
     path = Path(path)
     try:
@@ -139,11 +157,13 @@ def read_header(path) -> ShardHeader:
             f"{header.dtype.name} tokens{mask}, {expected:,} bytes with the header; the file has {size:,})"
         )
     if size > expected:
-        raise ShardError(f"{path}: {size - expected:,} bytes more than the header's {header.num_tokens:,} tokens{mask} account for")
+        raise ShardError(
+            f"{path}: {size - expected:,} bytes more than the header's {header.num_tokens:,} tokens{mask} account for"
+        )
     return header
 
 
-def open_shard(path, vocab_size: int | None = None) -> Shard:
+def open_shard(path: StrPath, vocab_size: int | None = None) -> Shard:
     """Map a shard's tokens after checking its header, its size and (if both are known) its vocabulary size."""
     path = Path(path)
     header = read_header(path)
@@ -153,11 +173,15 @@ def open_shard(path, vocab_size: int | None = None) -> Shard:
     if n == 0:  # mmap refuses a zero-length map
         return Shard(path, header, np.empty(0, header.dtype), np.empty(0, MASK_DTYPE) if header.has_mask else None)
     tokens = np.memmap(path, header.dtype, "r", offset=HEADER_BYTES, shape=(n,))
-    mask = np.memmap(path, MASK_DTYPE, "r", offset=HEADER_BYTES + n * header.dtype.itemsize, shape=(n,)) if header.has_mask else None
+    mask = (
+        np.memmap(path, MASK_DTYPE, "r", offset=HEADER_BYTES + n * header.dtype.itemsize, shape=(n,))
+        if header.has_mask
+        else None
+    )
     return Shard(path, header, tokens, mask)
 
 
-def verify_shard(path, vocab_size: int | None = None) -> Shard:
+def verify_shard(path: StrPath, vocab_size: int | None = None) -> Shard:
     """`open_shard`, then read every token (and mask value): the checksum must match, every id be
     below the vocabulary size (the header's, or `vocab_size` for a plain llm.c shard) and every
     mask value 0 or 1."""
@@ -167,14 +191,14 @@ def verify_shard(path, vocab_size: int | None = None) -> Shard:
     crc = 0
     for start in range(0, len(tokens), VERIFY_STEP):
         block = np.ascontiguousarray(tokens[start : start + VERIFY_STEP])
-        crc = zlib.crc32(block, crc)
+        crc = zlib.crc32(block, crc)  # type: ignore[arg-type]  # an ndarray is a buffer; numpy types __buffer__ from 3.12
         if limit is not None and int(block.max()) >= limit:
             at = start + int(np.argmax(block >= limit))
             raise ShardError(f"{path}: token {at:,} is id {int(tokens[at]):,}, not below the vocabulary size {limit:,}")
     mask = shard.mask if shard.mask is not None else ()
     for start in range(0, len(mask), VERIFY_STEP):
         block = np.ascontiguousarray(mask[start : start + VERIFY_STEP])
-        crc = zlib.crc32(block, crc)
+        crc = zlib.crc32(block, crc)  # type: ignore[arg-type]  # an ndarray is a buffer; numpy types __buffer__ from 3.12
         if int(block.max()) > 1:
             at = start + int(np.argmax(block > 1))
             raise ShardError(f"{path}: the mask of token {at:,} is {int(mask[at])}, not 0 or 1")
@@ -191,22 +215,37 @@ class ShardWriter:
     With `mask`, each write brings the tokens' mask too, kept in an anonymous temporary file (no
     memory grows with the shard, nothing stays behind a killed run) until `close()` appends it."""
 
-    def __init__(self, path, dtype, *, vocab_size, eot_id, fingerprint, mask=False):
+    def __init__(
+        self,
+        path: StrPath,
+        dtype: npt.DTypeLike,
+        *,
+        vocab_size: int,
+        eot_id: int | None,
+        fingerprint: str,
+        mask: bool = False,
+    ) -> None:
         self.path = Path(path)
         self.dtype = np.dtype(dtype)
-        self._facts = dict(vocab_size=vocab_size, eot_id=eot_id, fingerprint=fingerprint, has_mask=mask)
+        self._facts: dict[str, Any] = dict(vocab_size=vocab_size, eot_id=eot_id, fingerprint=fingerprint, has_mask=mask)
         self.num_tokens = self.num_docs = self._crc = 0
         self.committed = False
         self._file = AtomicFile(self.path)
         self._file.file.write(bytes(HEADER_BYTES))  # a placeholder until the counts are known
         self._mask = tempfile.TemporaryFile(dir=self.path.parent) if mask else None
 
-    def write(self, tokens, docs_ended=0, mask=None):
+    def write(
+        self, tokens: np.ndarray | bytes, docs_ended: int = 0, mask: Sequence[int] | np.ndarray | None = None
+    ) -> None:
         """Append tokens (an array or bytes of this shard's dtype) in which `docs_ended` documents
         end, and in a shard with a mask, their mask (an array of 0/1 values, one per token)."""
-        data = memoryview(tokens).cast("B")
-        if (mask is None) != (self._mask is None) or (mask is not None and len(mask) * self.dtype.itemsize != len(data)):
-            raise ValueError(f"{self.path}: a mask {'of one value per token ' if self._mask else 'in a shard without one'}")
+        data = memoryview(tokens).cast("B")  # type: ignore[arg-type]  # an ndarray is a buffer; numpy types __buffer__ from 3.12
+        if (mask is None) != (self._mask is None) or (
+            mask is not None and len(mask) * self.dtype.itemsize != len(data)
+        ):
+            raise ValueError(
+                f"{self.path}: a mask {'of one value per token ' if self._mask else 'in a shard without one'}"
+            )
         self._file.file.write(data)
         self._crc = zlib.crc32(data, self._crc)
         self.num_tokens += len(data) // self.dtype.itemsize
@@ -227,11 +266,11 @@ class ShardWriter:
         self._file.close()
         return header
 
-    def commit(self):
+    def commit(self) -> None:
         self._file.commit()
         self.committed = True
 
-    def discard(self):
+    def discard(self) -> None:
         """Remove the temporary file, or the shard if it was committed already."""
         if self._mask is not None:
             self._mask.close()

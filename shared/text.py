@@ -5,6 +5,7 @@ Python decodes command-line arguments and, by default, standard input with `surr
 so bytes that are not UTF-8 arrive as lone surrogates, which no encoder accepts. As corpora
 do, invalid bytes become U+FFFD and the caller says how many were replaced.
 """
+
 from __future__ import annotations
 
 import codecs
@@ -48,7 +49,7 @@ codecs.register_error("gptkit-replace-and-count", _replace_and_count)
 class Utf8Decoder:
     """UTF-8 decoded a block at a time, invalid bytes replaced by U+FFFD and counted in `replaced`."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self._decoder = codecs.getincrementaldecoder("utf-8")("gptkit-replace-and-count")
         self.replaced = 0
 

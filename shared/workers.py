@@ -1,4 +1,5 @@
 """Worker processes for the CPU-bound stages, and how many cores they have."""
+
 from __future__ import annotations
 
 import ctypes
@@ -7,6 +8,7 @@ import os
 import signal
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
@@ -17,7 +19,7 @@ def physical_cores() -> int:
     """The physical cores this process may run on (logical CPUs that are hyper-threads of one
     core count once)."""
     cpus = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else range(os.cpu_count() or 1)
-    cores = set()
+    cores: set[tuple[str, str] | int] = set()
     for cpu in cpus:
         topology = Path(f"/sys/devices/system/cpu/cpu{cpu}/topology")
         try:
@@ -44,7 +46,9 @@ def default_threads() -> int:
     return threads_from_environment() or cores_per_process()
 
 
-def process_pool(workers, initializer=None, initargs=()):
+def process_pool(
+    workers: int, initializer: Callable[..., object] | None = None, initargs: tuple = ()
+) -> ProcessPoolExecutor:
     """A pool of `workers` forked processes that leave Ctrl-C to the parent and die with it.
 
     Forking hands each worker the parent's objects (a tokenizer and its caches) without
@@ -76,6 +80,7 @@ def _die_with(parent):
         if libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL) != 0:
             raise OSError(ctypes.get_errno(), "prctl")
     except (OSError, AttributeError):
+
         def watch():
             while os.getppid() == parent:
                 time.sleep(1)

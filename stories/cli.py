@@ -1,4 +1,5 @@
 """`gptkit stories`: write a corpus of generated stories. Run `gptkit stories --help`."""
+
 import re
 import shutil
 import time
@@ -14,8 +15,19 @@ from gptkit.shared.files import check_output
 
 from .generate import write_conversations, write_corpus
 
-UNITS = {"": 1, "b": 1, "k": 10**3, "kb": 10**3, "m": 10**6, "mb": 10**6, "g": 10**9, "gb": 10**9,
-         "kib": 2**10, "mib": 2**20, "gib": 2**30}
+UNITS = {
+    "": 1,
+    "b": 1,
+    "k": 10**3,
+    "kb": 10**3,
+    "m": 10**6,
+    "mb": 10**6,
+    "g": 10**9,
+    "gb": 10**9,
+    "kib": 2**10,
+    "mib": 2**20,
+    "gib": 2**30,
+}
 SIZE = re.compile(r"(\d+(?:\.\d*)?|\.\d+)\s*([a-z]*)")
 
 
@@ -32,12 +44,27 @@ def parse_size(text: str) -> int:
 
 @click.command(cls=Command, context_settings=CONTEXT)
 @version_option
-@click.option("--out", default="data/stories.txt", show_default=True, metavar="PATH", help="The corpus file to write (its directory is created).")
-@click.option("--size", default="10MB", show_default=True, help="Stop at the first story that reaches this size: 500KB, 10MB, 1GB (powers of 1000; KiB/MiB/GiB: of 1024) or bytes.")
+@click.option(
+    "--out",
+    default="data/stories.txt",
+    show_default=True,
+    metavar="PATH",
+    help="The corpus file to write (its directory is created).",
+)
+@click.option(
+    "--size",
+    default="10MB",
+    show_default=True,
+    help="Stop at the first story that reaches this size: 500KB, 10MB, 1GB (powers of 1000; KiB/MiB/GiB: of 1024) or bytes.",
+)
 @click.option("--seed", type=int, default=0, show_default=True, help="The same seed and size give the same bytes.")
-@click.option("--chat", is_flag=True, help='Write chats instead, a .jsonl line each ({"messages": [...]}: a story\'s opening, a question about it and its answer in one format), for pretokenize --chat.')
+@click.option(
+    "--chat",
+    is_flag=True,
+    help='Write chats instead, a .jsonl line each ({"messages": [...]}: a story\'s opening, a question about it and its answer in one format), for pretokenize --chat.',
+)
 @overwrite_option(None)
-def cli(out, size, seed, chat, overwrite):
+def cli(out: str, size: str, seed: int, chat: bool, overwrite: bool) -> None:
     """Write simple English stories separated by <|endoftext|>: the demo corpus (--chat: chats about them)."""
     size_bytes = parse_size(size)
     if chat and click.get_current_context().get_parameter_source("out") is ParameterSource.DEFAULT:
@@ -47,10 +74,12 @@ def cli(out, size, seed, chat, overwrite):
     check_output(out, None, "a corpus", overwrite)  # a text file: nothing tells our corpus from the user's
     free = shutil.disk_usage(_existing_ancestor(Path(out).parent)).free
     if size_bytes > free:
-        raise InputError(f"--size {size}: {size_bytes / 1e9:,.3g} GB, more than the {free / 1e9:,.3g} GB free where --out "
-                         f"{out} goes; expected a size the disk can hold")
+        raise InputError(
+            f"--size {size}: {size_bytes / 1e9:,.3g} GB, more than the {free / 1e9:,.3g} GB free where --out "
+            f"{out} goes; expected a size the disk can hold"
+        )
     start = time.perf_counter()
-    words = set()
+    words: set[str] = set()
     try:
         Path(out).parent.mkdir(parents=True, exist_ok=True)
         if chat:
@@ -72,5 +101,5 @@ def _existing_ancestor(path):
     return path
 
 
-def main():
+def main() -> None:
     cli(prog_name="gptkit stories")

@@ -12,12 +12,13 @@ text on any machine (and no global state, hashing or float formatting is involve
     write_conversations(path, size_bytes, seed=0) -> (n_chats, n_bytes)   as .jsonl, for pretokenize --chat
     write_corpus(path, size_bytes, seed=0) -> (n_stories, n_bytes)
 """
+
 import json
 import random
 import re
 
 from gptkit.shared.errors import InputError
-from gptkit.shared.files import atomic_write
+from gptkit.shared.files import StrPath, atomic_write
 from gptkit.shared.text import EOT
 
 from .plots import PLOTS
@@ -73,7 +74,7 @@ def conversations(n: int, seed: int = 0) -> list[list[dict]]:
     return [conversation(rng) for _ in range(n)]
 
 
-def write_conversations(path, size_bytes: int, seed: int = 0) -> tuple[int, int]:
+def write_conversations(path: StrPath, size_bytes: int, seed: int = 0) -> tuple[int, int]:
     """Write chats (conversation) as the lines of a .jsonl file, {"messages": [...]} each (what
     `pretokenize --chat` reads), until the file reaches `size_bytes`; return (chats, bytes
     written). Written atomically; the same seed and size give the same bytes."""
@@ -89,7 +90,7 @@ def write_conversations(path, size_bytes: int, seed: int = 0) -> tuple[int, int]
     return n_chats, n_bytes
 
 
-def write_corpus(path, size_bytes: int, seed: int = 0, words: set | None = None) -> tuple[int, int]:
+def write_corpus(path: StrPath, size_bytes: int, seed: int = 0, words: set[str] | None = None) -> tuple[int, int]:
     """Write stories separated by SEPARATOR (none after the last) until the file reaches
     `size_bytes`, and return (stories, bytes written).
 
@@ -104,7 +105,7 @@ def write_corpus(path, size_bytes: int, seed: int = 0, words: set | None = None)
     n_stories = n_bytes = 0
     with atomic_write(path, encoding="utf-8", newline="\n") as f:  # "\n" on Windows too
         while n_bytes < size_bytes:
-            batch = []  # up to 1000 stories per write
+            batch: list[str] = []  # up to 1000 stories per write
             while n_bytes < size_bytes and len(batch) < 1000:
                 batch.append(story(rng))
                 n_bytes += len(batch[-1]) + (len(SEPARATOR) if n_stories else 0)  # ASCII: 1 byte a character

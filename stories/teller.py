@@ -1,17 +1,51 @@
 """The storyteller of stories/generate.py: grammar (articles, plurals, verb forms), the
 characters, the `Teller` that draws every choice from one `random.Random` and writes the
 sentences, and how a story begins and ends. The plots are in stories/plots.py."""
-import re
 
+import random
+import re
+from collections.abc import Sequence
+from typing import TypeVar
+
+from .doing import ACTIVITIES, ADVERBS, DRINKS, EYES, MORALS, SMILES, VERB_FORMS
 from .words import (
-    ACTIVITIES, ADVERBS, ANIMAL_SOUNDS, ANIMALS, BAD_FEELINGS, BOY_NAMES, COLORS, DRINKS, EYES, FAMILY,
-    FANTASY_KINDS, FLOWERS, FRUITS, GIRL_NAMES, GOOD_FEELINGS, GROUPS, HERO_ANIMALS, HOMES, INSTRUMENTS,
-    IRREGULAR_PLURALS, LOOKS, MORALS, OUTDOOR_PLACES, PET_NAMES, SEASONS, SIZES, SKY_SIGHTS, SMILES, SPOTS, TIMES,
-    TOWN_LOOKS, TOWNS, TRAITS, TREASURES, TREATS, TREES, VERB_FORMS, WEATHER,
+    ANIMAL_SOUNDS,
+    ANIMALS,
+    BAD_FEELINGS,
+    BOY_NAMES,
+    COLORS,
+    FAMILY,
+    FANTASY_KINDS,
+    FLOWERS,
+    FRUITS,
+    GIRL_NAMES,
+    GOOD_FEELINGS,
+    GROUPS,
+    HERO_ANIMALS,
+    HOMES,
+    INSTRUMENTS,
+    IRREGULAR_PLURALS,
+    LOOKS,
+    OUTDOOR_PLACES,
+    PET_NAMES,
+    SEASONS,
+    SIZES,
+    SKY_SIGHTS,
+    SPOTS,
+    TIMES,
+    TOWN_LOOKS,
+    TOWNS,
+    TRAITS,
+    TREASURES,
+    TREATS,
+    TREES,
+    WEATHER,
 )
 
-PAST = {}
-ING = {}
+_T = TypeVar("_T")
+
+PAST: dict[str, str] = {}
+ING: dict[str, str] = {}
 for _forms in VERB_FORMS:
     _base, PAST[_base], ING[_base] = _forms.split()
 SOUNDS = {animal: (word, verb) for animal, word, verb in ANIMAL_SOUNDS}
@@ -19,21 +53,22 @@ SOUNDS = {animal: (word, verb) for animal, word, verb in ANIMAL_SOUNDS}
 
 # -- grammar -------------------------------------------------------------------------------------
 
-def cap(s):
+
+def cap(s: str) -> str:
     """Upper-case the first letter (the one after an opening quote)."""
     if s[0] == '"':
         return '"' + s[1].upper() + s[2:]
     return s[0].upper() + s[1:]
 
 
-def a(phrase):
+def a(phrase: str) -> str:
     """`phrase` with "a" or "an" before it, by how its first word sounds."""
     if phrase.startswith(("unicorn", "ukulele", "uniform", "useful", "usual")):
         return "a " + phrase
     return ("an " if phrase[0] in "aeiou" else "a ") + phrase
 
 
-def plural(noun):
+def plural(noun: str) -> str:
     """'fox' -> 'foxes', 'bunny' -> 'bunnies', 'teddy bear' -> 'teddy bears', 'mouse' -> 'mice'."""
     head, _, last = noun.rpartition(" ")
     p = IRREGULAR_PLURALS.get(last)
@@ -47,7 +82,7 @@ def plural(noun):
     return f"{head} {p}" if head else p
 
 
-def join(words):
+def join(words: Sequence[str]) -> str:
     """('a', 'b', 'c') -> 'a, b and c'."""
     return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " and " + words[-1]
 
@@ -63,43 +98,48 @@ PRONOUNS = {  # gender -> he, him, his, himself, was
 class Character:
     """Someone in a story, and the words that refer to them (he/she/they/it, was/were, I/we)."""
 
-    def __init__(self, name, kind, gender, intro=None, call=None):
-        self.name = name            # in the narration: "Lily", "Tom and Mia", "the owl", "her mom"
-        self.kind = kind            # what they are: "girl", "owl", "best friends"
+    desc: str  # make_hero's: "a little girl", "two best friends"
+    home: str  # make_hero's: "in a small house"
+
+    def __init__(self, name: str, kind: str, gender: str, intro: str | None = None, call: str | None = None) -> None:
+        self.name = name  # in the narration: "Lily", "Tom and Mia", "the owl", "her mom"
+        self.kind = kind  # what they are: "girl", "owl", "best friends"
         self.gender = gender
         self.intro = intro or name  # the first mention: "a little owl named Pip"
-        self.call = call or name    # how others speak to them: "Mom", "Mrs. Owl"
+        self.call = call or name  # how others speak to them: "Mom", "Mrs. Owl"
         self.he, self.him, self.his, self.himself, self.was = PRONOUNS[gender]
         self.He, self.His = cap(self.he), cap(self.his)
         group = gender == "p"
         self.I, self.i, self.me, self.my, self.myself, self.am = (
-            ("We", "we", "us", "our", "ourselves", "are") if group else ("I", "I", "me", "my", "myself", "am"))
+            ("We", "we", "us", "our", "ourselves", "are") if group else ("I", "I", "me", "my", "myself", "am")
+        )
         self.speaker = name.split(" and ")[0] if group else name  # who talks for a group
 
 
 # -- the storyteller -----------------------------------------------------------------------------
 
+
 class Teller:
     """One story being told: paragraphs of sentences, and the rng that makes every choice."""
 
-    def __init__(self, rng):
+    def __init__(self, rng: random.Random) -> None:
         self.rng = rng
-        self.paragraphs = [[]]
-        self.hero = None  # the only one a line of dialogue may name by pronoun ("she said")
+        self.paragraphs: list[list[str]] = [[]]
+        self.hero: Character | None = None  # the only one a line of dialogue may name by pronoun ("she said")
 
-    def pick(self, items):
+    def pick(self, items: Sequence[_T]) -> _T:
         return self.rng.choice(items)
 
-    def chance(self, p):
+    def chance(self, p: float) -> bool:
         return self.rng.random() < p
 
-    def add(self, *sentences):
+    def add(self, *sentences: str) -> None:
         self.paragraphs[-1].extend(sentences)
 
-    def paragraph(self, *sentences):
+    def paragraph(self, *sentences: str) -> None:
         self.paragraphs.append(list(sentences))
 
-    def say(self, who, line, verb=None):
+    def say(self, who: Character, line: str, verb: str | None = None) -> None:
         """Add '"Line," said Who.' (or another order); `line` ends in . ! or ?."""
         end = line[-1]
         plain = verb is None
@@ -118,19 +158,19 @@ class Teller:
         else:  # "she said", never "said she"
             self.add(f'"{inner}" {who.he} {verb}.')
 
-    def text(self):
+    def text(self) -> str:
         text = "\n\n".join(" ".join(cap(s) for s in p) for p in self.paragraphs if p)
         return SENTENCE_START.sub(lambda m: m.group(0).upper(), text)  # "... knee. the owl" -> "The owl"
 
     # words that fill slots
 
-    def fill(self, template, who):
+    def fill(self, template: str, who: Character) -> str:
         """Fill the {slots} of a word-list entry; {his}/{himself} refer to `who`."""
         if "{" not in template:
             return template
         return SLOT.sub(lambda m: FILLERS[m.group(1)](self, who), template)
 
-    def activity(self, who, form="base", avoid=None):
+    def activity(self, who: Character, form: str = "base", avoid: str | None = None) -> tuple[str, str]:
         """Something `who` likes doing, as 'play in the sand' / 'played ...' / 'playing ...'."""
         phrase = self.pick(ACTIVITIES)
         while phrase == avoid:
@@ -139,13 +179,13 @@ class Teller:
         verb = verb if form == "base" else PAST[verb] if form == "past" else ING[verb]
         return self.fill(f"{verb} {rest}", who), phrase
 
-    def thing(self, with_color=0.6):
+    def thing(self, with_color: float = 0.6) -> tuple[str, str]:
         """'shiny red kite' (no article)."""
         name = self.pick(TREASURES)
         look = self.pick(LOOKS)
         return f"{look} {self.pick(COLORS)} {name}" if self.chance(with_color) else f"{look} {name}", name
 
-    def when(self, weather=True):
+    def when(self, weather: bool = True) -> str:
         """'One sunny morning', 'On a frosty winter day', 'One day' ..."""
         r = self.rng.random()
         if not weather:
@@ -161,15 +201,15 @@ class Teller:
             return self.pick(("One day", "One day", "The next day", "Later that week", "One weekend"))
         return f"One {self.pick(SEASONS)} {self.pick(TIMES)}"
 
-    def place(self):
+    def place(self) -> tuple[str, str]:
         """('park', 'in the park')"""
         name, prep = self.pick(OUTDOOR_PLACES)
         return name, f"{prep} the {name}"
 
-    def feeling(self, good):
+    def feeling(self, good: bool) -> str:
         return self.pick(GOOD_FEELINGS if good else BAD_FEELINGS)
 
-    def scenery(self):
+    def scenery(self) -> str:
         """A sentence about what the place is like."""
         r = self.rng.random()
         if r < 0.35:
@@ -192,15 +232,33 @@ SEASON_WEATHER = {
     "winter": ("cold", "snowy", "frosty", "icy", "chilly", "gray", "dark"),
 }
 ANIMAL_GIFTS = (
-    "a shiny stone", "a pretty feather", "a red berry", "a tiny flower", "a smooth shell", "a pine cone",
-    "a golden leaf", "an acorn", "a sweet apple", "a blue egg shell", "a bright pebble", "a four-leaf clover",
+    "a shiny stone",
+    "a pretty feather",
+    "a red berry",
+    "a tiny flower",
+    "a smooth shell",
+    "a pine cone",
+    "a golden leaf",
+    "an acorn",
+    "a sweet apple",
+    "a blue egg shell",
+    "a bright pebble",
+    "a four-leaf clover",
 )
 SAY_VERBS = ("said", "said", "said", "said", "replied", "whispered", "answered", "explained", "called")
 ASK_VERBS = ("asked", "asked", "asked", "asked", "wondered", "called")
 SHOUT_VERBS = ("said", "shouted", "cried", "yelled", "called", "exclaimed", "laughed", "cheered")
 ANIMAL_DOINGS = (
-    "sleeping", "nibbling on a leaf", "looking for food", "resting", "hiding", "playing",
-    "sitting quietly", "sniffing the air", "taking a nap", "munching on some grass",
+    "sleeping",
+    "nibbling on a leaf",
+    "looking for food",
+    "resting",
+    "hiding",
+    "playing",
+    "sitting quietly",
+    "sniffing the air",
+    "taking a nap",
+    "munching on some grass",
 )
 SLOT = re.compile(r"\{(\w+)\}")
 SENTENCE_START = re.compile(r"(?<=[.!?] )[a-z]")
@@ -218,13 +276,14 @@ FILLERS = {
 
 # -- characters ----------------------------------------------------------------------------------
 
-def name_for(t, gender, animal=False):
+
+def name_for(t: Teller, gender: str, animal: bool = False) -> str:
     if animal and t.chance(0.5):
         return t.pick(PET_NAMES)
     return t.pick(GIRL_NAMES if gender == "f" else BOY_NAMES)
 
 
-def make_hero(t):
+def make_hero(t: Teller) -> Character:
     """The one the story is about, with the phrase that introduces them and where they live."""
     r = t.rng.random()
     gender = t.pick("fm")
@@ -253,7 +312,7 @@ def make_hero(t):
     return hero
 
 
-def make_friend(t, hero, named=0.6):
+def make_friend(t: Teller, hero: Character, named: float = 0.6) -> Character:
     """Someone the hero meets: another child, or an animal with or without a name."""
     gender = t.pick("fm")
     if hero.kind in ("girl", "boy") and t.chance(0.4):
@@ -272,12 +331,12 @@ def make_friend(t, hero, named=0.6):
     return Character(f"the {animal}", animal, gender, intro=a(f"{look} {animal}"), call=f"{title} {animal.title()}")
 
 
-def make_family(t, hero):
+def make_family(t: Teller, hero: Character) -> Character:
     word, call, gender = t.pick(FAMILY)
     return Character(f"{hero.his} {word}", word, gender, call=call)
 
 
-def greet(t, who):
+def greet(t: Teller, who: Character) -> str:
     """What an animal says first, if it says anything: 'Woof! '."""
     sound = SOUNDS.get(who.kind)
     return f"{sound[0]}! " if sound and t.chance(0.5) else ""
@@ -285,7 +344,8 @@ def greet(t, who):
 
 # -- how stories begin and end -------------------------------------------------------------------
 
-def opening(t, h):
+
+def opening(t: Teller, h: Character) -> None:
     r = t.rng.random()
     there = "there were" if h.gender == "p" else "there was"
     if r < 0.3:
@@ -323,7 +383,7 @@ def opening(t, h):
         t.add(f"{h.He} had {t.pick(EYES)} eyes and {t.fill(t.pick(SMILES), h)}.")
 
 
-def moral(t, h, kind, parent=None):
+def moral(t: Teller, h: Character, kind: str, parent: Character | None = None) -> None:
     lesson = t.pick(MORALS[kind])
     r = t.rng.random()
     if parent is not None and r < 0.3:
@@ -334,21 +394,29 @@ def moral(t, h, kind, parent=None):
         t.add(f"That day, {h.name} learned an important lesson: {lesson}.")
 
 
-def snack(t, h):
+def snack(t: Teller, h: Character) -> None:
     food = t.pick(FRUITS + TREATS)
-    t.add(t.pick((
-        f"For a snack, {h.he} ate {a(food)} and drank some {t.pick(DRINKS)}.",
-        f"{h.He} stopped to eat {a(food)}.",
-        f"{h.He} sat down on a log and shared {a(food)} with a {t.pick(('hungry', 'friendly', 'little'))} {t.pick(ANIMALS)}.",
-    )))
+    t.add(
+        t.pick(
+            (
+                f"For a snack, {h.he} ate {a(food)} and drank some {t.pick(DRINKS)}.",
+                f"{h.He} stopped to eat {a(food)}.",
+                f"{h.He} sat down on a log and shared {a(food)} with a {t.pick(('hungry', 'friendly', 'little'))} {t.pick(ANIMALS)}.",
+            )
+        )
+    )
 
 
-def happy_end(t, h):
-    t.add(t.pick((
-        f"That night, {h.he} fell asleep with a smile.",
-        f"It was the best day ever.",
-        f"{h.He} never forgot that day.",
-        f"And {h.he} lived happily ever after.",
-        f"{h.name} smiled. It had been a wonderful day.",
-        f"When the sun went down, {h.he} went home, tired and {t.feeling(True)}.",
-    )))
+def happy_end(t: Teller, h: Character) -> None:
+    t.add(
+        t.pick(
+            (
+                f"That night, {h.he} fell asleep with a smile.",
+                "It was the best day ever.",
+                f"{h.He} never forgot that day.",
+                f"And {h.he} lived happily ever after.",
+                f"{h.name} smiled. It had been a wonderful day.",
+                f"When the sun went down, {h.he} went home, tired and {t.feeling(True)}.",
+            )
+        )
+    )

@@ -11,6 +11,9 @@ text seen before (see `split.chunks`) map straight to their ids, packed as bytes
 `map` and `bytes.join`, which run no Python bytecode per chunk; the chunks not seen before
 are pre-tokenized together, and their new pre-tokens merged together in numpy (`_bpe_many`).
 """
+
+from __future__ import annotations
+
 import functools
 import hashlib
 import heapq
@@ -18,12 +21,15 @@ import json
 import operator
 import os
 import re
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from itertools import accumulate, chain, compress, islice, repeat
+from typing import Any, Literal
 
 import numpy as np
 import regex
 
 from gptkit.shared.errors import InputError
+from gptkit.shared.files import StrPath
 from gptkit.shared.workers import process_pool
 
 from . import split
@@ -32,6 +38,9 @@ from .files import hf_json, read_gpt2_files, read_hf_json, write_json
 _NO_RANK = np.iinfo(np.int64).max
 _CACHE_LIMIT = 1 << 19  # entries per cache: bounds its memory at roughly 100 MB
 _LONG = 256  # characters: longer pre-tokens are merged by _bpe_long
+
+# The special tokens that encoding takes as themselves: "all", or their strings (others are plain text).
+AllowedSpecial = Literal["all"] | Iterable[str]
 
 
 class _Cache(dict):
@@ -97,7 +106,16 @@ class Tokenizer:
     option of that name.
     """
 
-    def __init__(self, vocab, merges, special_tokens, *, pattern=split.GPT2_PATTERN, normalizer=(), ignore_merges=False):
+    def __init__(
+        self,
+        vocab: Iterable[bytes],
+        merges: Iterable[Sequence[int]],
+        special_tokens: Mapping[str, int],
+        *,
+        pattern: str = split.GPT2_PATTERN,
+        normalizer: Iterable[str] = (),
+        ignore_merges: bool = False,
+    ) -> None:
         self.vocab = list(vocab)
         self.merges = [tuple(m) for m in merges]
         self.special_tokens = dict(special_tokens)
@@ -114,11 +132,15 @@ class Tokenizer:
         if missing:
             raise InputError(f"not a byte-level vocabulary: no token for byte {missing[0]:#04x}")
         self._byte_ids = np.array([ids[bytes([b])] for b in range(256)], np.int64)
-        self._whole_token_ids = {b: np.array([i], np.uint32).tobytes() for b, i in ids.items()} if ignore_merges else None
+        self._whole_token_ids = (
+            {b: np.array([i], np.uint32).tobytes() for b, i in ids.items()} if ignore_merges else None
+        )
         merged = []
         for rank, (a, b) in enumerate(self.merges):
             if self.vocab[a] + self.vocab[b] not in ids:
-                raise InputError(f"merge {rank} ({self.vocab[a]!r}, {self.vocab[b]!r}) makes no token of the vocabulary")
+                raise InputError(
+                    f"merge {rank} ({self.vocab[a]!r}, {self.vocab[b]!r}) makes no token of the vocabulary"
+                )
             merged.append(ids[self.vocab[a] + self.vocab[b]])
         self._ranks = _PairRanks(self.merges, self.vocab_size)
         self._merged_ids = np.array(merged, np.int64)  # by rank
@@ -126,18 +148,22 @@ class Tokenizer:
         # A chunk other than the first of its text stands for " " + chunk (see split.chunks).
         self._chunk_ids = _Cache()
         self._special_bytes = {s: np.array([i], np.uint32).tobytes() for s, i in self.special_tokens.items()}
-        self._special_res = {}
+        self._special_res: dict[frozenset[str], re.Pattern[str] | None] = {}
 
     @property
-    def vocab_size(self):
+    def vocab_size(self) -> int:
         return len(self.vocab)
 
     @functools.cached_property
-    def fingerprint(self):
+    def fingerprint(self) -> str:
         """A short hash of what decides the ids: the vocabulary, the merges, the special tokens, and
         the pattern, normalizer and ignore_merges where they are not the defaults (which keeps the
         fingerprints of GPT-2-pattern tokenizers what they were before those options existed)."""
-        decisive = {"vocab": [t.hex() for t in self.vocab], "merges": self.merges, "special_tokens": sorted(self.special_tokens.items())}
+        decisive: dict[str, Any] = {
+            "vocab": [t.hex() for t in self.vocab],
+            "merges": self.merges,
+            "special_tokens": sorted(self.special_tokens.items()),
+        }
         if self.pattern != split.GPT2_PATTERN:
             decisive["pattern"] = self.pattern
         if self.normalizer:
@@ -150,14 +176,16 @@ class Tokenizer:
     # -- files -------------------------------------------------------------------------------
 
     @classmethod
-    def from_file(cls, path):
+    def from_file(cls, path: StrPath) -> Tokenizer:
         """Load a `tokenizer.json` in the format of HF `tokenizers` (byte-level BPE); a file with an
         option we do not apply is refused (InputError naming it) rather than encoded differently."""
         vocab, merges, special_tokens, options = read_hf_json(path)
         return cls._checked(path, vocab, merges, special_tokens, **options)
 
     @classmethod
-    def from_gpt2_files(cls, vocab_path, merges_path, special_tokens=None):
+    def from_gpt2_files(
+        cls, vocab_path: StrPath, merges_path: StrPath, special_tokens: Iterable[str] | None = None
+    ) -> Tokenizer:
         """Load GPT-2's `vocab.json` and `merges.txt`; the named tokens of the vocabulary are special
         (each must be in it), by default GPT-2's end of text where the vocabulary has it."""
         return cls._checked(merges_path, *read_gpt2_files(vocab_path, merges_path, special_tokens))
@@ -173,34 +201,34 @@ class Tokenizer:
         """The content of this tokenizer's `tokenizer.json` (HF `tokenizers` format)."""
         return hf_json(self)
 
-    def save(self, path):
+    def save(self, path: StrPath) -> None:
         """Write `tokenizer.json` (HF `tokenizers` format) atomically."""
         write_json(path, self.to_json())
 
     # -- encoding ----------------------------------------------------------------------------
 
-    def safe_cut(self, text, end):
+    def safe_cut(self, text: str, end: int) -> int:
         """The largest position <= `end` at which `text` can be cut into two parts whose ids,
         one after the other, are the ids of `text`; 0 if there is none (or none this
         tokenizer's pattern and normalizer are known to allow). Special tokens aside."""
         return self._cut(text, end) if end > 0 else 0  # a negative end position would count from the end
 
-    def line_cuts(self, text, start=0, end=None):
+    def line_cuts(self, text: str, start: int = 0, end: int | None = None) -> list[int]:
         """The positions in [start, end] (default: all of `text`) just before a newline where
         `text` can be cut into two parts whose ids, one after the other, are the ids of `text`
         (none for a pattern we know nothing about). Special tokens aside."""
         return split.line_cuts(self.pattern, self.normalizer, text, start, len(text) if end is None else end)
 
-    def last_line_cut(self, text, end):
+    def last_line_cut(self, text: str, end: int) -> int:
         """The last of `line_cuts(text, 1, end)`, or 0, found from `end` backwards."""
         return split.last_line_cut(self.pattern, self.normalizer, text, end)
 
-    def encode(self, text, allowed_special="all"):
+    def encode(self, text: str, allowed_special: AllowedSpecial = "all") -> list[int]:
         """The ids of `text`. Special tokens in `allowed_special` ("all", or a set of their
         strings) are encoded as themselves; any others as plain text."""
         return self._encode_one(text, self._special_re(allowed_special))
 
-    def encode_iterable(self, texts, allowed_special="all"):
+    def encode_iterable(self, texts: Iterable[str], allowed_special: AllowedSpecial = "all") -> Iterator[int]:
         """Yield the ids of the concatenation of `texts` (e.g. a file object), in bounded memory.
 
         Each piece is cut where the cut cannot change the result (`safe_cut`), and never
@@ -226,9 +254,11 @@ class Tokenizer:
             carry = buffer[cut:]
         yield from self._encode_one(carry, special_re)
 
-    def encode_batch(self, texts, allowed_special="all", workers=None):
+    def encode_batch(
+        self, texts: Sequence[str], allowed_special: AllowedSpecial = "all", workers: int | None = None
+    ) -> list[list[int]]:
         """The ids of each of `texts`, encoded together in `workers` processes (default: all cores)."""
-        workers = workers or os.cpu_count()
+        workers = workers or os.cpu_count() or 1
         special_re = self._special_re(allowed_special)
         if workers <= 1 or len(texts) < 2:
             packed = self._encode(texts, special_re)
@@ -239,7 +269,7 @@ class Tokenizer:
                 packed = chain.from_iterable(pool.map(_encode_part, parts, repeat(special_re)))
         return [np.frombuffer(ids, np.uint32).tolist() for ids in packed]
 
-    def encode_packed(self, texts, allowed_special="all"):
+    def encode_packed(self, texts: Sequence[str], allowed_special: AllowedSpecial = "all") -> list[bytes]:
         """The ids of each of `texts` as native uint32 bytes (`numpy.frombuffer` reads them):
         for writing token files without building a Python int per token."""
         return self._encode(texts, self._special_re(allowed_special))
@@ -384,14 +414,14 @@ class Tokenizer:
 
     # -- decoding ----------------------------------------------------------------------------
 
-    def decode_bytes(self, ids):
+    def decode_bytes(self, ids: Iterable[int]) -> bytes:
         ids = list(ids)
         if ids and not (0 <= min(ids) and max(ids) < len(self.vocab)):
             bad = next(i for i in ids if not 0 <= i < len(self.vocab))
             raise InputError(f"token id {bad} is not in the vocabulary (0..{len(self.vocab) - 1})")
         return b"".join(map(self.vocab.__getitem__, ids))
 
-    def decode(self, ids):
+    def decode(self, ids: Iterable[int]) -> str:
         """The text of `ids`; bytes that are not valid UTF-8 become U+FFFD."""
         return self.decode_bytes(ids).decode("utf-8", errors="replace")
 

@@ -1,9 +1,11 @@
 """`gptkit tokenizer`: train a byte-level BPE, encode, decode, inspect. Run `gptkit tokenizer --help`."""
+
 import logging
 import sys
 import time
 from itertools import islice
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -23,7 +25,13 @@ from .vocab import auto_tokenizer
 log = logging.getLogger(__name__)
 DEFAULT_PATH = "tokenizer.json"
 tokenizer_option = click.option(
-    "--tokenizer", "-t", "path", default=DEFAULT_PATH, show_default=True, metavar="PATH", help="A tokenizer.json (HF tokenizers format)."
+    "--tokenizer",
+    "-t",
+    "path",
+    default=DEFAULT_PATH,
+    show_default=True,
+    metavar="PATH",
+    help="A tokenizer.json (HF tokenizers format).",
 )
 
 
@@ -32,7 +40,7 @@ class VocabSize(click.ParamType):
 
     name = "N|auto"
 
-    def convert(self, value, param, ctx):
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> int | str:
         if isinstance(value, int) or value == "auto":
             return value
         try:
@@ -46,26 +54,72 @@ VOCAB_SIZE = VocabSize()
 
 @click.group(cls=Group, context_settings=CONTEXT)
 @version_option
-def cli():
+def cli() -> None:
     """Byte-level BPE tokenizers in the format of HF `tokenizers` (tokenizer.json)."""
 
 
 @cli.command()
-@click.option("--input", "inputs", multiple=True, metavar="PATH", help="A text, .jsonl or .parquet file (text and .jsonl also .gz/.xz/.bz2/.zst), a directory (its .txt/.jsonl/.parquet files) or a glob. Repeatable; extra paths may follow it.")
+@click.option(
+    "--input",
+    "inputs",
+    multiple=True,
+    metavar="PATH",
+    help="A text, .jsonl or .parquet file (text and .jsonl also .gz/.xz/.bz2/.zst), a directory (its .txt/.jsonl/.parquet files) or a glob. Repeatable; extra paths may follow it.",
+)
 @click.argument("more_inputs", nargs=-1, metavar="[PATH]...")
-@click.option("--vocab-size", type=VOCAB_SIZE, required=True, help="Tokens in all: 256 bytes + merges + special tokens; 'auto': 512, 1,024 or 4,096, chosen for the corpus (its size, how often it repeats itself, and how long the tokens of each size are).")
+@click.option(
+    "--vocab-size",
+    type=VOCAB_SIZE,
+    required=True,
+    help="Tokens in all: 256 bytes + merges + special tokens; 'auto': 512, 1,024 or 4,096, chosen for the corpus (its size, how often it repeats itself, and how long the tokens of each size are).",
+)
 @click.option("--special-token", "special_tokens", multiple=True, default=[EOT], show_default=True, help="Repeatable.")
-@click.option("--chat", is_flag=True, help=f"Add gptkit's chat tokens ({', '.join(CHAT_TOKENS)}) to the special tokens: its chat template applies (pretokenize --chat).")
-@click.option("--tie-break", type=click.Choice(TIE_BREAKS), default=TIE_BREAKS[0], show_default=True,
-              help="Which of the most frequent pairs to merge: the lexicographically greatest pair of byte strings (Stanford CS336's rule), or the one HF tokenizers' trainer takes (its merges exactly).")
+@click.option(
+    "--chat",
+    is_flag=True,
+    help=f"Add gptkit's chat tokens ({', '.join(CHAT_TOKENS)}) to the special tokens: its chat template applies (pretokenize --chat).",
+)
+@click.option(
+    "--tie-break",
+    type=click.Choice(TIE_BREAKS),
+    default=TIE_BREAKS[0],
+    show_default=True,
+    help="Which of the most frequent pairs to merge: the lexicographically greatest pair of byte strings (Stanford CS336's rule), or the one HF tokenizers' trainer takes (its merges exactly).",
+)
 @click.option("--out", default=DEFAULT_PATH, show_default=True, metavar="PATH", help="Where to write tokenizer.json.")
 @overwrite_option("a tokenizer.json")
 @threads_option("Processes counting pre-tokens (one thread each).")
-@click.option("--max-bytes", type=click.IntRange(min=1), metavar="B", help="Train on the first B bytes of the corpus (whole documents).")
-@click.option("--separator", default=DEFAULT_SEPARATOR, show_default=True, help="What separates documents in .txt files.")
-@click.option("--text-field", default="text", show_default=True, help="The text field of .jsonl records / column of .parquet files.")
+@click.option(
+    "--max-bytes",
+    type=click.IntRange(min=1),
+    metavar="B",
+    help="Train on the first B bytes of the corpus (whole documents).",
+)
+@click.option(
+    "--separator", default=DEFAULT_SEPARATOR, show_default=True, help="What separates documents in .txt files."
+)
+@click.option(
+    "--text-field",
+    default="text",
+    show_default=True,
+    help="The text field of .jsonl records / column of .parquet files.",
+)
 @click.option("--quiet", "-q", is_flag=True, help="No progress display.")
-def train(inputs, more_inputs, vocab_size, special_tokens, chat, tie_break, out, overwrite, threads, max_bytes, separator, text_field, quiet):
+def train(
+    inputs: tuple[str, ...],
+    more_inputs: tuple[str, ...],
+    vocab_size: int | str,
+    special_tokens: tuple[str, ...],
+    chat: bool,
+    tie_break: str,
+    out: str,
+    overwrite: bool,
+    threads: int,
+    max_bytes: int | None,
+    separator: str,
+    text_field: str,
+    quiet: bool,
+) -> None:
     """Learn a byte-level BPE from text corpora (GPT-2 pre-tokenization)."""
     inputs = inputs + more_inputs
     if not inputs:
@@ -77,7 +131,9 @@ def train(inputs, more_inputs, vocab_size, special_tokens, chat, tie_break, out,
     corpus = Corpus(inputs, separator=separator or None, text_field=text_field)
 
     def trained(size):
-        return train_bpe(corpus, size, special_tokens, tie_break=tie_break, workers=threads, max_bytes=max_bytes, quiet=quiet)
+        return train_bpe(
+            corpus, size, special_tokens, tie_break=tie_break, workers=threads, max_bytes=max_bytes, quiet=quiet
+        )
 
     if vocab_size == "auto":
         tokenizer, vocab_size, why = auto_tokenizer(corpus, trained)
@@ -89,6 +145,7 @@ def train(inputs, more_inputs, vocab_size, special_tokens, chat, tie_break, out,
         f"wrote {out}: {tokenizer.vocab_size:,} tokens ({len(tokenizer.merges):,} merges, "
         f"{len(tokenizer.special_tokens)} special), fingerprint {tokenizer.fingerprint}, {time.perf_counter() - start:.1f} s"
     )
+    assert isinstance(vocab_size, int)  # "auto" became the size chosen
     if tokenizer.vocab_size < vocab_size:
         click.echo(f"note: the corpus has too few distinct pairs for {vocab_size:,} tokens", err=True)
 
@@ -96,10 +153,15 @@ def train(inputs, more_inputs, vocab_size, special_tokens, chat, tie_break, out,
 @cli.command()
 @click.option("--vocab", "vocab_path", required=True, metavar="PATH", help="GPT-2's vocab.json.")
 @click.option("--merges", "merges_path", required=True, metavar="PATH", help="GPT-2's merges.txt.")
-@click.option("--special-token", "special_tokens", multiple=True, help=f"A token of the vocabulary that is special. Repeatable. [default: {EOT}, where the vocabulary has it]")
+@click.option(
+    "--special-token",
+    "special_tokens",
+    multiple=True,
+    help=f"A token of the vocabulary that is special. Repeatable. [default: {EOT}, where the vocabulary has it]",
+)
 @click.option("--out", default=DEFAULT_PATH, show_default=True, metavar="PATH")
 @overwrite_option("a tokenizer.json")
-def convert(vocab_path, merges_path, special_tokens, out, overwrite):
+def convert(vocab_path: str, merges_path: str, special_tokens: tuple[str, ...], out: str, overwrite: bool) -> None:
     """Turn GPT-2-style vocab.json + merges.txt into a tokenizer.json."""
     check_output(out, _is_tokenizer_file, "a tokenizer.json", overwrite)
     tokenizer = Tokenizer.from_gpt2_files(vocab_path, merges_path, special_tokens or None)
@@ -110,9 +172,11 @@ def convert(vocab_path, merges_path, special_tokens, out, overwrite):
 @cli.command()
 @tokenizer_option
 @click.argument("text", required=False)
-@click.option("--file", "file_path", metavar="PATH", help="Encode this file (streamed) instead of TEXT; '-' for standard input.")
+@click.option(
+    "--file", "file_path", metavar="PATH", help="Encode this file (streamed) instead of TEXT; '-' for standard input."
+)
 @click.option("--specials-as-text", is_flag=True, help="Encode special-token strings as plain text.")
-def encode(path, text, file_path, specials_as_text):
+def encode(path: str, text: str | None, file_path: str | None, specials_as_text: bool) -> None:
     """Print the ids of TEXT (or of --file, or of standard input), separated by spaces."""
     tokenizer = _load(path)
     allowed = () if specials_as_text else "all"
@@ -140,7 +204,7 @@ def encode(path, text, file_path, specials_as_text):
 @cli.command()
 @tokenizer_option
 @click.argument("ids", nargs=-1)
-def decode(path, ids):
+def decode(path: str, ids: tuple[str, ...]) -> None:
     """Print the text of token IDS (or of the ids on standard input)."""
     tokenizer = _load(path)
     words = ids or sys.stdin.read().split()
@@ -156,7 +220,7 @@ def decode(path, ids):
 
 @cli.command()
 @tokenizer_option
-def info(path):
+def info(path: str) -> None:
     """Vocabulary size, merges, special tokens, normalizer, pattern and fingerprint of a tokenizer.json."""
     tokenizer = _load(path)
     specials = ", ".join(f"{s} = {i}" for s, i in tokenizer.special_tokens.items()) or "none"
@@ -165,7 +229,9 @@ def info(path):
     click.echo(f"merges: {len(tokenizer.merges):,}")
     click.echo(f"special tokens: {specials}")
     click.echo(f"normalizer: {' + '.join(tokenizer.normalizer) or 'none'}")
-    click.echo(f"pre-tokenizer: {'GPT-2 pattern' if tokenizer.pattern == GPT2_PATTERN else 'pattern ' + tokenizer.pattern}")
+    click.echo(
+        f"pre-tokenizer: {'GPT-2 pattern' if tokenizer.pattern == GPT2_PATTERN else 'pattern ' + tokenizer.pattern}"
+    )
     if tokenizer.ignore_merges:
         click.echo("ignore_merges: a pre-token that is a token is taken whole")
     click.echo(f"fingerprint: {tokenizer.fingerprint}")
@@ -203,5 +269,5 @@ def _decoded(stream, decoder):
     yield decoder.decode(b"", final=True)
 
 
-def main():
+def main() -> None:
     cli(prog_name="gptkit tokenizer")

@@ -10,19 +10,38 @@ line naming the file and the field. The ids compared are those of the text alone
 (`encode(text, add_special_tokens=False)`): a post-processor's template, the BOS that
 Llama 3's file adds, frames a text rather than tokenizing it, so it is left to the caller.
 """
+
+from __future__ import annotations
+
 import json
+from collections.abc import Iterable
+from typing import Any, Protocol
 
 import regex
 
 from gptkit.shared.errors import InputError, SettingError
-from gptkit.shared.files import atomic_write
+from gptkit.shared.files import StrPath, atomic_write
 from gptkit.shared.jsonfile import read_json
 from gptkit.shared.text import EOT
 
 from . import split
 
-_MODEL_FIELDS = {"type", "vocab", "merges", "dropout", "unk_token", "continuing_subword_prefix", "end_of_word_suffix",
-                 "fuse_unk", "byte_fallback", "ignore_merges"}
+# What a tokenizer file gives the Tokenizer: the bytes of each token, the merges (pairs of ids in
+# rank order) and the special tokens ({text: id}).
+Parts = tuple[list[bytes], list[tuple[int, int]], dict[str, int]]
+
+_MODEL_FIELDS = {
+    "type",
+    "vocab",
+    "merges",
+    "dropout",
+    "unk_token",
+    "continuing_subword_prefix",
+    "end_of_word_suffix",
+    "fuse_unk",
+    "byte_fallback",
+    "ignore_merges",
+}
 
 
 def _byte_alphabet():
@@ -38,7 +57,7 @@ BYTE_TO_CHAR = _byte_alphabet()
 CHAR_TO_BYTE = {c: b for b, c in enumerate(BYTE_TO_CHAR)}
 
 
-def token_text(token):
+def token_text(token: bytes) -> str:
     return "".join(BYTE_TO_CHAR[b] for b in token)
 
 
@@ -46,7 +65,9 @@ def _token_bytes(text, path, what):
     try:
         return bytes(CHAR_TO_BYTE[c] for c in text)
     except KeyError:
-        raise InputError(f"{path}: {what} {text!r} is not in GPT-2's byte-level alphabet (expected a byte-level BPE)") from None
+        raise InputError(
+            f"{path}: {what} {text!r} is not in GPT-2's byte-level alphabet (expected a byte-level BPE)"
+        ) from None
 
 
 def _load_json(path):
@@ -71,13 +92,17 @@ def _assemble(path, token_ids, merge_texts, special_tokens, merges_path=None):
     try:
         merges = [(token_ids[a], token_ids[b]) for a, b in merge_texts]
     except KeyError as e:
-        raise InputError(f"{merges_path or path}: a merge names {e.args[0]!r}, which is not in the vocabulary") from None
+        raise InputError(
+            f"{merges_path or path}: a merge names {e.args[0]!r}, which is not in the vocabulary"
+        ) from None
     first_listed = {}
     for number, merge in enumerate(merges, 1):
         if merge in first_listed:
             # HF ranks such a pair by its last listing and we by its first: refused, not guessed.
-            raise InputError(f"{merges_path or path}: merge {' '.join(merge_texts[number - 1])!r} is listed twice "
-                             f"(merges {first_listed[merge]:,} and {number:,}); expected each pair once")
+            raise InputError(
+                f"{merges_path or path}: merge {' '.join(merge_texts[number - 1])!r} is listed twice "
+                f"(merges {first_listed[merge]:,} and {number:,}); expected each pair once"
+            )
         first_listed[merge] = number
     return vocab, merges, special_tokens
 
@@ -89,7 +114,8 @@ def _split_merge(merge, path):
     return pair
 
 
-def read_hf_json(path):
+def read_hf_json(path: StrPath) -> tuple[list[bytes], list[tuple[int, int]], dict[str, int], dict[str, Any]]:
+    """The parts of a tokenizer.json (HF `tokenizers` format) and the Tokenizer's keyword options."""
     data = _load_json(path)
     try:
         return _parse_hf_json(path, data)
@@ -107,8 +133,11 @@ def _parse_hf_json(path, data):
         if data.get(field) is not None:
             raise InputError(f"{path}: {field} is set; not supported (ids are those of whole texts): expected null")
     normalizer = _normalizer_names(path, data.get("normalizer"))
-    options = {"pattern": _pattern(path, data.get("pre_tokenizer")), "normalizer": normalizer,
-               "ignore_merges": bool(model.get("ignore_merges"))}
+    options = {
+        "pattern": _pattern(path, data.get("pre_tokenizer")),
+        "normalizer": normalizer,
+        "ignore_merges": bool(model.get("ignore_merges")),
+    }
     token_ids = dict(model["vocab"])
     special_tokens = {}
     for added in data.get("added_tokens") or []:
@@ -116,8 +145,9 @@ def _parse_hf_json(path, data):
         token_ids[added["content"]] = added["id"]
         special_tokens[added["content"]] = added["id"]
     if "merges" not in model:
-        raise InputError(f"{path}: model.merges is missing (HF tokenizers refuses such a file); expected a list, "
-                         "empty for no merges")
+        raise InputError(
+            f"{path}: model.merges is missing (HF tokenizers refuses such a file); expected a list, empty for no merges"
+        )
     merges = [_split_merge(m, path) for m in model["merges"]]
     return (*_assemble(path, token_ids, merges, special_tokens), options)
 
@@ -153,8 +183,10 @@ def _normalizer_names(path, node):
 def _pattern(path, node):
     """The pre-tokenization pattern of a ByteLevel pre-tokenizer (GPT-2's) or of
     Sequence[Split(Regex, Isolated), ByteLevel(use_regex=false)] (Llama 3's, Qwen2's, GPT-4o's)."""
-    expected = ("a ByteLevel pre-tokenizer (GPT-2), or a Sequence of a Split (a Regex pattern, behavior Isolated, "
-                "invert false) and a ByteLevel with use_regex false (Llama 3, Qwen2), without add_prefix_space")
+    expected = (
+        "a ByteLevel pre-tokenizer (GPT-2), or a Sequence of a Split (a Regex pattern, behavior Isolated, "
+        "invert false) and a ByteLevel with use_regex false (Llama 3, Qwen2), without add_prefix_space"
+    )
     if not isinstance(node, dict):
         raise _unsupported(path, "pre_tokenizer", node, expected)
     if node.get("type") == "ByteLevel" and node.get("use_regex", True) and not node.get("add_prefix_space"):
@@ -164,8 +196,15 @@ def _pattern(path, node):
         raise _unsupported(path, "pre_tokenizer", node, expected)
     cut, byte_level = steps
     pattern = cut.get("pattern") if cut.get("type") == "Split" else None
-    if (not isinstance(pattern, dict) or list(pattern) != ["Regex"] or cut.get("behavior") != "Isolated" or cut.get("invert")
-            or byte_level.get("type") != "ByteLevel" or byte_level.get("use_regex", True) or byte_level.get("add_prefix_space")):
+    if (
+        not isinstance(pattern, dict)
+        or list(pattern) != ["Regex"]
+        or cut.get("behavior") != "Isolated"
+        or cut.get("invert")
+        or byte_level.get("type") != "ByteLevel"
+        or byte_level.get("use_regex", True)
+        or byte_level.get("add_prefix_space")
+    ):
         raise _unsupported(path, "pre_tokenizer", node, expected)
     try:
         regex.compile(pattern["Regex"])
@@ -183,7 +222,7 @@ def _check_added_token(path, added, normalizer):
         raise _unsupported(path, f"added token {added['content']!r}: normalized", True, "false with a normalizer")
 
 
-def read_gpt2_files(vocab_path, merges_path, special_tokens):
+def read_gpt2_files(vocab_path: StrPath, merges_path: StrPath, special_tokens: Iterable[str] | None) -> Parts:
     token_ids = _load_json(vocab_path)
     if not isinstance(token_ids, dict) or not all(isinstance(i, int) for i in token_ids.values()):
         raise InputError(f"{vocab_path}: expected a JSON object of token -> id")
@@ -202,7 +241,18 @@ def read_gpt2_files(vocab_path, merges_path, special_tokens):
     return _assemble(vocab_path, token_ids, merges, specials, merges_path)
 
 
-def hf_json(tokenizer):
+class Tables(Protocol):
+    """What hf_json reads of a tokenizer (bpe.Tokenizer, which imports this module)."""
+
+    vocab: list[bytes]
+    merges: list[tuple[int, ...]]
+    special_tokens: dict[str, int]
+    pattern: str
+    normalizer: tuple[str, ...]
+    ignore_merges: bool
+
+
+def hf_json(tokenizer: Tables) -> dict[str, Any]:
     """The tokenizer.json of a Tokenizer, as a dict: what HF `tokenizers` reads to give the same ids."""
     special_ids = set(tokenizer.special_tokens.values())
     texts = [t.decode("utf-8") if i in special_ids else token_text(t) for i, t in enumerate(tokenizer.vocab)]
@@ -210,19 +260,32 @@ def hf_json(tokenizer):
     if tokenizer.pattern == split.GPT2_PATTERN:
         pre_tokenizer = byte_level
     else:
-        pre_tokenizer = {"type": "Sequence", "pretokenizers": [
-            {"type": "Split", "pattern": {"Regex": tokenizer.pattern}, "behavior": "Isolated", "invert": False},
-            {**byte_level, "use_regex": False},
-        ]}
+        pre_tokenizer = {
+            "type": "Sequence",
+            "pretokenizers": [
+                {"type": "Split", "pattern": {"Regex": tokenizer.pattern}, "behavior": "Isolated", "invert": False},
+                {**byte_level, "use_regex": False},
+            ],
+        }
     return {
         "version": "1.0",
         "truncation": None,
         "padding": None,
         "added_tokens": [
-            {"id": i, "content": s, "single_word": False, "lstrip": False, "rstrip": False, "normalized": False, "special": True}
+            {
+                "id": i,
+                "content": s,
+                "single_word": False,
+                "lstrip": False,
+                "rstrip": False,
+                "normalized": False,
+                "special": True,
+            }
             for s, i in sorted(tokenizer.special_tokens.items(), key=lambda item: item[1])
         ],
-        "normalizer": {"type": "Sequence", "normalizers": [{"type": name} for name in tokenizer.normalizer]} if tokenizer.normalizer else None,
+        "normalizer": {"type": "Sequence", "normalizers": [{"type": name} for name in tokenizer.normalizer]}
+        if tokenizer.normalizer
+        else None,
         "pre_tokenizer": pre_tokenizer,
         "post_processor": None,
         "decoder": byte_level,
@@ -242,7 +305,7 @@ def hf_json(tokenizer):
     }
 
 
-def write_json(path, data):
+def write_json(path: StrPath, data: Any) -> None:
     with atomic_write(path, encoding="utf-8") as f:
         json.dump(data, f, ensure_ascii=False, indent=1)
         f.write("\n")

@@ -17,8 +17,10 @@ That argument is about the GPT-2 pattern. A tokenizer.json may bring any other (
 Qwen2's, GPT-4o's, or one of its own, which could for instance match several words at
 once), so other patterns are run over the whole text (`pretokens`).
 """
+
 import re
 import unicodedata
+from collections.abc import Callable, Iterable, Sequence
 
 import numpy as np
 import regex
@@ -29,11 +31,17 @@ PRETOKEN = regex.compile(GPT2_PATTERN)
 # The patterns of the tokenizer.json files of Llama 3 (tiktoken's first cl100k_base), Qwen2 and GPT-4o (o200k_base).
 LLAMA3_PATTERN = r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"""
 QWEN2_PATTERN = r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"""
-O200K_PATTERN = "|".join([
-    r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
-    r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
-    r"""\p{N}{1,3}""", r""" ?[^\s\p{L}\p{N}]+[\r\n/]*""", r"""\s*[\r\n]+""", r"""\s+(?!\S)""", r"""\s+""",
-])
+O200K_PATTERN = "|".join(
+    [
+        r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
+        r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
+        r"""\p{N}{1,3}""",
+        r""" ?[^\s\p{L}\p{N}]+[\r\n/]*""",
+        r"""\s*[\r\n]+""",
+        r"""\s+(?!\S)""",
+        r"""\s+""",
+    ]
+)
 
 # A space that is not a chunk boundary. `regex`'s \s (the pattern's) differs from `re`'s
 # only at U+001C..U+001F, which `re` calls whitespace; `re` scans this much faster.
@@ -44,7 +52,7 @@ _SPACE_NOT_BOUNDARY = re.compile(r" (?=[^\S\x1c-\x1f]|\Z)")
 _LAST_CUT = regex.compile(r"\s(?=\S)", flags=regex.REVERSE)
 
 
-def chunks(text):
+def chunks(text: str) -> list[str]:
     """Cut `text` into chunks whose pre-tokens, concatenated, are the pre-tokens of `text`.
 
     Returns a list whose first item is the text's first chunk and whose other items each
@@ -68,7 +76,7 @@ def chunks(text):
     return glued
 
 
-def safe_cut(text, end):
+def safe_cut(text: str, end: int) -> int:
     """The largest position <= `end` at which `text` can be cut into two parts that pre-tokenize
     independently, or 0 if there is none.
 
@@ -81,7 +89,7 @@ def safe_cut(text, end):
     return m.start() if m else 0
 
 
-def pretokens_of_chunks(chunks):
+def pretokens_of_chunks(chunks: Sequence[str]) -> tuple[list[str], list[int]]:
     """The pre-tokens of many chunks (each standing for " " + chunk) with one pattern run.
 
     Joined by spaces they make one text whose pre-tokens are theirs in order, since each
@@ -97,7 +105,7 @@ def pretokens_of_chunks(chunks):
 # -- other patterns and normalizers (HF tokenizer.json files) ----------------------------------
 
 
-def pretokens(pattern, text):
+def pretokens(pattern: regex.Pattern, text: str) -> list[str]:
     """The pre-tokens of `text` under a compiled `pattern`, as HF `tokenizers`' Split pre-tokenizer
     with the "Isolated" behaviour makes them: each match, and each stretch of text between
     matches, is a pre-token; empty ones are dropped."""
@@ -126,7 +134,7 @@ NORMALIZERS = {
 }
 
 
-def normalize(names, text):
+def normalize(names: Iterable[str], text: str) -> str:
     """`text` through the named normalizers (keys of NORMALIZERS), in order."""
     for name in names:
         text = NORMALIZERS[name](text)
@@ -151,21 +159,23 @@ _LAST_ASCII_SPACE = regex.compile(r"(?<=[!-~]) ", flags=regex.REVERSE)
 # or digit. A newline is a starter that composes with nothing, but a compatibility
 # normalizer can change its neighbours' class (NFKC: "¨" to " \u0308", "⑴" to "(1)"): a cut
 # of a normalized tokenizer holds only where the rule holds for the normalized neighbours too.
-_LINE_CUTS = {GPT2_PATTERN: regex.compile(r"(?<=\S)\n|\n(?=\S)"),
-              **dict.fromkeys((LLAMA3_PATTERN, QWEN2_PATTERN, O200K_PATTERN), regex.compile(r"(?<=[\p{L}\p{N}])\n"))}
+_LINE_CUTS = {
+    GPT2_PATTERN: regex.compile(r"(?<=\S)\n|\n(?=\S)"),
+    **dict.fromkeys((LLAMA3_PATTERN, QWEN2_PATTERN, O200K_PATTERN), regex.compile(r"(?<=[\p{L}\p{N}])\n")),
+}
 
 
 _LAST_LINE_CUTS = {pattern: regex.compile(cuts.pattern, flags=regex.REVERSE) for pattern, cuts in _LINE_CUTS.items()}
 
 
-def line_cuts(pattern, normalizer, text, start, end):
+def line_cuts(pattern: str, normalizer: Sequence[str], text: str, start: int, end: int) -> list[int]:
     """Positions in [start, end] just before a newline where `text` can be cut without changing
     its pre-tokens under `pattern` and the `normalizer` names (see _LINE_CUTS); none for a
     pattern we know nothing about."""
     return list(_cuts_within(_LINE_CUTS.get(pattern), normalizer, text, start, end))
 
 
-def last_line_cut(pattern, normalizer, text, end):
+def last_line_cut(pattern: str, normalizer: Sequence[str], text: str, end: int) -> int:
     """The last of line_cuts(pattern, normalizer, text, 1, end), or 0; searched from `end`
     backwards, so it costs the distance to that line end, not the length of the text."""
     return next(_cuts_within(_LAST_LINE_CUTS.get(pattern), normalizer, text, 1, end), 0)
@@ -187,7 +197,7 @@ def _holds_normalized(cuts, normalizer, text, cut):
     return cuts.search(before + "\n" + after, len(before), len(before) + 1 + len(after)) is not None
 
 
-def cutter(pattern, normalized):
+def cutter(pattern: str, normalized: bool) -> Callable[[str, int], int]:
     """The `safe_cut` for a tokenizer with this pattern, normalized or not: a function
     (text, end) -> the largest position <= `end` at which `text` can be cut without changing
     its ids, or 0. A pattern we know nothing about may look any distance ahead: no cut."""
@@ -196,10 +206,10 @@ def cutter(pattern, normalized):
     return ascii_space_cut if pattern in _ASCII_SPACE_CUT_PATTERNS else no_cut
 
 
-def ascii_space_cut(text, end):
+def ascii_space_cut(text: str, end: int) -> int:
     m = _LAST_ASCII_SPACE.search(text, 0, min(end + 1, len(text)))
     return m.start() if m else 0
 
 
-def no_cut(text, end):
+def no_cut(text: str, end: int) -> int:
     return 0

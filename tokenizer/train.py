@@ -10,11 +10,14 @@ same text. Only the words that contain the merged pair are touched, the pair cou
 each merge are adjusted in place, and the next pair comes from a heap ordered by (count,
 tie-break key), so a merge costs what it changes rather than a pass over the table.
 """
+
 import heapq
 import numbers
 import re
 from array import array
 from collections import Counter, defaultdict, deque
+from collections.abc import Iterable, Mapping
+from concurrent.futures import Future
 from itertools import chain, islice
 
 import numpy as np
@@ -34,7 +37,16 @@ MAX_VOCAB_SIZE = 2**31 - 1  # shard headers (shared/shards.py) hold the vocabula
 TIE_BREAKS = ("lexicographic", "hf")  # the first is the default
 
 
-def train_bpe(corpus, vocab_size, special_tokens=(EOT,), *, tie_break=TIE_BREAKS[0], workers=1, max_bytes=None, quiet=False):
+def train_bpe(
+    corpus: Corpus,
+    vocab_size: int,
+    special_tokens: Iterable[str] = (EOT,),
+    *,
+    tie_break: str = TIE_BREAKS[0],
+    workers: int = 1,
+    max_bytes: int | None = None,
+    quiet: bool = False,
+) -> Tokenizer:
     """Learn a byte-level BPE of `vocab_size` tokens (256 bytes + merges + special tokens) from a
     `Corpus`; `tie_break` picks the merge among equally frequent pairs (module docstring)."""
     special_tokens = list(special_tokens)
@@ -48,7 +60,10 @@ def train_bpe(corpus, vocab_size, special_tokens=(EOT,), *, tie_break=TIE_BREAKS
     if vocab_size < 256 + len(special_tokens):
         raise SettingError("vocab_size", f"{vocab_size}: must be at least 256 + {len(special_tokens)} special token(s)")
     if vocab_size > MAX_VOCAB_SIZE:
-        raise SettingError("vocab_size", f"{vocab_size}: at most {MAX_VOCAB_SIZE:,} (token shards hold the vocabulary size as an int32)")
+        raise SettingError(
+            "vocab_size",
+            f"{vocab_size}: at most {MAX_VOCAB_SIZE:,} (token shards hold the vocabulary size as an int32)",
+        )
     if max_bytes is not None and not (isinstance(max_bytes, numbers.Integral) and max_bytes >= 1):
         raise SettingError("max_bytes", f"{max_bytes!r}: expected a whole number, 1 or more")
     _check_tie_break(tie_break)
@@ -63,18 +78,27 @@ def train_bpe(corpus, vocab_size, special_tokens=(EOT,), *, tie_break=TIE_BREAKS
 # -- counting ----------------------------------------------------------------------------------
 
 
-def count_pretokens(corpus: Corpus, special_tokens, *, workers=1, max_bytes=None, quiet=False):
+def count_pretokens(
+    corpus: Corpus,
+    special_tokens: Iterable[str],
+    *,
+    workers: int = 1,
+    max_bytes: int | None = None,
+    quiet: bool = False,
+) -> Counter[str]:
     """{pre-token: count} over the corpus, or over its first `max_bytes` bytes of whole documents."""
-    special_re = re.compile("|".join(map(re.escape, sorted(special_tokens, key=len, reverse=True)))) if special_tokens else None
+    special_re = (
+        re.compile("|".join(map(re.escape, sorted(special_tokens, key=len, reverse=True)))) if special_tokens else None
+    )
     progress = Progress("counting", "MB", total=corpus.total_bytes, scale=1e6, quiet=quiet)
-    counts = Counter()
+    counts: Counter[str] = Counter()
     batches = _batches(corpus, max_bytes, progress)
     if workers <= 1:
         for batch in batches:
             counts.update(_count_batch(batch, special_re))
     else:
         with process_pool(workers) as pool:
-            pending = deque()
+            pending: deque[Future[Counter[str]]] = deque()
             for batch in batches:
                 pending.append(pool.submit(_count_batch, batch, special_re))
                 if len(pending) > workers:  # bounded read-ahead: memory stays flat
@@ -158,7 +182,9 @@ def _tie_key(tie_break):
     return lambda token, token_id: _descending(token)
 
 
-def learn_merges(pretoken_counts, n_merges, *, tie_break=TIE_BREAKS[0], quiet=False):
+def learn_merges(
+    pretoken_counts: Mapping[str, int], n_merges: int, *, tie_break: str = TIE_BREAKS[0], quiet: bool = False
+) -> tuple[list[bytes], list[tuple[int, int]]]:
     """The vocabulary (bytes of each token) and the merges, learned from {pre-token: count}.
 
     Each word is held as a str whose characters are token ids (chr(id)): finding and
@@ -177,7 +203,7 @@ def learn_merges(pretoken_counts, n_merges, *, tie_break=TIE_BREAKS[0], quiet=Fa
     heap = [(-count, keys[ord(pair[0])], keys[ord(pair[1])], pair) for pair, count in pair_counts.items()]
     heapq.heapify(heap)
 
-    merges = []
+    merges: list[tuple[int, int]] = []
     progress = Progress("merging", "merges", total=n_merges, quiet=quiet)
     while len(merges) < n_merges and heap:
         negative_count, key_a, key_b, pair = heapq.heappop(heap)

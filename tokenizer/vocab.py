@@ -1,7 +1,7 @@
 """`--vocab-size auto`: a vocabulary size chosen for the corpus, with the reason in one line.
 
 Measured with the default recipe (2 minutes of 2 CPU threads, bench/recipe.py, held-out bits per
-byte; docs/train.md, "The recipe"), on four texts of 1.1 MB:
+byte; docs/benchmarks/2026-11-24-recipe-vocabulary.md), on four texts of 1.1 MB:
 
     text                     1,024 tokens   4,096 tokens   repeated spans (below)
     Tiny Shakespeare             2.153          2.166            1.1%
@@ -37,6 +37,9 @@ other kind of bench/corpora.py 1.40 or more), and 4,096 tokens are 1.53 times as
 Shakespeare (2.43 characters a token) scored 2.206 / 2.310 and Urdu (2.83) 0.950 / 0.969. So
 4,096 is kept, whatever the repeats, where 1,024's tokens are shorter than WHOLE_CHARACTERS.
 """
+
+from collections.abc import Callable
+
 import numpy as np
 
 from gptkit.shared.corpus import Corpus
@@ -53,17 +56,26 @@ LONGER_TOKENS = 1.1  # LARGE's bytes a token over SMALL's, at least: between the
 WHOLE_CHARACTERS = 1.0  # characters a SMALL token, at least: below it, SMALL cannot hold the script's characters
 
 
-def auto_tokenizer(corpus: Corpus, train) -> tuple[Tokenizer, int, str]:
+def auto_tokenizer(corpus: Corpus, train: Callable[[int], Tokenizer]) -> tuple[Tokenizer, int, str]:
     """(the tokenizer for `corpus`, the size it was chosen at, why in one line); `train(size)`
     trains a tokenizer of `size` tokens on it. Where the corpus has the text for LARGE tokens, the
     choice follows from what each size does to its first MiB."""
     if corpus.total_bytes >= LARGE_CORPUS_BYTES:
-        return train(LARGE), LARGE, (f"{LARGE:,}: the corpus has {corpus.total_bytes / 1e6:,.1f} MB, "
-                                     f"at least {LARGE_CORPUS_BYTES / 1e6:g} MB")
+        return (
+            train(LARGE),
+            LARGE,
+            (f"{LARGE:,}: the corpus has {corpus.total_bytes / 1e6:,.1f} MB, at least {LARGE_CORPUS_BYTES / 1e6:g} MB"),
+        )
     fits = max((n for n in (TINY, SMALL, LARGE) if n * MIN_BYTES_PER_TOKEN <= corpus.total_bytes), default=TINY)
     if fits < LARGE:
-        return train(fits), fits, (f"{fits:,}, not {LARGE:,}: the corpus has {corpus.total_bytes:,} bytes, too little "
-                                   f"text to learn {LARGE:,} tokens from (at least {MIN_BYTES_PER_TOKEN} bytes a token)")
+        return (
+            train(fits),
+            fits,
+            (
+                f"{fits:,}, not {LARGE:,}: the corpus has {corpus.total_bytes:,} bytes, too little "
+                f"text to learn {LARGE:,} tokens from (at least {MIN_BYTES_PER_TOKEN} bytes a token)"
+            ),
+        )
     data = _first_bytes(corpus, SAMPLE_BYTES)
     text = data.decode("utf-8", errors="ignore")
     share = repeated_span_share(data)
@@ -74,19 +86,29 @@ def auto_tokenizer(corpus: Corpus, train) -> tuple[Tokenizer, int, str]:
     small_tokens = max(1, len(small.encode(text)))
     characters = len(text) / small_tokens
     if characters < WHOLE_CHARACTERS:
-        return large or train(LARGE), LARGE, (f"{LARGE:,}: {SMALL:,} tokens are shorter than the text's characters "
-                                              f"({characters:.2f} characters a token, {len(set(text)):,} distinct "
-                                              "characters): too few for its script")
-    repeats = (f"{100 * share:.1f}% of the positions begin a {SPAN}-byte span seen in the {WITHIN:,} bytes before "
-               f"({'at least' if large else 'under'} {100 * REPEATS_FOR_LARGE:g}%: text that "
-               f"{'repeats itself, as code and formulaic prose do' if large else 'rarely repeats itself'})")
+        return (
+            large or train(LARGE),
+            LARGE,
+            (
+                f"{LARGE:,}: {SMALL:,} tokens are shorter than the text's characters "
+                f"({characters:.2f} characters a token, {len(set(text)):,} distinct "
+                "characters): too few for its script"
+            ),
+        )
+    repeats = (
+        f"{100 * share:.1f}% of the positions begin a {SPAN}-byte span seen in the {WITHIN:,} bytes before "
+        f"({'at least' if large else 'under'} {100 * REPEATS_FOR_LARGE:g}%: text that "
+        f"{'repeats itself, as code and formulaic prose do' if large else 'rarely repeats itself'})"
+    )
     if large is None:
         return small, SMALL, f"{SMALL:,}, not {LARGE:,}: {repeats}"
     large_tokens = max(1, len(large.encode(text)))
     longer = small_tokens / large_tokens
-    lengths = (f"{LARGE:,} tokens are {longer:.2f} times as long as {SMALL:,}'s ({len(data) / large_tokens:.2f} against "
-               f"{len(data) / small_tokens:.2f} bytes a token; at least {LONGER_TOKENS:g} pays for a head {LARGE // SMALL} "
-               "times as large)")
+    lengths = (
+        f"{LARGE:,} tokens are {longer:.2f} times as long as {SMALL:,}'s ({len(data) / large_tokens:.2f} against "
+        f"{len(data) / small_tokens:.2f} bytes a token; at least {LONGER_TOKENS:g} pays for a head {LARGE // SMALL} "
+        "times as large)"
+    )
     if longer < LONGER_TOKENS:
         return small, SMALL, f"{SMALL:,}, not {LARGE:,}: {lengths}; {repeats}"
     return large, LARGE, f"{LARGE:,}: {repeats}; {lengths}"
@@ -99,7 +121,7 @@ def first_tokens(tokenizer: Tokenizer, size: int) -> Tokenizer:
     pairs to merge)."""
     if tokenizer.vocab_size <= size:
         return tokenizer
-    specials = sorted(tokenizer.special_tokens, key=tokenizer.special_tokens.get)
+    specials = sorted(tokenizer.special_tokens, key=tokenizer.special_tokens.__getitem__)
     merges = size - 256 - len(specials)
     vocab = tokenizer.vocab[: 256 + merges] + [s.encode("utf-8") for s in specials]
     return Tokenizer(vocab, tokenizer.merges[:merges], {s: 256 + merges + i for i, s in enumerate(specials)})

@@ -5,12 +5,15 @@ special-token names transformers renders it with (tokenizer_config.json's bos_to
 ChatTemplate.beside reads them: chat_template.jinja and a tokenizer_config.json of those names.
 The export writes the checkpoint's template (gptkit's own where its tokenizer has the chat tokens)
 and names back into tokenizer_config.json, so that transformers renders what gptkit renders."""
+
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 from gptkit.shared.errors import InputError
-from gptkit.shared.files import regular_file
+from gptkit.shared.files import StrPath, regular_file
+from gptkit.tokenizer import Tokenizer
 from gptkit.tokenizer.chat import CONFIG_FILE, SPECIAL_TOKENS, TEMPLATE_FILE, ChatTemplate, config_template, token_names
 
 from ..checkpoint import TOKENIZER_FILE, checkpoint_directory
@@ -20,14 +23,16 @@ HF_TEMPLATE_DIR = "additional_chat_templates"  # transformers' other named templ
 CHECKPOINT_FILES = (TEMPLATE_FILE, CONFIG_FILE)  # what an imported checkpoint may carry beside its tokenizer.json
 
 
-def read_chat_template(hf_dir, notes) -> tuple[str | None, dict]:
+def read_chat_template(hf_dir: Path, notes: list[str]) -> tuple[str | None, dict[str, str]]:
     """(the template, {bos_token: its text, ...}) of a Hugging Face directory, or (None, {}) where
     it has none. Of named templates the "default" is kept; the others are dropped, with a note."""
     config_path = hf_dir / CONFIG_FILE
     config = read_json_object(config_path) if config_path.exists() else {}
     template, dropped = config_template(config, config_path)
     if dropped:
-        notes.append(f"{CONFIG_FILE}: chat_template: the default is kept, the others ({', '.join(dropped)}) are dropped")
+        notes.append(
+            f"{CONFIG_FILE}: chat_template: the default is kept, the others ({', '.join(dropped)}) are dropped"
+        )
     file = hf_dir / TEMPLATE_FILE
     if file.exists():  # transformers' order: the file before tokenizer_config.json's field
         try:
@@ -36,8 +41,10 @@ def read_chat_template(hf_dir, notes) -> tuple[str | None, dict]:
             raise InputError(f"{file}: not a readable UTF-8 file ({e})") from None
     others = sorted(p.name for p in (hf_dir / HF_TEMPLATE_DIR).glob("*.jinja"))
     if others:
-        notes.append(f"{HF_TEMPLATE_DIR}/: the chat templates {', '.join(others)} are dropped (a checkpoint carries "
-                     "the default one)")
+        notes.append(
+            f"{HF_TEMPLATE_DIR}/: the chat templates {', '.join(others)} are dropped (a checkpoint carries "
+            "the default one)"
+        )
     if template is None:
         return None, {}
     return template, token_names(config, config_path)
@@ -47,12 +54,15 @@ def checkpoint_files(template: str | None, names: dict) -> dict:
     """save_model's extra_files that carry `template` and its `names` (none without a template)."""
     if template is None:
         return {}
-    return {TEMPLATE_FILE: lambda path: path.write_text(template, encoding="utf-8"),
-            CONFIG_FILE: lambda path: path.write_text(json.dumps(names, indent=2, ensure_ascii=False) + "\n",
-                                                      encoding="utf-8")}
+    return {
+        TEMPLATE_FILE: lambda path: path.write_text(template, encoding="utf-8"),
+        CONFIG_FILE: lambda path: path.write_text(
+            json.dumps(names, indent=2, ensure_ascii=False) + "\n", encoding="utf-8"
+        ),
+    }
 
 
-def checkpoint_template(checkpoint, tokenizer) -> ChatTemplate | None:
+def checkpoint_template(checkpoint: StrPath, tokenizer: Tokenizer) -> ChatTemplate | None:
     """The chat template a checkpoint renders with (ChatTemplate.beside its tokenizer.json), None
     where it has none: no template file and not gptkit's chat tokens. One it has but cannot
     read is an error, not None."""

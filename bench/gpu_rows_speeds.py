@@ -1,0 +1,263 @@
+"""bench/gpu_check.py's rows whose figures are speeds, each run alone on the GPU: 2 train-step
+(the training step at GPT-2 small against HF Llama and nanoGPT) with 8 loader (the loader's cost,
+on row 2's trainer), 5 recipe (the recipe on a time budget), 7 sampling (against HF generate with
+a static cache). bench/gpu_check.py's docstring tells what each checks.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import statistics
+import tempfile
+import time
+import traceback
+from pathlib import Path
+
+from bench.gpu_check_config import DATA, DEVICE, DRY, H100_PEAK, MODE, ROWS, WORK
+from bench.gpu_rows_common import RowResult, partial, write_json
+
+# Each row imports what it runs inside itself: bench/gpu_check.py's driver imports this module too
+# and runs no model (torch and transformers take seconds to import), and a row whose imports fail
+# is that row's FAIL, not the whole check's.
+
+
+# -- 2 and 8: the training step at GPT-2 small, and the loader's cost ------------------------------------
+
+
+def row_train_step(r):
+    import torch
+
+    from bench import train_gpu
+    from bench.train import build_data
+    from gptkit.model.config import load_config
+
+    c = MODE["train_step"]
+    started = time.perf_counter()
+    shape = c["shape"]
+    if DRY:  # tiny shapes on the CPU: train_gpu's own "tiny" entry is 16 x 256
+        train_gpu.SHAPES[shape] = (c["batch"], c["context"])
+    batch, context = train_gpu.SHAPES[shape]
+    device = torch.device("cuda", 0) if not DRY else torch.device("cpu")
+    compile_model = not DRY
+    peak = None
+    if device.type == "cuda":
+        torch.cuda.set_device(device)
+        torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = True
+        name = torch.cuda.get_device_name(device)
+        peak = device_peak(name)
+        r.values.update(device=name, peak_flops=peak, peak_assumed=peak is None)
+        peak = peak or H100_PEAK  # an unlisted GPU: MFU against the H100 SXM's peak, said in the values
+    results = {}
+    with tempfile.TemporaryDirectory(dir=WORK) as tmp:
+        data = Path(tmp) / "data"
+        build_data(data, load_config(shape).vocab_size, train_tokens=max(1 << 20, 4 * batch * (context + 1)))
+        for name_, tok_s, flops, memory, trainer in train_gpu.race(
+            shape, data, Path(tmp) / "run", device, compile_model, c["steps"], c["warmup"]
+        ):
+            results[name_] = {
+                "tokens_per_s": tok_s,
+                "flops_per_token": flops,
+                "mfu": flops * tok_s / peak if peak else None,
+                "peak_memory_bytes": memory,
+            }
+            print(f"{name_}: {results[name_]}", flush=True)
+            r.values.update(shape=shape, batch=batch, context=context, contenders=results)
+            r.figures = train_step_figures(results, shape, batch, context, peak)
+            partial(
+                r,
+                started,
+                f"no figures yet for {', '.join(n for n in ('ours', 'hf-llama', 'nanogpt') if n not in results)}",
+            )
+            if name_ == "ours":
+                loader_row(trainer, device)
+    ours = results["ours"]
+    r.check(
+        "every contender ran", all(v["tokens_per_s"] > 0 and math.isfinite(v["tokens_per_s"]) for v in results.values())
+    )
+    if MODE["mfu_min"] is not None:
+        r.check(
+            f"ours at {MODE['mfu_min']:.0%} MFU or more ({100 * (ours['mfu'] or 0):.1f}%)",
+            (ours["mfu"] or 0) >= MODE["mfu_min"],
+        )
+    if MODE["ahead"]:
+        for other in ("hf-llama", "nanogpt"):
+            ratio = ours["tokens_per_s"] / results[other]["tokens_per_s"]
+            r.check(f"ours ahead of {other} ({ratio:.2f}x its tok/s)", ratio > 1)
+
+
+def train_step_figures(results, shape, batch, context, peak):
+    mfu = lambda x: f", MFU {100 * x['mfu']:.1f}%" if x["mfu"] is not None else ""  # noqa: E731
+    first = next(iter(results.values()))
+    return (
+        "; ".join(f"{k} {v['tokens_per_s']:,.0f} tok/s{mfu(v)}" for k, v in results.items())
+        + f" ({shape}, {batch} x {context}, FLOPs/token {first['flops_per_token'] / 1e6:.0f}M"
+        + (f", peak {peak / 1e12:.0f} TFLOP/s)" if peak else ", no MFU on a CPU)")
+    )
+
+
+def device_peak(name):
+    """gptkit's dense bf16 peak for the GPU `name`d (train/report.py's table), or None."""
+    from gptkit.train.report import peak_bf16_flops
+
+    return peak_bf16_flops(name)
+
+
+def loader_row(trainer, device):
+    """Row 8, on row 2's trainer: steps that draw from the loader against steps on one cached batch."""
+    import torch
+
+    from bench import train_gpu
+
+    c = MODE["train_step"]
+    started = time.perf_counter()
+    r = RowResult("loader")
+    try:
+        loading = trainer.batches
+        cached = next(loading)
+        cached = tuple(t.clone() for t in cached)
+
+        def cached_step():
+            trainer.batches = itertools.repeat(cached)
+            try:
+                return trainer.train_step()
+            finally:
+                trainer.batches = loading
+
+        times = {"loaded": [], "cached": []}
+        for _ in range(c["loader_rounds"]):
+            times["loaded"].append(train_gpu.measure(trainer.train_step, c["loader_steps"], 1, device))
+            times["cached"].append(train_gpu.measure(cached_step, c["loader_steps"], 1, device))
+        loaded, steady = (statistics.median(times[k]) / c["loader_steps"] for k in ("loaded", "cached"))
+        cost = loaded / steady - 1
+        r.values.update(
+            ms_per_step_loaded=1000 * loaded,
+            ms_per_step_cached=1000 * steady,
+            cost=cost,
+            rounds=c["loader_rounds"],
+            steps=c["loader_steps"],
+            blocks=times,
+        )
+        r.figures = (
+            f"{1000 * loaded:.1f} ms a step loading, {1000 * steady:.1f} ms on a cached batch: "
+            f"{100 * cost:+.1f}% ({c['loader_rounds']} x {c['loader_steps']} steps each, medians)"
+        )
+        r.check(f"the loader's cost under {MODE['loader_max']:.0%} ({100 * cost:.1f}%)", cost < MODE["loader_max"])
+        out = r.as_dict(time.perf_counter() - started)
+    except Exception as e:
+        traceback.print_exc()
+        out = r.as_dict(time.perf_counter() - started)
+        out.update(verdict="FAIL", why=f"{type(e).__name__}: {e}")
+    write_json(ROWS / "loader.json", out)
+    torch.cuda.synchronize() if device.type == "cuda" else None
+
+
+# -- 5: the recipe on a time budget -------------------------------------------------------------------
+
+
+def row_recipe(r):
+    from bench.time_budget import run as budget_run
+
+    got = budget_run(DATA, WORK / "recipe", MODE["recipe_budget"])
+    budget = MODE["recipe_s"]
+    late = got["loop_s"] / budget - 1
+    r.values.update(got, budget_s=budget, late=late)
+    r.figures = (
+        f"{got['shape']}, {got['steps']:,} steps, held-out {got['bpb']:.4f} bpb; loop {got['loop_s']:.1f} s of "
+        f"{budget} s ({100 * late:+.1f}%), command {got['wall_s']:.0f} s"
+    )
+    r.check(
+        f"the loop within {MODE['on_time']:.0%} of the {budget} s budget ({got['loop_s']:.1f} s)",
+        abs(late) <= MODE["on_time"],
+    )
+    r.check("a finite held-out bpb", math.isfinite(got["bpb"]))
+
+
+# -- 7: sampling against HF generate with a static cache ------------------------------------------------
+
+
+def row_sampling(r):
+    import torch
+    from transformers import LlamaForCausalLM
+    from transformers.utils import logging as hf_logging
+
+    from bench.sample import dummy_tokenizer
+    from gptkit.model.checkpoint import load_model, save_model
+    from gptkit.model.config import ModelConfig, load_config
+    from gptkit.model.generate import generate
+    from gptkit.model.hf import export_hf
+    from gptkit.model.model import TransformerLM
+
+    hf_logging.disable_progress_bar()
+    started = time.perf_counter()
+    c = MODE["sampling"]
+    config = load_config(c["model"]) if isinstance(c["model"], str) else ModelConfig(**c["model"])
+    device = torch.device(DEVICE)
+    dtype = torch.float32 if DRY else torch.bfloat16
+    ckpt, hf_dir = WORK / "sampling-ckpt", WORK / "sampling-hf"
+    torch.manual_seed(0)
+    save_model(TransformerLM(config), dummy_tokenizer(config.vocab_size), ckpt)
+    export_hf(ckpt, hf_dir)
+    ours = load_model(ckpt)[0].to(device).eval()  # float32 weights: generate runs them under bf16 autocast on CUDA
+    hf = LlamaForCausalLM.from_pretrained(hf_dir, dtype=dtype).to(device).eval()
+    hf.generation_config.eos_token_id = hf.generation_config.bos_token_id = None  # exactly the new tokens asked for
+    g = torch.Generator().manual_seed(0)
+    prompt = torch.randint(0, config.vocab_size - 1, (c["prompt"],), generator=g).tolist()
+    sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
+
+    def run_ours(batch, n):
+        started = time.perf_counter()
+        made = sum(
+            1 for _ in generate(ours, prompt, max_new_tokens=n, num_samples=batch, temperature=0.8, top_p=0.9, seed=0)
+        )
+        sync()
+        assert made == n, made
+        return time.perf_counter() - started
+
+    def run_hf(batch, n):
+        ids = torch.tensor([prompt] * batch, device=device)
+        torch.manual_seed(0)
+        sync()
+        started = time.perf_counter()
+        with torch.inference_mode():
+            out = hf.generate(
+                ids,
+                attention_mask=torch.ones_like(ids),
+                max_new_tokens=n,
+                min_new_tokens=n,
+                do_sample=True,
+                temperature=0.8,
+                top_p=0.9,
+                top_k=0,
+                cache_implementation="static",
+                disable_compile=device.type != "cuda",
+                eos_token_id=None,
+                pad_token_id=0,
+            )
+        sync()
+        assert out.shape == (batch, len(prompt) + n), out.shape
+        return time.perf_counter() - started
+
+    figures = []
+    for batch in c["batches"]:
+        speeds = {}
+        for who, fn in (("ours", run_ours), ("hf", run_hf)):
+            fn(batch, c["new"])  # warm-up (HF compiles its forward here on CUDA)
+            speeds[who] = batch * c["new"] / fn(batch, c["new"])
+        ratio = speeds["ours"] / speeds["hf"]
+        r.values[f"batch_{batch}"] = {**speeds, "ratio": ratio}
+        figures.append(f"batch {batch}: ours {speeds['ours']:,.0f} tok/s, HF static {speeds['hf']:,.0f} ({ratio:.2f}x)")
+        r.figures = "; ".join(figures)
+        partial(r, started, "the larger batch")
+        r.check(f"batch {batch} sampled", speeds["ours"] > 0 and speeds["hf"] > 0)
+        if MODE["sampling_min"] is not None:
+            r.check(
+                f"batch {batch}: ours at {MODE['sampling_min']}x HF's tok/s or more ({ratio:.2f}x)",
+                ratio >= MODE["sampling_min"],
+            )
+    precision = "float32" if DRY else "bf16: ours float32 weights under its autocast, HF bf16 weights"
+    r.values.update(model=config.to_dict(), precision=precision, prompt=c["prompt"], new=c["new"])
+    r.figures = (
+        "; ".join(figures) + f" ({config.d_model} x {config.n_layers} layers, vocab {config.vocab_size}, "
+        f"{precision}, {c['prompt']} + {c['new']} tokens)"
+    )

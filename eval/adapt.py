@@ -10,20 +10,30 @@ depends only on the text before it, the summed losses are a code length the text
 from, and that code is at most log(1 + len(LEARNING_RATES)) nats longer than the best copy's or
 the model's own.
 """
+
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
-from .loss import on_device
+from gptkit.model.model import TransformerLM
+
+from .loss import Autocast, on_device
 
 LEARNING_RATES = (0.01, 0.03, 0.1)
 
 
-def adapted_losses(model, parts, autocast, device, each_window=None):
+def adapted_losses(
+    model: TransformerLM,
+    parts: Sequence[np.ndarray],
+    autocast: Autocast,
+    device: torch.device,
+    each_window: Callable[[int], None] | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
     """The loss of each target of the windows `parts` (a list of (n, T + 1) arrays, read in order)
     under the mixture, and under the model as trained alone: two float64 numpy arrays.
     `each_window(windows done)` after each window. The model is left as it was."""
@@ -59,7 +69,7 @@ def _losses(model, ids):
     return F.cross_entropy(logits.float().flatten(0, 1), ids[0, 1:], reduction="none")
 
 
-def mixture(losses):
+def mixture(losses: np.ndarray) -> np.ndarray:
     """The loss of each position under the Bayesian mixture of the predictors whose losses are the
     rows of `losses` (nats, each position in order), from equal priors. A loss that is not finite
     (a copy that diverged) counts as probability 0."""

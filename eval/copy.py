@@ -21,11 +21,13 @@ The same ranks tell which scored tokens were there to copy whole: those inside a
 tokens of the scored text that the training text holds verbatim. A text (partly) from the training
 text scores far below what the model predicts of new text, and this share says so.
 """
+
 from __future__ import annotations
 
 from typing import NamedTuple
 
 import numpy as np
+import numpy.typing as npt
 
 MAX_N = 32
 ALPHAS = np.array([1.0, 2.0, 4.0, 8.0, 16.0])  # the interpolation's alphas the online fit chooses from
@@ -40,13 +42,14 @@ class Matches(NamedTuple):
     """For each scored position: the n-gram's probability of its token for each of ALPHAS (rows),
     the length of the longest earlier context matched (0: none), that context's earlier count, and
     whether the token lies in a span of max_n tokens or more that the training text holds verbatim."""
+
     prob: np.ndarray
     length: np.ndarray
-    count: np.ndarray
+    count: np.ndarray  # type: ignore[assignment]  # shadows tuple.count, which nothing here calls
     verbatim: np.ndarray
 
 
-def ngram(stream, first, p_model, max_n=MAX_N) -> Matches:
+def ngram(stream: npt.ArrayLike, first: int, p_model: npt.ArrayLike, max_n: int = MAX_N) -> Matches:
     """The n-gram's predictions of positions first.. of `stream` (token ids), each from the stream
     before it, interpolated down to `p_model` (the model's probability of each of those tokens). A
     context's count is the times it ended before the position's previous token, and the token's
@@ -109,13 +112,14 @@ def _in_training_windows(ends, earliest, k, first, m):
     return covered[first - source : m - source]
 
 
-def buckets(matches: Matches):
+def buckets(matches: Matches) -> np.ndarray:
     """Each position's bucket of the matched length and the context's count."""
-    return np.searchsorted(LENGTHS, matches.length, side="right") * (len(COUNTS) + 1) \
-        + np.searchsorted(COUNTS, matches.count, side="right")
+    return np.searchsorted(LENGTHS, matches.length, side="right") * (len(COUNTS) + 1) + np.searchsorted(
+        COUNTS, matches.count, side="right"
+    )
 
 
-def mixed(p_model, matches: Matches):
+def mixed(p_model: npt.ArrayLike, matches: Matches) -> np.ndarray:
     """p_model (each scored position's model probability) mixed with the n-gram's, online: the
     positions in blocks of doubling size from FIRST_BLOCK, each mixed with the alpha and the
     weights fitted on all the positions before it."""
@@ -132,7 +136,7 @@ def mixed(p_model, matches: Matches):
     return out
 
 
-def fitted_weights(p_model, p_ngram, bucket):
+def fitted_weights(p_model: np.ndarray, p_ngram: np.ndarray, bucket: np.ndarray) -> tuple[np.ndarray, float]:
     """For each bucket, the weight of WEIGHTS that gives these positions the least loss (0 where
     the bucket has none), and the positions' loss with those weights."""
     weights, loss = np.zeros((len(LENGTHS) + 1) * (len(COUNTS) + 1)), 0.0

@@ -5,15 +5,23 @@ in consecutive windows of its context: the one implementation of the trainer's v
 A window is context + 1 tokens: the model reads the first `context` and predicts the last
 `context`, so each window's first token is the previous window's last and every token of the
 stream after its first is predicted once."""
+
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Iterable
+from contextlib import AbstractContextManager
 from typing import NamedTuple
 
 import numpy as np
 import torch
 
+from gptkit.model.model import TransformerLM
 from gptkit.shared.shard_data import ShardData
+from gptkit.tokenizer import Tokenizer
+
+# What a model scores under: torch.autocast (bf16 on CUDA), or contextlib.nullcontext().
+Autocast = AbstractContextManager[object]
 
 
 class Loss(NamedTuple):
@@ -23,7 +31,7 @@ class Loss(NamedTuple):
     bytes: int  # their bytes of text (special tokens have none)
 
 
-def eval_sequences(data: ShardData, context_length, max_tokens):
+def eval_sequences(data: ShardData, context_length: int, max_tokens: int) -> tuple[np.ndarray, np.ndarray | None]:
     """The fixed validation set: the first `max_tokens` tokens of the validation stream, as
     whole windows (the same tokens in every evaluation of every run), and their mask where the
     data has one (chat data: 1 where the loss counts the token), else None."""
@@ -38,7 +46,7 @@ def _windows_of(data, context_length, max_tokens):
     return max(1, min(max_tokens, int(data.sizes.sum()) - 1) // context_length)
 
 
-def text_windows(ids, context_length):
+def text_windows(ids: Iterable[int] | np.ndarray, context_length: int) -> tuple[np.ndarray, np.ndarray | None]:
     """All of a stream of token ids in windows: the whole windows, (n, context + 1), then the
     shorter last one where the stream does not end at one, (1, k) (None: it does)."""
     ids = np.asarray(ids, np.int64)
@@ -47,14 +55,17 @@ def text_windows(ids, context_length):
     return windows(ids[: whole * context_length + 1], context_length), (rest[None] if len(rest) > 1 else None)
 
 
-def windows(flat, context_length):
+def windows(flat: np.ndarray, context_length: int) -> np.ndarray:
     """(n, context + 1) consecutive windows of `flat`, n * context + 1 tokens."""
     count = (len(flat) - 1) // context_length
-    return np.stack([flat[i * context_length : (i + 1) * context_length + 1] for i in range(count)]) if count \
+    return (
+        np.stack([flat[i * context_length : (i + 1) * context_length + 1] for i in range(count)])
+        if count
         else np.empty((0, context_length + 1), flat.dtype)
+    )
 
 
-def on_device(array, device):
+def on_device(array: np.ndarray, device: torch.device) -> torch.Tensor:
     """A numpy array as a tensor on `device`. To CUDA from pinned memory, without waiting: a copy
     from pageable memory blocks the host until the GPU has done the work queued before it."""
     tensor = torch.from_numpy(array)
@@ -63,7 +74,7 @@ def on_device(array, device):
     return tensor.to(device)
 
 
-def token_bytes(tokenizer):
+def token_bytes(tokenizer: Tokenizer) -> list[int]:
     """The length in bytes of each token's text; 0 for special tokens, which stand for no text."""
     special = set(tokenizer.special_tokens.values())
     return [0 if i in special else len(b) for i, b in enumerate(tokenizer.vocab)]
@@ -80,7 +91,15 @@ def _losses(model, sequences, batch_size, autocast, device):
 
 
 @torch.no_grad()
-def loss_sums(model, sequences, nbytes, batch_size, autocast, each_batch=None, masks=None):
+def loss_sums(
+    model: TransformerLM,
+    sequences: np.ndarray,
+    nbytes: torch.Tensor,
+    batch_size: int,
+    autocast: Autocast,
+    each_batch: Callable[[int], None] | None = None,
+    masks: np.ndarray | None = None,
+) -> torch.Tensor:
     """Sums over the windows `sequences` (an (n, T + 1) array), in batches of `batch_size`: the
     loss, the predicted tokens, the loss of the tokens that are text, and their bytes (`nbytes`:
     token_bytes as a tensor on the model's device); a float64 tensor there, with no sync per
@@ -102,7 +121,14 @@ def loss_sums(model, sequences, nbytes, batch_size, autocast, each_batch=None, m
 
 
 @torch.no_grad()
-def token_losses(model, sequences, batch_size, autocast, device, each_batch=None):
+def token_losses(
+    model: TransformerLM,
+    sequences: np.ndarray,
+    batch_size: int,
+    autocast: Autocast,
+    device: torch.device,
+    each_batch: Callable[[int], None] | None = None,
+) -> np.ndarray:
     """The loss of each target of the windows `sequences`, in their order, as float64 numpy."""
     out = []
     for i, _, losses in _losses(model, sequences, batch_size, autocast, device):
@@ -112,7 +138,9 @@ def token_losses(model, sequences, batch_size, autocast, device, each_batch=None
     return np.concatenate(out) if out else np.zeros(0)
 
 
-def target_sums(losses, targets, nbytes, counted=None):
+def target_sums(
+    losses: np.ndarray, targets: np.ndarray, nbytes: np.ndarray, counted: np.ndarray | None = None
+) -> np.ndarray:
     """loss_sums' four sums from each target's loss (numpy): `nbytes` token_bytes as an array,
     `counted` 1 where a target counts (None: all)."""
     counted = np.ones(len(targets)) if counted is None else counted
@@ -120,7 +148,7 @@ def target_sums(losses, targets, nbytes, counted=None):
     return np.array([(losses * counted).sum(), counted.sum(), (losses * counted * (text > 0)).sum(), text.sum()])
 
 
-def summary(sums) -> Loss:
+def summary(sums: torch.Tensor | np.ndarray) -> Loss:
     """The loss and bits per byte of loss_sums' sums. Bits per byte do not depend on the
     tokenizer: the summed loss of the targets that are text, in bits, over their bytes; special
     tokens count in neither."""

@@ -1,4 +1,4 @@
-"""Benchmark a training step (`train.trainer.Trainer._train_step`) against Hugging Face
+"""Benchmark a training step (`train.trainer.Trainer.train_step`) against Hugging Face
 `transformers` + `torch.optim.AdamW` on the same model, weights and batches (float32, CPU).
 
     python bench/train.py [--threads 2] [--batch-size 8] [--context 256] [--steps 10] [--repeat 3]
@@ -8,7 +8,7 @@ The model: Llama-style, hidden 256, 4 layers, 4 heads, d_ff 688, vocabulary 1000
 token ids (`shared.shards.ShardWriter`, a manifest, and a dummy 10000-token tokenizer.json made
 as bench/sample.py makes it), so that a real `Trainer` can be built on it.
 
-  ours  `Trainer(...)._train_step()` end to end: the batch from the memmapped shards (our
+  ours  `Trainer(...).train_step()` end to end: the batch from the memmapped shards (our
         loader), forward with targets, backward, clip_grad_norm_(1.0), our AdamW step
         (lr 1e-3 under the trainer's schedule, betas (0.9, 0.95), weight decay 0.1 on the
         hidden matrices only: the defaults of TrainConfig), zero_grad
@@ -33,6 +33,7 @@ First a check child: with identical initial weights and the same batch, the firs
 ours and HF must agree within 1e-4 (the exit status is 1 if not); it also prints the gradient
 norms and the losses of the next step (after one identical update each).
 """
+
 import argparse
 import json
 import statistics
@@ -81,34 +82,49 @@ def build_data(directory, vocab=MODEL["vocab_size"], train_tokens=TRAIN_TOKENS):
         writer.commit()
         shards.append({"file": name, "split": split, "tokens": n, "documents": 0, "crc32": f"{header.checksum:08x}"})
     # Every field a reader checks (shared/shard_dir.py MANIFEST_ID and MANIFEST_FIELDS), as pretokenize would write it.
-    manifest = {"format": FORMAT, "version": VERSION, "name": "bench", "dtype": dtype.name, "shards": shards,
-                "eot_token": None, "eot_id": None,
-                "tokenizer": {"fingerprint": tokenizer.fingerprint, "vocab_size": vocab},
-                "split": {"text": "random ids"},
-                "totals": {s["split"]: {"documents": 0, "tokens": s["tokens"]} for s in shards}}
+    manifest = {
+        "format": FORMAT,
+        "version": VERSION,
+        "name": "bench",
+        "dtype": dtype.name,
+        "shards": shards,
+        "eot_token": None,
+        "eot_id": None,
+        "tokenizer": {"fingerprint": tokenizer.fingerprint, "vocab_size": vocab},
+        "split": {"text": "random ids"},
+        "totals": {s["split"]: {"documents": 0, "tokens": s["tokens"]} for s in shards},
+    }
     (directory / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
 
 
 def train_config(tmp, out, a):
     from gptkit.train.config import TrainConfig
 
-    return TrainConfig(data=str(tmp / "data"), out=str(tmp / out), model=dict(MODEL, context_length=a.context),
-                       device="cpu", seed=SEED, batch_size=a.batch_size, context_length=a.context,
-                       eval_tokens=4 * a.context)
+    return TrainConfig.of(
+        data=str(tmp / "data"),
+        out=str(tmp / out),
+        model=dict(MODEL, context_length=a.context),
+        device="cpu",
+        seed=SEED,
+        batch_size=a.batch_size,
+        context_length=a.context,
+        eval_tokens=4 * a.context,
+    )
 
 
 def trainer(tmp, out, a):
-    from gptkit.train.prepare import Dist, prepare_run
+    from gptkit.train.processes import Dist
+    from gptkit.train.settle import settle
     from gptkit.train.trainer import Trainer
 
-    return Trainer(prepare_run(train_config(tmp, out, a)), Dist())
+    return Trainer(settle(train_config(tmp, out, a)), Dist())
 
 
 # -- the reference: transformers + torch.optim.AdamW ---------------------------------------------
 
 
 class HFStep:
-    """What `Trainer._train_step` does, with LlamaForCausalLM and torch.optim.AdamW."""
+    """What `Trainer.train_step` does, with LlamaForCausalLM and torch.optim.AdamW."""
 
     def __init__(self, tmp, a):
         import torch
@@ -116,40 +132,44 @@ class HFStep:
         from transformers.utils import logging
 
         from gptkit.shared.shard_dir import ShardDir
+        from gptkit.train.budget import Planner
         from gptkit.train.data import Loader, ShardData, data_tokenizer
-        from gptkit.train.config import completed
-        from gptkit.train.optim import Schedule
-        from gptkit.train.prepare import Dist
+        from gptkit.train.processes import Dist
+        from gptkit.train.settle import completed
 
         self.config = config = completed(train_config(tmp, "unused", a))
         logging.disable_progress_bar()
         self.model = LlamaForCausalLM.from_pretrained(tmp / "hf", dtype=torch.float32).train()
-        data_dir = ShardDir(config.data)
+        data_dir = ShardDir(config.job.data)
         tokenizer = data_tokenizer(data_dir)
         data = ShardData(data_dir, "train", tokenizer.vocab_size, tokenizer.fingerprint, a.context)
-        self.loader = Loader(data, config, a.context, Dist())
+        self.loader = Loader(data, config.batch, config.job.seed, Dist())
         decayed, plain = [], []  # as build_optimizers: decay on matrices, not on norms or embeddings
         for name, p in self.model.named_parameters():
             embedding = name in ("model.embed_tokens.weight", "lm_head.weight")
             (decayed if p.dim() >= 2 and not embedding else plain).append(p)
         self.optimizer = torch.optim.AdamW(
-            [{"params": decayed, "weight_decay": config.weight_decay}, {"params": plain, "weight_decay": 0.0}],
-            lr=config.lr, betas=(config.beta1, config.beta2), eps=config.eps, fused=False)
-        self.schedule, self.step = Schedule(config, config.max_steps), 0
+            [{"params": decayed, "weight_decay": config.optim.weight_decay}, {"params": plain, "weight_decay": 0.0}],
+            lr=config.optim.lr,
+            betas=(config.optim.beta1, config.optim.beta2),
+            eps=config.optim.eps,
+            fused=False,
+        )
+        self.planner, self.step = Planner(config, a.batch_size * a.context), 0
 
     def __call__(self):
         import torch
 
         sequences = torch.from_numpy(self.loader.batch(self.step)).long()
         inputs, targets = sequences[:, :-1], sequences[:, 1:]
-        lr = self.config.lr * self.schedule(self.step)
+        lr = self.planner.lr(self.step)
         for group in self.optimizer.param_groups:
             group["lr"] = lr
         targets = targets.contiguous()  # a view of the loader's (B, T + 1) rows; HF's loss views it flat
         loss = self.model(input_ids=inputs, labels=targets, shift_labels=targets, use_cache=False).loss
         loss.backward()
         loss = loss.item()
-        grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.config.grad_clip).item()
+        grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.config.optim.grad_clip).item()
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
         self.step += 1
@@ -157,11 +177,11 @@ class HFStep:
 
 
 def ours_step(ours):
-    """One `Trainer._train_step`, then what Trainer's loop does after it; (loss, grad norm, lr) as
+    """One `Trainer.train_step`, then what Trainer's loop does after it; (loss, grad norm, lr) as
     HFStep returns them (the values read at once: on the CPU nothing runs ahead anyway)."""
-    lr = ours.config.lr * ours.planner.schedule(ours.step)
-    loss, grad_norm = ours._train_step()
-    ours.step += 1
+    lr = ours.planner.lr(ours.step)
+    loss, grad_norm = ours.train_step()
+    ours.progress.step += 1
     return loss.item(), grad_norm.item(), lr
 
 
@@ -176,11 +196,11 @@ def child_check(tmp, a):
     from gptkit.model.hf import export_hf
 
     ours = trainer(tmp, "run-check", a)
-    save_model(ours.model, ours.tokenizer, tmp / "ckpt")
+    save_model(ours.model, ours.run.tokenizer, tmp / "ckpt")
     export_hf(tmp / "ckpt", tmp / "hf")
     hf = HFStep(tmp, a)
     with torch.no_grad():
-        inputs = torch.from_numpy(ours.prepared.loader.batch(0)).long()[:, :-1]
+        inputs = torch.from_numpy(ours.run.loader.batch(0)).long()[:, :-1]
         reference = hf.model(input_ids=inputs, use_cache=False).logits
         difference = (ours.model(inputs)[0] - reference).abs().max().item()
     steps = {"ours": [], "hf": []}
@@ -254,7 +274,6 @@ def child_main(argv):
 # -- parent ----------------------------------------------------------------------------------------
 
 
-
 def main():
     if sys.argv[1:2] == ["_one"]:
         return child_main(sys.argv[2:])
@@ -273,14 +292,20 @@ def main():
     cost = model_cost(config)
     tokens_per_step = a.batch_size * a.context
     print(torch_machine(a.threads))
-    print(f"model: random Llama-style, hidden {config.d_model}, {config.n_layers} layers, {config.n_heads} heads, "
-          f"d_ff {config.d_ff}, vocab {config.vocab_size}, context {config.context_length}, untied, float32, CPU; "
-          f"{cost.params:,} parameters")
-    print(f"step: batch {a.batch_size} x context {a.context} = {tokens_per_step:,} tokens, AdamW (lr 1e-3 warmup "
-          f"schedule, betas (0.9, 0.95), wd 0.1 on hidden matrices), clip 1.0; {WARMUP} warm-up + {a.steps} timed steps "
-          f"per child, {a.repeat} rounds of fresh children per mode (medians)")
-    print(f"FLOPs/token: {cost.flops_per_token / 1e6:.2f} M (model.info.model_cost, the same for both: equal shapes); "
-          f"peak: fp32 {PEAK_N}x{PEAK_N} matmul loop, same threads")
+    print(
+        f"model: random Llama-style, hidden {config.d_model}, {config.n_layers} layers, {config.n_heads} heads, "
+        f"d_ff {config.d_ff}, vocab {config.vocab_size}, context {config.context_length}, untied, float32, CPU; "
+        f"{cost.params:,} parameters"
+    )
+    print(
+        f"step: batch {a.batch_size} x context {a.context} = {tokens_per_step:,} tokens, AdamW (lr 1e-3 warmup "
+        f"schedule, betas (0.9, 0.95), wd 0.1 on hidden matrices), clip 1.0; {WARMUP} warm-up + {a.steps} timed steps "
+        f"per child, {a.repeat} rounds of fresh children per mode (medians)"
+    )
+    print(
+        f"FLOPs/token: {cost.flops_per_token / 1e6:.2f} M (model.info.model_cost, the same for both: equal shapes); "
+        f"peak: fp32 {PEAK_N}x{PEAK_N} matmul loop, same threads"
+    )
     common = ["--threads", a.threads, "--batch-size", a.batch_size, "--context", a.context, "--steps", a.steps]
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="bench-train-") as tmp:
@@ -298,25 +323,37 @@ def main():
             subprocess.run([sys.executable, __file__, "_one", "profile", str(tmp), *map(str, common)], check=True)
     peak = statistics.median(runs["peak"])
     speed = {mode: statistics.median(runs[mode]) for mode in MODES}
-    print(f"\nmatmul peak (fp32, {PEAK_N}^3, {a.threads} threads): {peak / 1e9:.1f} GFLOP/s "
-          f"(range {min(runs['peak']) / 1e9:.1f}-{max(runs['peak']) / 1e9:.1f})")
-    print("\n| mode | tokens/s | range, tokens/s | ms/step | GFLOP/s | % of matmul peak | vs HF |\n"
-          "|---|---:|---:|---:|---:|---:|---:|")
+    print(
+        f"\nmatmul peak (fp32, {PEAK_N}^3, {a.threads} threads): {peak / 1e9:.1f} GFLOP/s "
+        f"(range {min(runs['peak']) / 1e9:.1f}-{max(runs['peak']) / 1e9:.1f})"
+    )
+    print(
+        "\n| mode | tokens/s | range, tokens/s | ms/step | GFLOP/s | % of matmul peak | vs HF |\n"
+        "|---|---:|---:|---:|---:|---:|---:|"
+    )
     for mode in MODES:
         flops = speed[mode] * cost.flops_per_token
-        print(f"| {mode} | {speed[mode]:,.0f} | {min(runs[mode]):,.0f}-{max(runs[mode]):,.0f} | "
-              f"{1000 * tokens_per_step / speed[mode]:.0f} | {flops / 1e9:.1f} | {100 * flops / peak:.1f}% | "
-              f"{speed[mode] / speed['hf']:.2f} |")
+        print(
+            f"| {mode} | {speed[mode]:,.0f} | {min(runs[mode]):,.0f}-{max(runs[mode]):,.0f} | "
+            f"{1000 * tokens_per_step / speed[mode]:.0f} | {flops / 1e9:.1f} | {100 * flops / peak:.1f}% | "
+            f"{speed[mode] / speed['hf']:.2f} |"
+        )
     print(f"\nours / HF, tokens/s: {speed['ours'] / speed['hf']:.2f} (target >= 1.1)")
     (loss_o, norm_o, lr_o), (loss_h, norm_h, lr_h) = check["steps"]["ours"][0], check["steps"]["hf"][0]
     agree = abs(loss_o - loss_h) <= LOSS_TOLERANCE
-    print(f"check (same initial weights, exported with export_hf; same batch; HF attention {check['attn']}): "
-          f"logits max |diff| {check['logits_max_abs_diff']:.2e}")
-    print(f"  first-step loss: ours {loss_o:.6f}, HF {loss_h:.6f}, |diff| {abs(loss_o - loss_h):.2e} "
-          f"({'agree' if agree else 'DISAGREE'} within {LOSS_TOLERANCE:g})")
+    print(
+        f"check (same initial weights, exported with export_hf; same batch; HF attention {check['attn']}): "
+        f"logits max |diff| {check['logits_max_abs_diff']:.2e}"
+    )
+    print(
+        f"  first-step loss: ours {loss_o:.6f}, HF {loss_h:.6f}, |diff| {abs(loss_o - loss_h):.2e} "
+        f"({'agree' if agree else 'DISAGREE'} within {LOSS_TOLERANCE:g})"
+    )
     print(f"  first-step grad norm: ours {norm_o:.6f}, HF {norm_h:.6f}; lr {lr_o:.2e} / {lr_h:.2e}")
     (loss_o, _, _), (loss_h, _, _) = check["steps"]["ours"][1], check["steps"]["hf"][1]
-    print(f"  second-step loss (after one update each): ours {loss_o:.6f}, HF {loss_h:.6f}, |diff| {abs(loss_o - loss_h):.2e}")
+    print(
+        f"  second-step loss (after one update each): ours {loss_o:.6f}, HF {loss_h:.6f}, |diff| {abs(loss_o - loss_h):.2e}"
+    )
     print(f"total time: {time.perf_counter() - started:.0f} s")
     if not agree:
         sys.exit(1)

@@ -9,7 +9,7 @@ Shapes (the model preset, with the batch of the training preset of that name):
 
 Contenders, each with bf16 autocast, torch.compile of the model, TF32 matmuls, gradient
 clipping at 1.0 and one optimizer step per batch:
-  ours       `Trainer(...)._train_step()` itself: the batch from memmapped random-token shards
+  ours       `Trainer(...).train_step()` itself: the batch from memmapped random-token shards
              through the pinned loader, forward, backward, clip, our AdamW (fused on CUDA).
   hf-llama   `LlamaForCausalLM` of the same configuration (our export's `hf_config`), SDPA
              attention, the loss from `labels` (shift_labels: the same predictions as ours),
@@ -27,6 +27,7 @@ the GPU's dense bf16 peak (989 TFLOP/s for an H100); peak memory = torch.cuda.ma
 On a machine without CUDA it runs the same code on the CPU in float32 without compile (a check
 that the script works; its figures mean nothing): `--device cpu --shapes tiny --steps 2`.
 """
+
 import argparse
 import gc
 import math
@@ -46,8 +47,9 @@ from bench.train import build_data  # noqa: E402
 from gptkit.model.config import load_config  # noqa: E402
 from gptkit.model.info import model_cost  # noqa: E402
 from gptkit.train.config import TrainConfig  # noqa: E402
+from gptkit.train.processes import Dist  # noqa: E402
 from gptkit.train.report import peak_bf16_flops  # noqa: E402
-from gptkit.train.prepare import Dist, prepare_run  # noqa: E402
+from gptkit.train.settle import settle  # noqa: E402
 from gptkit.train.trainer import Trainer  # noqa: E402
 
 SHAPES = {"tiny": (16, 256), "tinystories-17m": (64, 256), "gpt2-small": (32, 1024)}  # batch, context
@@ -108,8 +110,13 @@ def reference_step(model, loss_of, batches, device, compile_model):
     """A step as nanoGPT's train.py takes it, with torch's fused AdamW (weight decay 0.1 on matrices)."""
     decayed = [p for p in model.parameters() if p.dim() >= 2]
     plain = [p for p in model.parameters() if p.dim() < 2]
-    optimizer = torch.optim.AdamW([{"params": decayed, "weight_decay": 0.1}, {"params": plain, "weight_decay": 0.0}],
-                                  lr=6e-4, betas=(0.9, 0.95), eps=1e-8, fused=device.type == "cuda")
+    optimizer = torch.optim.AdamW(
+        [{"params": decayed, "weight_decay": 0.1}, {"params": plain, "weight_decay": 0.0}],
+        lr=6e-4,
+        betas=(0.9, 0.95),
+        eps=1e-8,
+        fused=device.type == "cuda",
+    )
     forward = torch.compile(model) if compile_model else model
     autocast = torch.autocast(device.type, torch.bfloat16, enabled=device.type == "cuda")
 
@@ -133,9 +140,24 @@ def contenders(shape, data, run_dir, device, compile_model):
 
     def ours():
         here = Dist(device=device)
-        return Trainer(prepare_run(TrainConfig(data=str(data), out=str(run_dir), model=shape, device=device.type,
-                                               batch_size=batch, context_length=context, compile=compile_model,
-                                               warmup_steps=10, max_steps=10**6, eval_tokens=context), dist=here), here)
+        return Trainer(
+            settle(
+                TrainConfig.of(
+                    data=str(data),
+                    out=str(run_dir),
+                    model=shape,
+                    device=device.type,
+                    batch_size=batch,
+                    context_length=context,
+                    compile=compile_model,
+                    warmup_steps=10,
+                    max_steps=10**6,
+                    eval_tokens=context,
+                ),
+                dist=here,
+            ),
+            here,
+        )
 
     def hf_llama():
         from transformers import AutoConfig, AutoModelForCausalLM
@@ -146,6 +168,7 @@ def contenders(shape, data, run_dir, device, compile_model):
         hf = AutoConfig.for_model(settings.pop("model_type"), **settings)
         with device:
             model = AutoModelForCausalLM.from_config(hf, attn_implementation="sdpa", dtype=torch.float32)
+
         def loss_of(forward, inputs, targets):
             targets = targets.contiguous()  # a view of the (B, T + 1) rows; HF's loss views it flat
             return forward(input_ids=inputs, labels=targets, shift_labels=targets, use_cache=False).loss
@@ -157,8 +180,11 @@ def contenders(shape, data, run_dir, device, compile_model):
             model = GPT2(config.vocab_size, context, config.d_model, config.n_layers, config.n_heads)
         return model.train(), lambda forward, inputs, targets: forward(inputs, targets)
 
-    return [("ours", ours, model_cost(config).flops_per_token), ("hf-llama", hf_llama, model_cost(config).flops_per_token),
-            ("nanogpt", nanogpt, None)]
+    return [
+        ("ours", ours, model_cost(config).flops_per_token),
+        ("hf-llama", hf_llama, model_cost(config).flops_per_token),
+        ("nanogpt", nanogpt, None),
+    ]
 
 
 def measure(step, steps, warmup, device):
@@ -189,7 +215,9 @@ def main():
         peak = peak_bf16_flops(name)
     else:
         name, peak = "CPU (float32, no compile: a check of the script, not a measurement)", None
-    print(f"device: {name}; torch {torch.__version__}; bf16 peak {peak / 1e12:.0f} TFLOP/s" if peak else f"device: {name}")
+    print(
+        f"device: {name}; torch {torch.__version__}; bf16 peak {peak / 1e12:.0f} TFLOP/s" if peak else f"device: {name}"
+    )
     print(f"{'shape':<16} {'contender':<10} {'tok/s':>12} {'MFU':>7} {'peak GiB':>9} {'ours / this':>12}")
     with tempfile.TemporaryDirectory() as tmp:
         for shape in a.shapes:
@@ -198,13 +226,17 @@ def main():
             vocab = load_config(shape).vocab_size
             build_data(data, vocab, train_tokens=max(1 << 20, 4 * batch * (context + 1)))
             results = {}
-            for name_, tokens_per_s, flops, memory, _ in race(shape, data, Path(tmp) / f"run-{shape}", device, compile_model,
-                                                              a.steps, a.warmup):
+            for name_, tokens_per_s, flops, memory, _ in race(
+                shape, data, Path(tmp) / f"run-{shape}", device, compile_model, a.steps, a.warmup
+            ):
                 results[name_] = tokens_per_s
                 mfu = f"{100 * flops * tokens_per_s / peak:.1f}%" if peak else "n/a"
                 gib = memory / 2**30 if memory is not None else float("nan")
-                print(f"{shape:<16} {name_:<10} {tokens_per_s:>12,.0f} {mfu:>7} {gib:>9.2f} "
-                      f"{results['ours'] / tokens_per_s:>12.2f}", flush=True)
+                print(
+                    f"{shape:<16} {name_:<10} {tokens_per_s:>12,.0f} {mfu:>7} {gib:>9.2f} "
+                    f"{results['ours'] / tokens_per_s:>12.2f}",
+                    flush=True,
+                )
 
 
 def race(shape, data, run_dir, device, compile_model, steps, warmup):
@@ -222,7 +254,7 @@ def race(shape, data, run_dir, device, compile_model, steps, warmup):
             torch.cuda.reset_peak_memory_stats(device)
         if name == "ours":
             trainer = build()
-            step = trainer._train_step
+            step = trainer.train_step
         else:
             model, loss_of = build()
             flops = flops or model.flops_per_token(context)
@@ -231,6 +263,7 @@ def race(shape, data, run_dir, device, compile_model, steps, warmup):
         memory = torch.cuda.max_memory_allocated(device) if device.type == "cuda" else None
         yield name, steps * batch * context / seconds, flops, memory, trainer
         step = model = None
+
 
 if __name__ == "__main__":
     main()

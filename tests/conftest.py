@@ -29,7 +29,7 @@ def english_like(n_words, seed=0):
     contractions, runs of spaces and a little non-ASCII."""
     rng = random.Random(seed)
     out = []
-    for i in range(n_words):
+    for _ in range(n_words):
         out.append(rng.choice(WORDS))
         r = rng.random()
         out.append(". " if r < 0.08 else ", " if r < 0.14 else ".\n" if r < 0.17 else "  " if r < 0.19 else " ")
@@ -58,14 +58,21 @@ def small_tokenizer(small_text, tmp_path_factory):
 def data(small_tokenizer, tmp_path_factory):
     """A pretokenize directory: 60 documents (54 train, 6 val) in several train shards (a module's own:
     the training tests of both tiers, eval, bad input, launch, FSDP, the GPU tier)."""
-    from gptkit.pretokenize.encode import Split, encode_corpus
+    from gptkit.pretokenize import Split, encode_corpus
     from gptkit.shared.corpus import Corpus
 
     tok, _ = small_tokenizer
     root = tmp_path_factory.mktemp("trainer-data")
     (root / "docs.txt").write_text("<|endoftext|>".join(english_like(200, seed=i) for i in range(60)))
-    encode_corpus(Corpus([root / "docs.txt"]), tok, root / "data", split=Split(val_fraction=0.1), shard_tokens=4000,
-                  workers=1, quiet=True)
+    encode_corpus(
+        Corpus([root / "docs.txt"]),
+        tok,
+        root / "data",
+        split=Split(val_fraction=0.1),
+        shard_tokens=4000,
+        workers=1,
+        quiet=True,
+    )
     return root / "data"
 
 

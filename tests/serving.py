@@ -2,6 +2,7 @@
 test_chat_page.py, test_chat_serve.py): a tiny checkpoint with room for a chat (and one with chat
 tokens and a template), a real server on a free port of 127.0.0.1, and requests made without a
 client."""
+
 import contextlib
 import http.client
 import json
@@ -22,9 +23,18 @@ CONTEXT = 128
 def tiny_checkpoint(tokenizer, path, extra_files=None):
     """An untrained model (random text, the same for a seed), context CONTEXT."""
     torch.manual_seed(0)
-    config = ModelConfig(vocab_size=tokenizer.vocab_size, context_length=CONTEXT, d_model=32, n_layers=2, n_heads=4,
-                         d_ff=64, init_std=0.1)
-    save_model(TransformerLM(config).eval(), tokenizer, path, eot_id=tokenizer.special_tokens[EOT], extra_files=extra_files)
+    config = ModelConfig(
+        vocab_size=tokenizer.vocab_size,
+        context_length=CONTEXT,
+        d_model=32,
+        n_layers=2,
+        n_heads=4,
+        d_ff=64,
+        init_std=0.1,
+    )
+    save_model(
+        TransformerLM(config).eval(), tokenizer, path, eot_id=tokenizer.special_tokens[EOT], extra_files=extra_files
+    )
     return path
 
 
@@ -33,8 +43,13 @@ def chat_checkpoint(tokenizer, path, template=None):
     adds them), rendering with gptkit's own template, or with `template` (a chat_template.jinja
     it carries)."""
     specials = {**tokenizer.special_tokens, **{t: tokenizer.vocab_size + k for k, t in enumerate(SPECIAL_TOKENS)}}
-    chat = Tokenizer(tokenizer.vocab + [t.encode() for t in SPECIAL_TOKENS], tokenizer.merges, specials,
-                     pattern=tokenizer.pattern, normalizer=tokenizer.normalizer)
+    chat = Tokenizer(
+        tokenizer.vocab + [t.encode() for t in SPECIAL_TOKENS],
+        tokenizer.merges,
+        specials,
+        pattern=tokenizer.pattern,
+        normalizer=tokenizer.normalizer,
+    )
     extra = {TEMPLATE_FILE: lambda file: file.write_text(template, encoding="utf-8")} if template is not None else None
     return tiny_checkpoint(chat, path, extra)
 
@@ -52,8 +67,9 @@ def running(sampler, api_key=None, name="tiny", *, allow_special_tokens=False, c
                 bodies.append((self.path, json.loads(body)))
             return body
 
-    server = make_server("127.0.0.1", 0, engine=Engine(sampler, name, allow_special_tokens), api_key=api_key,
-                         cors_origins=cors_origins)
+    server = make_server(
+        "127.0.0.1", 0, engine=Engine(sampler, name, allow_special_tokens), api_key=api_key, cors_origins=cors_origins
+    )
     if bodies is not None:
         server.RequestHandlerClass = Recording
     thread = threading.Thread(target=server.serve_forever, daemon=True)

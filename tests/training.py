@@ -2,6 +2,7 @@
 test_fsdp.py, test_launch.py and others): the tiny model, a run's settings and flags, its records,
 checkpoints and weights, and `gptkit train` run as a subprocess or under torchrun. The fixtures
 `data` and `model_json` are in tests/conftest.py."""
+
 import json
 import os
 import shutil
@@ -17,7 +18,6 @@ from click.testing import CliRunner
 from gptkit.train.cli import cli
 from gptkit.train.config import TrainConfig
 
-
 ROOT = Path(__file__).resolve().parents[1]  # the repository
 ENV = {**{k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK")}, "OMP_NUM_THREADS": "1"}
 MODEL = dict(vocab_size=450, context_length=64, d_model=32, n_layers=2, n_heads=2, d_ff=64)
@@ -30,13 +30,26 @@ def write_model(path, **overrides):
 
 
 def settings(data, out, model, **overrides):
-    return {"data": str(data), "out": str(out), "model": model, "device": "cpu", "batch_size": 4, "context_length": 32,
-            "max_steps": 4, "warmup_steps": 2, "lr": 3e-3, "eval_interval": 0, "eval_tokens": 256, "log_interval": 1,
-            "checkpoint_interval": 0, **overrides}
+    return {
+        "data": str(data),
+        "out": str(out),
+        "model": model,
+        "device": "cpu",
+        "batch_size": 4,
+        "context_length": 32,
+        "max_steps": 4,
+        "warmup_steps": 2,
+        "lr": 3e-3,
+        "eval_interval": 0,
+        "eval_tokens": 256,
+        "log_interval": 1,
+        "checkpoint_interval": 0,
+        **overrides,
+    }
 
 
 def config(*args, **overrides):
-    return TrainConfig(**settings(*args, **overrides))
+    return TrainConfig.of(**settings(*args, **overrides))
 
 
 def flags(**kw):
@@ -82,8 +95,15 @@ def latest_step(run):
 
 
 def python_train(*args, **popen):
-    return subprocess.Popen([sys.executable, "-m", "gptkit.train", *map(str, args)], cwd=ROOT, env=ENV, text=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, **popen)
+    return subprocess.Popen(
+        [sys.executable, "-m", "gptkit.train", *map(str, args)],
+        cwd=ROOT,
+        env=ENV,
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        **popen,
+    )
 
 
 def wait_for(predicate, process, timeout=60):
@@ -98,13 +118,38 @@ def wait_for(predicate, process, timeout=60):
 
 
 def run_flags(data, out, model, **kw):
-    base = dict(data=data, out=out, model=model, device="cpu", batch_size=4, context_length=32, warmup_steps=1,
-                eval_interval=0, eval_tokens=256, log_interval=1)
+    base = dict(
+        data=data,
+        out=out,
+        model=model,
+        device="cpu",
+        batch_size=4,
+        context_length=32,
+        warmup_steps=1,
+        eval_interval=0,
+        eval_tokens=256,
+        log_interval=1,
+    )
     return flags(**{k: v for k, v in {**base, **kw}.items() if v is not None})
 
 
 def torchrun(processes, *args):
     """`torchrun --standalone --nproc_per_node=N -m train ARGS` (as `python -m torch.distributed.run`,
     which needs no PATH)."""
-    return subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={processes}",
-                           "-m", "gptkit.train", *map(str, args)], cwd=ROOT, env=ENV, capture_output=True, text=True, timeout=180)
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--standalone",
+            f"--nproc_per_node={processes}",
+            "-m",
+            "gptkit.train",
+            *map(str, args),
+        ],
+        cwd=ROOT,
+        env=ENV,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )

@@ -9,7 +9,7 @@ newest few kept, read back checked.
 A checkpoint holds the state of each of the run's Parts, its state_dict(), which a resume puts
 back with load_state_dict():
 
-    trainer     step, tokens                      trainer_state.json
+    progress    step, tokens                      trainer_state.json
     model       the weights (whole, gathered      model.safetensors
                 from the shards where sharded)
     optimizers  each one's step count             trainer_state.json "optimizer_steps"
@@ -20,7 +20,7 @@ back with load_state_dict():
                 on the CPU: runtime/threads.py)
     rng         torch's CPU generator             trainer_state.json "rng"
 
-and beside them what makes the checkpoint the run's, which a resume checks (prepare.py): the
+and beside them what makes the checkpoint the run's, which a resume checks (resume.py): the
 settings' digest ("config_digest") and what the data holds ("data"). The loader has no state: its
 batches are a function of (seed, step, rank) alone; nor do the CUDA generators, which nothing in
 training draws from. Checkpoints that hold them ("loader", "rng.cuda") resume all the same.
@@ -30,29 +30,48 @@ tensor the resume needs); a damaged one is an error that names the newest intact
 to resume from instead. Reading changes nothing; the trainer, the writer, settles what a
 writer killed mid-swap left (shared/files.py) before it writes.
 """
+
 from __future__ import annotations
 
-import dataclasses
 import functools
 import json
 import os
 from datetime import timedelta
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple, Protocol
 
 import numpy as np
 import torch
 
-from gptkit.model.checkpoint import (TOKENIZER_FILE, CheckpointError, CheckpointReader, model_tensors, save_model,
-                                     save_tensors)
+from gptkit.model.checkpoint import (
+    TOKENIZER_FILE,
+    CheckpointError,
+    CheckpointReader,
+    model_tensors,
+    save_model,
+    save_tensors,
+)
 from gptkit.model.config import ModelConfig
-from gptkit.shared.errors import GptkitError, InputError, SettingError
-from gptkit.shared.files import (atomic_symlink, looked_up, remove_directory, remove_stale_temporaries, resolved,
-                                 settle_directory, settled, sync_directory)
+from gptkit.model.model import TransformerLM
+from gptkit.shared.errors import GptkitError, InputError, SettingError, named
+from gptkit.shared.files import (
+    atomic_symlink,
+    looked_up,
+    remove_directory,
+    remove_stale_temporaries,
+    settle_directory,
+    settled,
+    sync_directory,
+)
 from gptkit.shared.jsonfile import is_count, read_json
+from gptkit.tokenizer import Tokenizer
 
 from .fsdp import placed, whole
+from .optim import Optimizers
+from .prepared import Run
+from .processes import Dist
 from .run_dir import CHECKPOINTS, LATEST
+from .sections import Job
 
 OPTIMIZER_FILE, STATE_FILE = "optimizer.safetensors", "trainer_state.json"
 # While the master writes a checkpoint the other processes wait for it (Checkpoints.save), in a
@@ -62,7 +81,7 @@ OPTIMIZER_FILE, STATE_FILE = "optimizer.safetensors", "trainer_state.json"
 WRITE_RATE, WRITE_MARGIN_S = 20e6, 600  # bytes a second, seconds
 
 
-def save_timeout(nbytes) -> timedelta:
+def save_timeout(nbytes: int) -> timedelta:
     """How long the other processes wait for the master to write a checkpoint of `nbytes`."""
     return timedelta(seconds=WRITE_MARGIN_S + nbytes / WRITE_RATE)
 
@@ -71,29 +90,40 @@ class Rng:
     """torch's CPU generator: what dropout draws from, so that a resumed run draws what an
     uninterrupted one would."""
 
-    def state_dict(self):
+    def state_dict(self) -> dict[str, str]:
         return {"torch": torch.get_rng_state().numpy().tobytes().hex()}
 
-    def load_state_dict(self, state):
+    def load_state_dict(self, state: dict[str, str]) -> None:
         torch.set_rng_state(torch.from_numpy(np.frombuffer(bytes.fromhex(state["torch"]), np.uint8).copy()))
+
+
+class Stateful(Protocol):
+    def state_dict(self) -> Any: ...
+
+    def load_state_dict(self, state: Any) -> None: ...
 
 
 class Parts(NamedTuple):
     """What a checkpoint saves and restores, each by its state_dict() and load_state_dict()."""
 
-    trainer: object  # step and tokens
-    model: torch.nn.Module
-    optimizers: object  # optim.Optimizers
-    schedule: object  # budget.Planner
-    threads: object  # runtime.threads.Threads
+    progress: Stateful  # trainer.Progress: step and tokens
+    model: TransformerLM
+    optimizers: Optimizers
+    schedule: Stateful  # budget.Planner
+    threads: Stateful  # runtime.threads.Threads
     rng: Rng = Rng()
 
 
 class Checkpoints:
-    def __init__(self, run, parts: Parts, dist):
-        """The checkpoints of `run` (prepare.Run) of its `parts`. Every process of `dist` takes part
+    def __init__(self, run: Run, parts: Parts, dist: Dist) -> None:
+        """The checkpoints of `run` (settle.Run) of its `parts`. Every process of `dist` takes part
         in gathering sharded tensors; the master alone writes."""
-        self.run_dir, self.keep_last, self.parts, self.master = Path(run.config.out), run.config.keep_last, parts, dist.master
+        self.run_dir, self.keep_last, self.parts, self.master = (
+            Path(run.config.job.out),
+            run.config.checkpoint.keep_last,
+            parts,
+            dist.master,
+        )
         self.tokenizer, self.eot_id = run.tokenizer, run.eot_id
         # chat data's template (and the token names it renders with) go with the model it trains
         self.extra = {path.name: path.read_text(encoding="utf-8") for path in run.data.chat_files if path.is_file()}
@@ -101,7 +131,9 @@ class Checkpoints:
         self.directory, self.latest = self.run_dir / CHECKPOINTS, self.run_dir / LATEST
         # the weights and at most two float32 optimizer tensors of each (AdamW's moments)
         nbytes = 3 * sum(t.numel() * t.element_size() for t in model_tensors(parts.model).values())
-        self.written = torch.distributed.new_group(backend="gloo", timeout=save_timeout(nbytes)) if dist.distributed else None
+        self.written = (
+            torch.distributed.new_group(backend="gloo", timeout=save_timeout(nbytes)) if dist.distributed else None
+        )
 
     def save(self) -> Path | None:
         """Write a checkpoint of the parts, point `latest` at it, and delete the oldest beyond
@@ -120,21 +152,33 @@ class Checkpoints:
 
     def _write(self, optimizers, weights, tensors):
         parts = self.parts
-        trainer = parts.trainer.state_dict()
+        trainer = parts.progress.state_dict()
         name = f"step-{trainer['step']:06d}_tokens-{trainer['tokens']}"
         directory = self.directory / name
         threads = parts.threads.state_dict()  # empty where the run does not record its count: then no key
-        state = {**trainer, **self.identity, "schedule": parts.schedule.state_dict(),
-                 "optimizer_steps": {k: o["steps"] for k, o in optimizers.items()}, "rng": parts.rng.state_dict(),
-                 **({"threads": threads} if threads else {})}
+        state = {
+            **trainer,
+            **self.identity,
+            "schedule": parts.schedule.state_dict(),
+            "optimizer_steps": {k: o["steps"] for k, o in optimizers.items()},
+            "rng": parts.rng.state_dict(),
+            **({"threads": threads} if threads else {}),
+        }
         for old in self.directory.glob(".step-*.old-*"):  # a checkpoint a killed writer left aside, put back
             settle_directory(self.directory / old.name[1:].rsplit(".old-", 1)[0])
         try:
-            save_model(parts.model, self.tokenizer, directory, eot_id=self.eot_id, tensors=weights, extra_files={
-                OPTIMIZER_FILE: lambda path: save_tensors({k: v.contiguous() for k, v in tensors.items()}, path),
-                STATE_FILE: lambda path: path.write_text(json.dumps(state, indent=2) + "\n"),
-                **{name: functools.partial(_write_text, text=text) for name, text in self.extra.items()},
-            })
+            save_model(
+                parts.model,
+                self.tokenizer,
+                directory,
+                eot_id=self.eot_id,
+                tensors=weights,
+                extra_files={
+                    OPTIMIZER_FILE: lambda path: save_tensors({k: v.contiguous() for k, v in tensors.items()}, path),
+                    STATE_FILE: lambda path: path.write_text(json.dumps(state, indent=2) + "\n"),
+                    **{name: functools.partial(_write_text, text=text) for name, text in self.extra.items()},
+                },
+            )
             sync_directory(self.directory)  # the checkpoint reaches the disk under its name before the pointer to it
             atomic_symlink(self.latest, Path(CHECKPOINTS) / name)
         except OSError as e:
@@ -145,31 +189,39 @@ class Checkpoints:
             remove_stale_temporaries(self.directory / stale.name[1:].rsplit(".tmp-", 1)[0])
         return directory
 
-    def load(self, saved):
+    def load(self, saved: CheckpointReader) -> None:
         """Put the state of `saved` (a resume's checkpoint, opened and its settings checked by
-        read_state, in prepare.py) back into every part, every file checked before any is applied:
+        read_state, in resume.py) back into every part, every file checked before any is applied:
         each tensor whole, or as the shard of it this process holds where the model is sharded."""
         optimizers, model = self.parts.optimizers, self.parts.model
         try:
             state = _read_state(saved, optimizers)
-            saved.tokenizer(model.config.vocab_size)  # checked as load_model checks it: a damaged checkpoint is refused whole
+            saved.tokenizer(
+                model.config.vocab_size
+            )  # checked as load_model checks it: a damaged checkpoint is refused whole
             weights = saved.weights(model)
             tensors = _read_optimizer_tensors(saved, optimizers)
         except CheckpointError as e:
             raise CheckpointError(f"{e}; {_intact_note(saved.directory, self.directory, optimizers)}") from None
         self._put_weights(weights)
         now = optimizers.state_dict()
-        optimizers.load_state_dict({k: {"steps": state["optimizer_steps"][k],
-                                        "tensors": {n: placed(tensors[f"{k}/{n}"], t) for n, t in o["tensors"].items()}}
-                                    for k, o in now.items()})
-        self.parts.trainer.load_state_dict(state)
+        optimizers.load_state_dict(
+            {
+                k: {
+                    "steps": state["optimizer_steps"][k],
+                    "tensors": {n: placed(tensors[f"{k}/{n}"], t) for n, t in o["tensors"].items()},
+                }
+                for k, o in now.items()
+            }
+        )
+        self.parts.progress.load_state_dict(state)
         self.parts.schedule.load_state_dict(state.get("schedule"))
         self.parts.threads.load_state_dict(state.get("threads"))
         self.parts.rng.load_state_dict(state["rng"])
 
-    def start_from(self, saved):
+    def start_from(self, saved: CheckpointReader) -> None:
         """Put the weights of `saved` (--init-from's checkpoint, opened and its tokenizer checked by
-        initialized, in prepare.py: a new run, whose model is the checkpoint's) into the model, each
+        initial_model, in settle.py: a new run, whose model is the checkpoint's) into the model, each
         tensor checked, read once, and widened to the model's float32 (exactly, as load_model does)."""
         self._put_weights(saved.weights(self.parts.model))
 
@@ -182,15 +234,19 @@ class Checkpoints:
                 if name in weights:
                     tensor.copy_(placed(weights[name], tensor))
 
-    def last_note(self):
+    def last_note(self) -> str:
         """Which checkpoint a run that cannot go on leaves, for its error."""
         if self.latest.exists():
             return f"the last checkpoint, {self.latest.resolve().name} in {self.run_dir}, is intact"
         return f"no checkpoint was written to {self.run_dir}"
 
-    def full_disk_note(self):
+    def full_disk_note(self) -> str:
         """What a run stopped by a full disk leaves, and how to go on."""
-        then = f"resume with: gptkit train --out {self.run_dir} --resume" if self.latest.exists() else "run the same command again"
+        then = (
+            f"resume with: gptkit train --out {self.run_dir} --resume"
+            if self.latest.exists()
+            else "run the same command again"
+        )
         return f"{self.last_note()}; make room, then {then}"
 
 
@@ -198,8 +254,10 @@ def _write_text(path, text):
     path.write_text(text, encoding="utf-8")
 
 
-def read_state(checkpoint, config, tokenizer, model_config, setting="resume") -> tuple[CheckpointReader, dict]:
-    """`checkpoint`, which a resume of the run of `config` goes on from, opened (for
+def read_state(
+    checkpoint: str | Path, job: Job, tokenizer: Tokenizer, model_config: ModelConfig, setting: str = "resume"
+) -> tuple[CheckpointReader, dict[str, Any]]:
+    """`checkpoint`, which a resume of the run of `job` goes on from, opened (for
     Checkpoints.load), and its trainer state, checked and nothing applied: a checkpoint of another
     tokenizer than `tokenizer`, the run's data's, or of another model than `model_config`, the
     run's, is refused. `setting`: the flag that named it (--resume: the run's latest, or
@@ -208,35 +266,42 @@ def read_state(checkpoint, config, tokenizer, model_config, setting="resume") ->
     try:
         looked_up(checkpoint, setting)
     except SettingError as e:
-        raise SettingError(setting, f"{e.problem}; {_intact_note(checkpoint, Path(config.out) / CHECKPOINTS)}") from None
+        raise SettingError(setting, f"{e.marked}; {_intact_note(checkpoint, Path(job.out) / CHECKPOINTS)}") from None
     if not settled(checkpoint).exists():
-        raise SettingError("out", f"{config.out}: no checkpoint to resume from ({checkpoint} is missing)")
+        raise SettingError("out", f"{job.out}: no checkpoint to resume from ({checkpoint} is missing)")
     try:
         saved = CheckpointReader(checkpoint, setting)  # once, for every check below
-        _check_tokenizer(checkpoint, saved.config, tokenizer, config.data)
+        _check_tokenizer(checkpoint, saved.config, tokenizer, job.data)
         _check_model(checkpoint, saved.config, model_config)
         return saved, _read_state(saved)
     except CheckpointError as e:
-        raise CheckpointError(f"{e}; {_intact_note(checkpoint, Path(config.out) / CHECKPOINTS)}") from None
+        raise CheckpointError(f"{e}; {_intact_note(checkpoint, Path(job.out) / CHECKPOINTS)}") from None
 
 
-def initialized(config, tokenizer) -> tuple:
-    """(config, checkpoint) of a new run from --init-from: its model is the checkpoint's, recorded
-    in full, and the checkpoint named by an absolute path, as the data is; the checkpoint opened (a
-    CheckpointReader), whose weights the run starts from (Checkpoints.start_from) and whose
-    tokenizer, intact, must be the one the data was encoded with, `tokenizer`."""
-    if config.model is not None:
-        raise SettingError("init_from", f"{config.init_from}: give --init-from or --model, not both (the model is the "
-                                        "checkpoint's)")
-    checkpoint = str(resolved(config.init_from, "init_from"))
+def initial_model(job: Job, tokenizer: Tokenizer) -> tuple[dict[str, Any], CheckpointReader]:
+    """(the model, the checkpoint opened) of a new run from job.init_from. The run's model is the
+    checkpoint's, and it starts from the checkpoint's weights (Checkpoints.start_from). The checkpoint
+    must be whole, and its tokenizer the one the data was encoded with, `tokenizer`."""
+    if job.model is not None:
+        raise SettingError(
+            "init_from",
+            f"{job.init_from}: give {named('init_from')} or {named('model')}, not both (the model is the checkpoint's)",
+        )
+    assert job.init_from is not None
     try:
-        saved = CheckpointReader(checkpoint, "init_from")
+        saved = CheckpointReader(job.init_from, "init_from")
     except CheckpointError as e:
         raise SettingError("init_from", str(e)) from None
-    _check_tokenizer(checkpoint, saved.config, tokenizer, config.data, "the checkpoint's model was made for",
-                     f"encode the data with {Path(checkpoint) / TOKENIZER_FILE}")
+    _check_tokenizer(
+        job.init_from,
+        saved.config,
+        tokenizer,
+        job.data,
+        "the checkpoint's model was made for",
+        f"encode the data with {Path(job.init_from) / TOKENIZER_FILE}",
+    )
     saved.file(TOKENIZER_FILE)  # its CRC-32: the checkpoint is whole
-    return dataclasses.replace(config, init_from=checkpoint, model=saved.config["model"]), saved
+    return saved.config["model"], saved
 
 
 def _intact_note(damaged, directory, optimizers=()):
@@ -256,13 +321,22 @@ def _intact_note(damaged, directory, optimizers=()):
     return f"no intact checkpoint in {directory} to resume from"
 
 
-def _check_tokenizer(checkpoint, config, tokenizer, data, whose="the run was trained on",
-                     remedy="resume with the data it was trained on, or start a new run"):
+def _check_tokenizer(
+    checkpoint,
+    config,
+    tokenizer,
+    data,
+    whose="the run was trained on",
+    remedy="resume with the data it was trained on, or start a new run",
+):
     then = config.get("tokenizer") or {}
     if then.get("fingerprint") not in (None, tokenizer.fingerprint):
-        raise SettingError("data", f"{data}: encoded with tokenizer {tokenizer.fingerprint} ({tokenizer.vocab_size:,} tokens), "
-                                   f"{whose} tokenizer {then['fingerprint']} ({then.get('vocab_size', 0):,} tokens) "
-                                   f"in {checkpoint}; {remedy}")
+        raise SettingError(
+            "data",
+            f"{data}: encoded with tokenizer {tokenizer.fingerprint} ({tokenizer.vocab_size:,} tokens), "
+            f"{whose} tokenizer {then['fingerprint']} ({then.get('vocab_size', 0):,} tokens) "
+            f"in {checkpoint}; {remedy}",
+        )
 
 
 def _check_model(checkpoint, config, model_config):
@@ -270,8 +344,11 @@ def _check_model(checkpoint, config, model_config):
     now = model_config.to_dict()
     differs = [k for k in now if then[k] != now[k]]
     if differs:
-        raise SettingError("resume", f"{checkpoint}: its model has {differs[0]} {then[differs[0]]!r}, the run's "
-                                     f"{now[differs[0]]!r} (a checkpoint of another run, or the run's config.json was edited)")
+        raise SettingError(
+            "resume",
+            f"{checkpoint}: its model has {differs[0]} {then[differs[0]]!r}, the run's "
+            f"{now[differs[0]]!r} (a checkpoint of another run, or the run's config.json was edited)",
+        )
 
 
 def _read_state(saved, optimizers=()):
@@ -301,7 +378,9 @@ def _state_problem(state, optimizers):
     if missing:
         return f"no step count of optimizer {missing[0]!r}"
     threads = state.get("threads")  # only where the run records its thread count
-    if threads is not None and not (isinstance(threads, dict) and is_count(threads.get("count")) and threads["count"] > 0):
+    if threads is not None and not (
+        isinstance(threads, dict) and is_count(threads.get("count")) and threads["count"] > 0
+    ):
         return f"'threads' is {threads!r}, not a thread count"
     try:
         bytes.fromhex(state["rng"]["torch"])
@@ -317,5 +396,7 @@ def _read_optimizer_tensors(saved, optimizers):
         for name, tensor in state["tensors"].items():
             found = tensors.get(f"{key}/{name}")
             if found is None or found.shape != tensor.shape:
-                raise CheckpointError(f"{path}: damaged ({'no' if found is None else 'a wrong shape of'} tensor {key}/{name})")
+                raise CheckpointError(
+                    f"{path}: damaged ({'no' if found is None else 'a wrong shape of'} tensor {key}/{name})"
+                )
     return tensors

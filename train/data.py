@@ -11,6 +11,7 @@ state is the step.
   sequential  the shards are one stream, read in order: global batch g covers tokens
               [g*G*T, (g+1)*G*T + 1) of it (G sequences), wrapping at the end, as llm.c does
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -20,6 +21,9 @@ from gptkit.shared.shard_data import ShardData
 from gptkit.shared.shard_dir import TOKENIZER_FILE, ShardDir
 from gptkit.tokenizer import Tokenizer
 
+from .processes import Dist
+from .sections import Batch
+
 
 class Loader:
     """Training batches: `batch(step, micro)` -> (B, T + 1) token sequences in the shards' dtype
@@ -27,20 +31,21 @@ class Loader:
     Where the data has a mask (chat data), `mask(step, micro)` is theirs: (B, T + 1) uint8, 1
     where the loss counts the token."""
 
-    def __init__(self, data: ShardData, config, context_length, dist):
-        """`config`: the run's loader, batch_size (of all processes: this one takes its share),
-        seed and grad_accum; `dist`: this process's place (processes.Dist)."""
-        self.data, self.mode, self.B, self.T = data, config.loader, config.batch_size // dist.world, context_length
-        self.seed, self.rank, self.world, self.grad_accum = config.seed, dist.rank, dist.world, config.grad_accum
-        usable = np.maximum(data.sizes - context_length, 0)  # sequence start positions, shard by shard
+    def __init__(self, data: ShardData, batch: Batch, seed: int, dist: Dist) -> None:
+        """Sequences of the data's context length. `batch`: the loader, batch_size (of all processes:
+        this one takes its share) and grad_accum; `dist`: this process's place."""
+        assert batch.batch_size is not None  # settled
+        self.data, self.mode, self.B, self.T = data, batch.loader, batch.batch_size // dist.world, data.context_length
+        self.seed, self.rank, self.world, self.grad_accum = seed, dist.rank, dist.world, batch.grad_accum
+        usable = np.maximum(data.sizes - self.T, 0)  # sequence start positions, shard by shard
         self.cumulative, self.first_pick = np.cumsum(usable), np.cumsum(usable) - usable
 
-    def batch(self, step, micro=0):
+    def batch(self, step: int, micro: int = 0) -> np.ndarray:
         sequences, firsts = self._read(step, micro, "tokens")
         self.data.check_ids(sequences, firsts)
         return sequences
 
-    def mask(self, step, micro=0):
+    def mask(self, step: int, micro: int = 0) -> np.ndarray:
         return self._read(step, micro, "mask")[0]
 
     def _read(self, step, micro, field):
@@ -61,10 +66,14 @@ class Loader:
         return np.stack([flat[i * T : i * T + T + 1] for i in range(self.B)]), start + T * np.arange(self.B)
 
 
-def data_tokenizer(data: ShardDir):
+def data_tokenizer(data: ShardDir) -> Tokenizer:
     """The tokenizer.json of a data directory (pretokenize copies it there)."""
     data.check_exists()
     if not data.tokenizer.is_file():
-        hint = "" if data.manifest else f" (for plain llm.c shards, put the {TOKENIZER_FILE} they were made with beside them)"
+        hint = (
+            ""
+            if data.manifest
+            else f" (for plain llm.c shards, put the {TOKENIZER_FILE} they were made with beside them)"
+        )
         raise SettingError("data", f"{data.path}: no {TOKENIZER_FILE}{hint}")
     return Tokenizer.from_file(data.tokenizer)

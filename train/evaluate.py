@@ -1,6 +1,7 @@
 """Validation: the loss over a fixed set of validation sequences, in nats per token and in bits
 per byte of text (eval/loss.py computes both, for `gptkit eval` too), and the final loss beside
 the loss of a model that knows only token frequencies."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -8,8 +9,11 @@ import torch
 
 from gptkit.eval.choice import frame, score
 from gptkit.eval.loss import eval_sequences, loss_sums, summary, token_bytes
-from gptkit.shared.errors import SettingError
 from gptkit.eval.tasks import read_hellaswag
+from gptkit.shared.errors import SettingError
+
+from .prepared import Run
+from .processes import Dist
 
 
 class Evaluator:
@@ -18,21 +22,29 @@ class Evaluator:
     counts alone (the assistant's), as in training. The ranks share the sequences, each in batches
     of its own share of the run's batch size (`config`), and add up their sums."""
 
-    def __init__(self, val_data, tokenizer, context_length, config, dist):
-        """`dist`: this process's place (processes.Dist)."""
-        sequences, masks = eval_sequences(val_data, context_length, config.eval_tokens)
+    def __init__(self, run: Run, dist: Dist) -> None:
+        """The evaluation of `run` on this process's place `dist`."""
+        val_data, eval_tokens = run.val_data, run.config.evaluation.eval_tokens
+        sequences, masks = eval_sequences(val_data, run.context, eval_tokens)
         if masks is not None and not masks[:, 1:].any():
-            raise SettingError("eval_tokens", f"{config.eval_tokens}: the first {masks.shape[0] * (masks.shape[1] - 1) + 1:,} validation tokens of "
-                                              f"{val_data.shards[0].path.parent} hold no token the mask counts (the "
-                                              "assistant's): validate on more tokens")
-        self.sequences = sequences[dist.rank::dist.world]
-        self.masks = None if masks is None else masks[dist.rank::dist.world]
-        self.batch_size = config.batch_size // dist.world
-        self.token_bytes = torch.tensor(token_bytes(tokenizer), device=dist.device)
+            raise SettingError(
+                "eval_tokens",
+                f"{eval_tokens}: the first {masks.shape[0] * (masks.shape[1] - 1) + 1:,} validation tokens of "
+                f"{val_data.shards[0].path.parent} hold no token the mask counts (the "
+                "assistant's): validate on more tokens",
+            )
+        self.sequences = sequences[dist.rank :: dist.world]
+        self.masks = None if masks is None else masks[dist.rank :: dist.world]
+        self.batch_size = (run.config.batch.batch_size or 1) // dist.world
+        self.token_bytes = torch.tensor(token_bytes(run.tokenizer), device=dist.device)
         self.dist = dist
         # rank 0's share is the largest: [0::world] takes the first of every group of `world`
-        self.idle = Idle(sequences[:1], _passes(len(sequences[0::dist.world]), self.batch_size)
-                         - _passes(len(self.sequences), self.batch_size) if dist.sharded else 0)
+        self.idle = Idle(
+            sequences[:1],
+            _passes(len(sequences[0 :: dist.world]), self.batch_size) - _passes(len(self.sequences), self.batch_size)
+            if dist.sharded
+            else 0,
+        )
 
     def __call__(self, model, autocast) -> tuple[float, float, int]:
         """(loss in nats per token, bits per byte, tokens)."""
@@ -49,17 +61,21 @@ class HellaSwag:
     the start), then scores its share of the items in its share of the run's batch size; the ranks
     add up their counts."""
 
-    def __init__(self, tokenizer, bos_id, context_length, config, dist):
-        """`bos_id`: what a text starts with, as in the run's samples (its data's end-of-text id);
-        `dist`: this process's place (processes.Dist)."""
-        path, world = config.eval_hellaswag, dist.world
-        items = frame(read_hellaswag(path), tokenizer, bos_id, context_length, path).items
-        self.items = items[dist.rank::world]
-        self.batch_size, self.dist = config.batch_size // world, dist
-        rows = [sum(len(item.choices) for item in items[r::world]) for r in range(world)]  # score() passes batches of rows
+    def __init__(self, run: Run, dist: Dist) -> None:
+        """A text starts with the data's end-of-text id, as the run's samples do; `dist`: this process's place."""
+        path, world = run.config.evaluation.eval_hellaswag, dist.world
+        assert path is not None  # the trainer makes one only then
+        items = frame(read_hellaswag(path), run.tokenizer, run.eot_id, run.model.context_length, path).items
+        self.items = items[dist.rank :: world]
+        self.batch_size, self.dist = (run.config.batch.batch_size or 1) // world, dist
+        rows = [
+            sum(len(item.choices) for item in items[r::world]) for r in range(world)
+        ]  # score() passes batches of rows
         first = items[0].prompt + items[0].choices[0]
-        self.idle = Idle(np.array([first]), _passes(max(rows), self.batch_size) - _passes(rows[dist.rank], self.batch_size)
-                         if dist.sharded else 0)
+        self.idle = Idle(
+            np.array([first]),
+            _passes(max(rows), self.batch_size) - _passes(rows[dist.rank], self.batch_size) if dist.sharded else 0,
+        )
 
     def __call__(self, model, autocast) -> tuple[float, float, int]:
         """(acc, acc_norm, items)."""
@@ -76,7 +92,7 @@ class Idle:
     every rank, so all ranks must make as many: a rank whose share of an evaluation takes fewer
     batches than rank 0's makes up the difference on `window` (an array of one row of ids)."""
 
-    def __init__(self, window, passes):
+    def __init__(self, window: np.ndarray, passes: int) -> None:
         self.window, self.passes = torch.from_numpy(np.asarray(window, np.int64)), passes
 
     @torch.no_grad()
@@ -92,12 +108,14 @@ def _passes(rows, batch_size):
     return -(-rows // batch_size)
 
 
-def unigram_comparison(val_loss, val_bpb, entropy):
+def unigram_comparison(val_loss: float, val_bpb: float, entropy: float | None) -> str:
     """The final validation loss beside `entropy`, the unigram entropy of the training tokens
     (None: unknown)."""
     line = f"final validation loss {val_loss:.4f} nats/token, {val_bpb:.4f} bits/byte"
     if entropy is not None:
         gap = f"{entropy - val_loss:.4f} below" if val_loss <= entropy else f"{val_loss - entropy:.4f} above"
-        line += (f"; {gap} the unigram entropy of the training tokens ({entropy:.4f}: the loss of a model that "
-                 f"knows only token frequencies)")
+        line += (
+            f"; {gap} the unigram entropy of the training tokens ({entropy:.4f}: the loss of a model that "
+            f"knows only token frequencies)"
+        )
     return line

@@ -16,6 +16,7 @@ of it a process holds, so it may resume on another number of processes, or witho
 GPU never holds the whole model; host memory does, in every process while the model is built
 (the trainer shards a model made on the CPU) and in rank 0 while a checkpoint is written.
 """
+
 from __future__ import annotations
 
 import torch
@@ -24,8 +25,10 @@ from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard, register_fsdp_forward_method
 from torch.distributed.tensor import DTensor, distribute_tensor
 
+from gptkit.model.model import TransformerLM
 
-def shard(model, device):
+
+def shard(model: TransformerLM, device: torch.device) -> None:
     """Shard `model` (a TransformerLM, in host memory) in place across the process group, onto
     `device`: each block, then the root; FSDP moves each unit's weights to the device as it shards
     them, so the device never holds the whole model."""
@@ -37,7 +40,7 @@ def shard(model, device):
     register_fsdp_forward_method(model, "token_losses")
 
 
-def precision(device):
+def precision(device: torch.device) -> MixedPrecisionPolicy:
     """On CUDA the blocks compute in bf16 from gathered bf16 copies of the float32 weights, and
     gradients are reduced in float32, where DDP's autocast computes the same matrix products in
     bf16. A block's inputs are not cast (as torchtitan): the RoPE tables stay float32 and rotate
@@ -60,14 +63,16 @@ def whole(tensors: dict, keep: bool) -> dict:
     return gathered
 
 
-def placed(tensor, like):
+def placed(tensor: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
     """A whole `tensor` as `like` holds it: this process's shard where `like` is sharded, else
     `tensor` itself (copy_ moves it to the device)."""
     if isinstance(like, DTensor):
-        return distribute_tensor(tensor.to(like.device, like.dtype), like.device_mesh, like.placements, src_data_rank=None)
+        return distribute_tensor(
+            tensor.to(like.device, like.dtype), like.device_mesh, like.placements, src_data_rank=None
+        )
     return tensor
 
 
-def local(value):
+def local(value: torch.Tensor) -> torch.Tensor:
     """A value a sharded step computed (the gradient norm) as a plain tensor."""
     return value.full_tensor() if isinstance(value, DTensor) else value

@@ -20,6 +20,7 @@ the workers from the terminal itself (they are in its process group); a SIGTERM 
 process is passed on to them. torch's agent is not left to handle the two: it would stop waiting
 for the workers' results and kill them after its shutdown timeout, however the checkpoint went.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -32,7 +33,9 @@ import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from torch.distributed.elastic.multiprocessing import DefaultLogsSpecs
 from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
@@ -40,7 +43,7 @@ from torch.distributed.elastic.rendezvous.utils import parse_rendezvous_endpoint
 from torch.distributed.launcher.api import LaunchConfig, elastic_launch
 
 from gptkit.shared.cli import configure_logging, error_line
-from gptkit.shared.errors import GptkitError, InputError
+from gptkit.shared.errors import GptkitError, SettingError, named
 
 # torch's log lines about a failed worker (the exception that ended it, the peers it then
 # terminated): the failure is reported once, by launch(), instead.
@@ -52,17 +55,27 @@ AGENT_SIGNALS = "SIGHUP,SIGQUIT"  # what torch's agent still handles (its defaul
 class WorkerError(GptkitError):
     """The error a worker reported: the line and exit status one process would have shown."""
 
-    def __init__(self, line, exit_code):
+    def __init__(self, line: str, exit_code: int) -> None:
         super().__init__(line)
         self.exit_code = exit_code
 
 
-def launch(one_process, nproc_per_node, nnodes=1, node_rank=None, rdzv_endpoint=None, rdzv_id=None):
+def launch(
+    one_process: Callable[[], object],
+    nproc_per_node: int,
+    nnodes: int = 1,
+    node_rank: int | None = None,
+    rdzv_endpoint: str | None = None,
+    rdzv_id: str | None = None,
+) -> None:
     """Run `one_process()` (picklable: the work of one process of the run) in `nproc_per_node`
     worker processes on this machine, on each of `nnodes` machines."""
     if "RANK" in os.environ:
-        raise InputError("--nproc-per-node: this process is already one of a run's (torchrun started it); "
-                         "give the processes to torchrun or to gptkit, not to both")
+        raise SettingError(
+            "nproc_per_node",
+            f"{nproc_per_node}: this process is already one of a run's (torchrun started it); give the processes "
+            "to torchrun or to gptkit, not to both",
+        )
     with tempfile.TemporaryDirectory(prefix="gptkit-launch-") as logs:
         config = _launch_config(nproc_per_node, nnodes, node_rank, rdzv_endpoint, rdzv_id, logs)
         if nproc_per_node > 1 and "OMP_NUM_THREADS" not in os.environ:
@@ -85,26 +98,39 @@ def _launch_config(nproc_per_node, nnodes, node_rank, rdzv_endpoint, rdzv_id, lo
     """torch's launch settings for the flags, as torchrun makes them; the workers' error files
     go under `logs`."""
     if node_rank is not None and node_rank >= nnodes:
-        raise InputError(f"--node-rank {node_rank}: expected 0 to {nnodes - 1} (--nnodes {nnodes})")
+        raise SettingError("node_rank", f"{node_rank}: expected 0 to {nnodes - 1} ({named('nnodes')} {nnodes})")
     if rdzv_endpoint is None:
         if nnodes > 1:
-            raise InputError(f"--nnodes {nnodes}: give --rdzv-endpoint HOST:PORT too, where the machines meet")
+            raise SettingError(
+                "nnodes", f"{nnodes}: give {named('rdzv_endpoint')} HOST:PORT too, where the machines meet"
+            )
         # one machine: a rendezvous of its own on a free port, as torchrun --standalone
-        rendezvous = {"rdzv_backend": "c10d", "rdzv_endpoint": "localhost:0", "run_id": rdzv_id or str(uuid.uuid4())}
+        rendezvous: dict[str, Any] = {
+            "rdzv_backend": "c10d",
+            "rdzv_endpoint": "localhost:0",
+            "run_id": rdzv_id or str(uuid.uuid4()),
+        }
     else:
         try:
             _, port = parse_rendezvous_endpoint(rdzv_endpoint, default_port=-1)
         except ValueError:
             port = -1
         if port < 0:
-            raise InputError(f"--rdzv-endpoint {rdzv_endpoint}: expected HOST:PORT")
+            raise SettingError("rdzv_endpoint", f"{rdzv_endpoint}: expected HOST:PORT")
         rendezvous = {"rdzv_endpoint": rdzv_endpoint, "run_id": rdzv_id or "none"}
         if node_rank is None:  # the machines are ranked as they join; they meet under one --rdzv-id
             rendezvous["rdzv_backend"] = "c10d"
         else:  # ranks given: machine 0 serves the rendezvous at the endpoint (torchrun's default backend)
             rendezvous.update(rdzv_backend="static", rdzv_configs={"rank": node_rank})
-    return LaunchConfig(min_nodes=nnodes, max_nodes=nnodes, nproc_per_node=nproc_per_node, max_restarts=0,
-                        logs_specs=DefaultLogsSpecs(log_dir=logs), signals_to_handle=AGENT_SIGNALS, **rendezvous)
+    return LaunchConfig(
+        min_nodes=nnodes,
+        max_nodes=nnodes,
+        nproc_per_node=nproc_per_node,
+        max_restarts=0,
+        logs_specs=DefaultLogsSpecs(log_dir=logs),
+        signals_to_handle=AGENT_SIGNALS,
+        **rendezvous,
+    )
 
 
 @contextlib.contextmanager
@@ -134,7 +160,9 @@ def _worker(one_process):
     try:
         one_process()
     except GptkitError as e:
-        with open(os.environ["TORCHELASTIC_ERROR_FILE"], "w") as f:  # torch's ProcessFailure reads message and timestamp
+        with open(
+            os.environ["TORCHELASTIC_ERROR_FILE"], "w"
+        ) as f:  # torch's ProcessFailure reads message and timestamp
             json.dump({"message": error_line(e), "timestamp": time.time(), "exit_code": e.exit_code}, f)
         # Ended at once, the error recorded and the process group gone: Python's shutdown would run
         # the C++ destructors of torch's distributed threads, which at times abort ('terminate

@@ -4,12 +4,17 @@ Both optimizers give their state as a step count and plain named tensors (`state
 checkpoints store (train/checkpointing.py: the tensors in safetensors, the count in the trainer's
 state); `Optimizers` holds the run's, stepped and saved together.
 """
+
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
+from typing import Any
 
 import torch
 import torch.distributed as dist
+
+from .sections import LRSchedule, Optim
 
 
 class AdamW:
@@ -24,7 +29,14 @@ class AdamW:
     `groups`: [(named parameters, weight_decay)], the decay applied to that group.
     """
 
-    def __init__(self, groups, lr, betas=(0.9, 0.95), eps=1e-8, fused=False):
+    def __init__(
+        self,
+        groups: Iterable[tuple[Iterable[tuple[str, torch.Tensor]], float]],
+        lr: float,
+        betas: tuple[float, float] = (0.9, 0.95),
+        eps: float = 1e-8,
+        fused: bool = False,
+    ) -> None:
         self.groups = [([(n, p) for n, p in params], wd) for params, wd in groups]
         self.lr, self.betas, self.eps, self.fused = lr, betas, eps, fused
         self.steps = 0
@@ -35,7 +47,7 @@ class AdamW:
             self.step_tensor = torch.zeros((), dtype=torch.float32, device=device)
 
     @torch.no_grad()
-    def step(self, lr_scale=1.0):
+    def step(self, lr_scale: float = 1.0) -> None:
         self.steps += 1
         lr = self.lr * lr_scale
         if self.fused:
@@ -47,9 +59,21 @@ class AdamW:
             ps, grads = [p for _, p in live], [p.grad for _, p in live]
             exp_avgs, exp_avg_sqs = [self.exp_avg[n] for n, _ in live], [self.exp_avg_sq[n] for n, _ in live]
             if self.fused:
-                torch._fused_adamw_(ps, grads, exp_avgs, exp_avg_sqs, [], [self.step_tensor] * len(ps), lr=lr,
-                                    beta1=self.betas[0], beta2=self.betas[1], weight_decay=weight_decay, eps=self.eps,
-                                    amsgrad=False, maximize=False)
+                torch._fused_adamw_(
+                    ps,
+                    grads,  # type: ignore[arg-type]  # none is None: `live` holds the parameters with a gradient
+                    exp_avgs,
+                    exp_avg_sqs,
+                    [],
+                    [self.step_tensor] * len(ps),
+                    lr=lr,
+                    beta1=self.betas[0],
+                    beta2=self.betas[1],
+                    weight_decay=weight_decay,
+                    eps=self.eps,
+                    amsgrad=False,
+                    maximize=False,
+                )
             else:
                 self._foreach_step(ps, grads, exp_avgs, exp_avg_sqs, lr, weight_decay)
 
@@ -66,18 +90,23 @@ class AdamW:
         torch._foreach_add_(denom, self.eps)
         torch._foreach_addcdiv_(params, exp_avgs, denom, -lr / bias1)
 
-    def state_dict(self):
-        return {"steps": self.steps, "tensors": {**{f"{n}.exp_avg": t for n, t in self.exp_avg.items()},
-                                                 **{f"{n}.exp_avg_sq": t for n, t in self.exp_avg_sq.items()}}}
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "steps": self.steps,
+            "tensors": {
+                **{f"{n}.exp_avg": t for n, t in self.exp_avg.items()},
+                **{f"{n}.exp_avg_sq": t for n, t in self.exp_avg_sq.items()},
+            },
+        }
 
-    def load_state_dict(self, state):
+    def load_state_dict(self, state: dict[str, Any]) -> None:
         for n in self.exp_avg:
             self.exp_avg[n].copy_(state["tensors"][f"{n}.exp_avg"])
             self.exp_avg_sq[n].copy_(state["tensors"][f"{n}.exp_avg_sq"])
         self.steps = state["steps"]
 
 
-def orthogonalize(G, steps=5):
+def orthogonalize(G: torch.Tensor, steps: int = 5) -> torch.Tensor:
     """The nearest semi-orthogonal matrix to G (or to each matrix of a batch, G's last two dims),
     approximately: a quintic Newton-Schulz iteration with the coefficients of modded-nanogpt,
     which pushes every singular value towards 1 (into about [0.7, 1.2]) in a few matrix
@@ -105,18 +134,25 @@ class Muon:
     Newton-Schulz work is split rather than repeated on every rank.
     """
 
-    def __init__(self, params, lr, momentum=0.95, rank=0, world_size=1):
+    def __init__(
+        self,
+        params: Iterable[tuple[str, torch.Tensor]],
+        lr: float,
+        momentum: float = 0.95,
+        rank: int = 0,
+        world_size: int = 1,
+    ) -> None:
         self.params = [(n, p) for n, p in params]
         self.lr, self.momentum, self.rank, self.world = lr, momentum, rank, world_size
         self.steps = 0
         self.momentum_buffer = {n: torch.zeros_like(p) for n, p in self.params}
-        shapes = {}
+        shapes: dict[tuple[int, ...], list[tuple[str, torch.Tensor]]] = {}
         for n, p in self.params:
             shapes.setdefault(tuple(p.shape), []).append((n, p))
         self.same_shape = list(shapes.values())
 
     @torch.no_grad()
-    def step(self, lr_scale=1.0):
+    def step(self, lr_scale: float = 1.0) -> None:
         self.steps += 1
         lr = self.lr * lr_scale
         for group in self.same_shape:
@@ -125,8 +161,9 @@ class Muon:
                 continue
             params, grads = [p for _, p in live], [p.grad for _, p in live]
             buffers = [self.momentum_buffer[n] for n, _ in live]
-            torch._foreach_lerp_(buffers, grads, 1 - self.momentum)
-            nesterov = torch.stack(grads).lerp_(torch.stack(buffers), self.momentum)  # look ahead along the momentum
+            # grads: none is None (`live` holds the parameters with a gradient)
+            torch._foreach_lerp_(buffers, grads, 1 - self.momentum)  # type: ignore[arg-type]
+            nesterov = torch.stack(grads).lerp_(torch.stack(buffers), self.momentum)  # type: ignore[arg-type]  # look ahead along the momentum
             updates = self._orthogonalize_shared(nesterov)
             rows, cols = params[0].shape[-2:]
             torch._foreach_add_(params, list(updates.unbind(0)), alpha=-lr * max(1.0, rows / cols) ** 0.5)
@@ -141,10 +178,10 @@ class Muon:
         dist.all_gather(gathered, mine)
         return torch.cat(gathered)[: len(batch)]
 
-    def state_dict(self):
+    def state_dict(self) -> dict[str, Any]:
         return {"steps": self.steps, "tensors": {f"{n}.momentum_buffer": t for n, t in self.momentum_buffer.items()}}
 
-    def load_state_dict(self, state):
+    def load_state_dict(self, state: dict[str, Any]) -> None:
         for n, t in self.momentum_buffer.items():
             t.copy_(state["tensors"][f"{n}.momentum_buffer"])
         self.steps = state["steps"]
@@ -153,14 +190,14 @@ class Muon:
 class Optimizers(dict):
     """The run's optimizers by name: "adamw", and "muon" where Muon trains the hidden matrices."""
 
-    def step(self, lr_scale=1.0):
+    def step(self, lr_scale: float = 1.0) -> None:
         for optimizer in self.values():
             optimizer.step(lr_scale)
 
-    def state_dict(self):
+    def state_dict(self) -> dict[str, dict[str, Any]]:
         return {name: optimizer.state_dict() for name, optimizer in self.items()}
 
-    def load_state_dict(self, state):
+    def load_state_dict(self, state: dict[str, dict[str, Any]]) -> None:
         for name, optimizer in self.items():
             optimizer.load_state_dict(state[name])
 
@@ -168,7 +205,7 @@ class Optimizers(dict):
 WARMUP_FRACTION = 0.05  # of the planned steps, where warmup_steps is not given
 
 
-def cosine_lr(t, lr_max, lr_min, warmup_iters, cosine_cycle_iters):
+def cosine_lr(t: int, lr_max: float, lr_min: float, warmup_iters: int, cosine_cycle_iters: int) -> float:
     """The learning rate at iteration `t` of a cosine schedule with warmup, as used in LLaMA:
     lr_max * t / warmup_iters while t < warmup_iters; from lr_max down to lr_min along half a
     cosine for warmup_iters <= t <= cosine_cycle_iters; lr_min after."""
@@ -180,7 +217,7 @@ def cosine_lr(t, lr_max, lr_min, warmup_iters, cosine_cycle_iters):
     return lr_min + 0.5 * (1 + math.cos(math.pi * progress)) * (lr_max - lr_min)
 
 
-def wsd_lr(t, lr_max, lr_min, warmup_iters, cooldown_start, last_iter):
+def wsd_lr(t: int, lr_max: float, lr_min: float, warmup_iters: int, cooldown_start: int, last_iter: int) -> float:
     """Warmup-stable-decay: the same warmup, lr_max until `cooldown_start`, then a straight line
     to lr_min at `last_iter`."""
     if t < warmup_iters:
@@ -190,9 +227,9 @@ def wsd_lr(t, lr_max, lr_min, warmup_iters, cooldown_start, last_iter):
     return lr_max + (lr_min - lr_max) * min((t - cooldown_start + 1) / max(last_iter - cooldown_start + 1, 1), 1.0)
 
 
-def warmup_steps(config, total_steps):
+def warmup_steps(settings: LRSchedule, total_steps: int) -> int:
     """The warmup of a run of `total_steps`: warmup_steps as given, else WARMUP_FRACTION of the steps."""
-    return round(WARMUP_FRACTION * total_steps) if config.warmup_steps is None else config.warmup_steps
+    return round(WARMUP_FRACTION * total_steps) if settings.warmup_steps is None else settings.warmup_steps
 
 
 class Schedule:
@@ -209,20 +246,33 @@ class Schedule:
     schedule's own curve (half a cosine, or wsd's straight line) over the remaining steps.
     """
 
-    def __init__(self, config, total_steps, replanned_at=None, scale_then=None, rising=False, warmup=None):
-        """`warmup`: the steps of warmup of a schedule saved (state()); None: warmup_steps()."""
-        self.config, self.total_steps = config, total_steps
+    def __init__(
+        self,
+        settings: LRSchedule,
+        floor: float,
+        total_steps: int,
+        replanned_at: int | None = None,
+        scale_then: float | None = None,
+        rising: bool = False,
+        warmup: int | None = None,
+    ) -> None:
+        """`floor`: min_lr as a fraction of the peak; `warmup`: the steps of warmup of a schedule saved
+        (state()); None: warmup_steps()."""
+        self.settings, self.total_steps = settings, total_steps
         self.replanned_at, self.scale_then, self.rising = replanned_at, scale_then, rising
-        self.warmup = warmup_steps(config, total_steps) if warmup is None else warmup
+        self.warmup = warmup_steps(settings, total_steps) if warmup is None else warmup
         if rising:  # the warmup goes on from the re-plan to the peak
+            assert replanned_at is not None
             self.warmup = max(self.warmup, replanned_at + 1)
-        self.floor = config.min_lr / config.lr if config.lr else 0.0
+        self.floor = floor
 
     def _plan(self, step):
-        c, last = self.config, self.total_steps - 1
+        c, last = self.settings, self.total_steps - 1
         if c.schedule == "cosine":
             return cosine_lr(step, 1.0, self.floor, self.warmup, last if c.decay_steps is None else c.decay_steps)
-        return wsd_lr(step, 1.0, self.floor, self.warmup, self.total_steps - int(c.cooldown_fraction * self.total_steps), last)
+        return wsd_lr(
+            step, 1.0, self.floor, self.warmup, self.total_steps - int(c.cooldown_fraction * self.total_steps), last
+        )
 
     def __call__(self, step):
         at, then = self.replanned_at, self.scale_then
@@ -231,42 +281,54 @@ class Schedule:
         if self.rising:
             return then + (1.0 - then) * (step - at) / (self.warmup - at) if step < self.warmup else self._plan(step)
         ratio = min((step - at) / max(self.total_steps - 1 - at, 1), 1.0)
-        shape = 0.5 * (1.0 + math.cos(math.pi * ratio)) if self.config.schedule == "cosine" else 1.0 - ratio
+        shape = 0.5 * (1.0 + math.cos(math.pi * ratio)) if self.settings.schedule == "cosine" else 1.0 - ratio
         return self.floor + shape * (then - self.floor)
 
-    def warming_up(self, step):
+    def warming_up(self, step: int) -> bool:
         """Whether `step` rises towards the peak (a re-planned decay never rises again)."""
         decaying = self.replanned_at is not None and not self.rising and step >= self.replanned_at
         return step < self.warmup and not decaying
 
-    def replan(self, step, total_steps):
-        fresh = Schedule(self.config, total_steps)
+    def replan(self, step: int, total_steps: int) -> Schedule:
+        fresh = Schedule(self.settings, self.floor, total_steps)
         now = self(step)
         if fresh(step) == now:
             return fresh
-        return Schedule(self.config, total_steps, step, now, rising=self.warming_up(step))
+        return Schedule(self.settings, self.floor, total_steps, step, now, rising=self.warming_up(step))
 
-    def state(self):
-        return {"total_steps": self.total_steps, "replanned_at": self.replanned_at, "scale_then": self.scale_then,
-                "rising": self.rising, "warmup": self.warmup}
+    def state(self) -> dict[str, Any]:
+        return {
+            "total_steps": self.total_steps,
+            "replanned_at": self.replanned_at,
+            "scale_then": self.scale_then,
+            "rising": self.rising,
+            "warmup": self.warmup,
+        }
 
 
-def build_optimizers(model, config, rank=0, world_size=1):
+def build_optimizers(model: torch.nn.Module, settings: Optim, rank: int = 0, world_size: int = 1) -> Optimizers:
     """AdamW for everything, or Muon for the hidden matrices and AdamW for the rest. Weight decay
     goes to matrices only (not norm gains), and to the embedding only if decay_embeddings.
     AdamW is fused on CUDA."""
     hidden, decayed, plain = [], [], []
     for name, p in model.named_parameters():
         is_embedding = name in ("embedding.weight", "position_embedding.weight", "lm_head.weight")
-        if p.dim() >= 2 and not is_embedding and config.optimizer == "muon":
+        if p.dim() >= 2 and not is_embedding and settings.optimizer == "muon":
             hidden.append((name, p))
-        elif p.dim() >= 2 and (not is_embedding or config.decay_embeddings):
+        elif p.dim() >= 2 and (not is_embedding or settings.decay_embeddings):
             decayed.append((name, p))
         else:
             plain.append((name, p))
     fused = next(model.parameters()).is_cuda
-    adamw = AdamW([(decayed, config.weight_decay), (plain, 0.0)], config.lr, (config.beta1, config.beta2), config.eps, fused)
+    assert settings.lr is not None  # settled
+    adamw = AdamW(
+        [(decayed, settings.weight_decay), (plain, 0.0)],
+        settings.lr,
+        (settings.beta1, settings.beta2),
+        settings.eps,
+        fused,
+    )
     optimizers = Optimizers(adamw=adamw)
     if hidden:
-        optimizers["muon"] = Muon(hidden, config.muon_lr, config.muon_momentum, rank, world_size)
+        optimizers["muon"] = Muon(hidden, settings.muon_lr, settings.muon_momentum, rank, world_size)
     return optimizers

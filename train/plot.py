@@ -1,11 +1,12 @@
 """`train plot`: a run's training and validation loss against tokens, with the learning rate, the
 validation bits per byte and, for a run with --eval-hellaswag, its HellaSwag accuracy, as a PNG."""
+
 from __future__ import annotations
 
 from pathlib import Path
 
-from gptkit.shared.errors import InputError
-from gptkit.shared.files import atomic_path, check_output
+from gptkit.shared.errors import InputError, SettingError
+from gptkit.shared.files import StrPath, atomic_path, check_output
 from gptkit.shared.shard_dir import ShardDir
 
 from .run_dir import METRICS_FILE, load_run_config, read_metrics
@@ -14,7 +15,7 @@ PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 CREATOR = "gptkit train plot"  # in the PNG's text chunks: how a plot tells itself from a user's picture
 
 
-def plot_run(run_dir, out=None, overwrite=False) -> Path:
+def plot_run(run_dir: StrPath, out: StrPath | None = None, overwrite: bool = False) -> Path:
     """Draw `run_dir`'s metrics.jsonl to `out` (default: RUN/loss.png), a PNG; the path written.
     An existing `out` is replaced if it is a plot of ours, anything else only with `overwrite`."""
     try:
@@ -23,7 +24,9 @@ def plot_run(run_dir, out=None, overwrite=False) -> Path:
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
-        raise InputError("plot: matplotlib is not installed (pip install matplotlib, or pip install -e '.[plot]')") from None
+        raise InputError(
+            "plot: matplotlib is not installed (pip install matplotlib, or pip install -e '.[plot]')"
+        ) from None
     run_dir = Path(run_dir)
     out = Path(out or run_dir / "loss.png")
     check_output(out, _is_plot, "a gptkit loss plot", overwrite)
@@ -34,21 +37,30 @@ def plot_run(run_dir, out=None, overwrite=False) -> Path:
         raise InputError(f"{run_dir / METRICS_FILE}: no training records yet")
     hellaswag = [r for r in val if "hellaswag_acc" in r]
     panels = 3 if hellaswag else 2
-    fig, (loss_axis, bpb_axis, *hellaswag_axis) = plt.subplots(1, panels, figsize=(4 * panels + 4, 5),
-                                                                width_ratios=(2, 1, 1)[:panels], layout="constrained")
+    fig, (loss_axis, bpb_axis, *hellaswag_axis) = plt.subplots(
+        1, panels, figsize=(4 * panels + 4, 5), width_ratios=(2, 1, 1)[:panels], layout="constrained"
+    )
     loss_axis.plot([r["tokens"] for r in train], [r["loss"] for r in train], label="train loss", color="tab:blue")
     if val:
-        loss_axis.plot([r["tokens"] for r in val], [r["val_loss"] for r in val], "o-", label="validation loss", color="tab:orange")
+        loss_axis.plot(
+            [r["tokens"] for r in val], [r["val_loss"] for r in val], "o-", label="validation loss", color="tab:orange"
+        )
     entropy = _unigram_entropy(run_dir)
     if entropy is not None:
-        loss_axis.axhline(entropy, linestyle="--", color="tab:red", label=f"unigram entropy of the training tokens ({entropy:.2f})")
+        loss_axis.axhline(
+            entropy, linestyle="--", color="tab:red", label=f"unigram entropy of the training tokens ({entropy:.2f})"
+        )
     loss_axis.set_xlabel("tokens")
     loss_axis.set_ylabel("loss (nats per token)")
     lr_axis = loss_axis.twinx()
-    lr_axis.plot([r["tokens"] for r in train], [r["lr"] for r in train], label="learning rate", color="tab:gray", alpha=0.5)
+    lr_axis.plot(
+        [r["tokens"] for r in train], [r["lr"] for r in train], label="learning rate", color="tab:gray", alpha=0.5
+    )
     lr_axis.set_ylabel("learning rate")
     handles = loss_axis.get_lines() + lr_axis.get_lines()
-    fig.legend(handles, [h.get_label() for h in handles], loc="outside lower center", ncols=len(handles))  # off the data
+    fig.legend(
+        handles, [h.get_label() for h in handles], loc="outside lower center", ncols=len(handles)
+    )  # off the data
     bpb = [r for r in val if "val_bpb" in r]
     bpb_axis.plot([r["tokens"] for r in bpb], [r["val_bpb"] for r in bpb], "o-", color="tab:green")
     bpb_axis.set_xlabel("tokens")
@@ -61,7 +73,7 @@ def plot_run(run_dir, out=None, overwrite=False) -> Path:
         with atomic_path(out) as tmp:
             fig.savefig(tmp, format="png", dpi=120, metadata={"Creator": CREATOR})
     except OSError as e:
-        raise InputError(f"--out {out}: cannot write there ({e.strerror or e})") from None
+        raise SettingError("out", f"{out}: cannot write there ({e.strerror or e})") from None
     return out
 
 

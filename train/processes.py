@@ -1,17 +1,22 @@
-"""This process's place among the run's processes: `processes(config)` starts the process group
+"""This process's place among the run's processes: `processes(settings)` starts the process group
 where there is one and gives the Dist, one frozen value for the distributed state (as
 torchtitan's ParallelDims, for the one dimension gptkit parallelizes on)."""
+
 from __future__ import annotations
 
 import contextlib
 import gc
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 import torch.distributed as dist
 
 from gptkit.runtime.device import resolve_device
+
+from .sections import Parallelism
 
 
 @dataclass(frozen=True)
@@ -30,16 +35,16 @@ class Dist:
     sharded: bool = False
 
     @property
-    def master(self):
+    def master(self) -> bool:
         """The process that writes the run's files and logs: rank 0."""
         return self.rank == 0
 
-    def all_reduce(self, tensor):
+    def all_reduce(self, tensor: torch.Tensor) -> None:
         """Sum `tensor` over the processes, in place (gloo has no average)."""
         if self.distributed:
             dist.all_reduce(tensor)
 
-    def largest(self, value) -> float:
+    def largest(self, value: float) -> float:
         """The largest `value` among the processes: the recipe's timings, so that all take one shape."""
         if not self.distributed:
             return float(value)
@@ -47,27 +52,30 @@ class Dist:
         dist.all_reduce(shared, op=dist.ReduceOp.MAX)
         return shared.item()
 
-    def barrier(self):
+    def barrier(self) -> None:
         if self.distributed:
             dist.barrier()
 
 
 @contextlib.contextmanager
-def processes(config):
-    """This process's Dist (from torchrun's RANK, WORLD_SIZE and LOCAL_RANK, and `config`'s device
+def processes(settings: Parallelism) -> Iterator[Dist]:
+    """This process's Dist (from torchrun's RANK, WORLD_SIZE and LOCAL_RANK, and the settings' device
     and parallel), its process group started where it has one and destroyed when the block ends."""
     distributed = "RANK" in os.environ and "WORLD_SIZE" in os.environ
     rank, world = (int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])) if distributed else (0, 1)
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))
-    device = resolve_device(config.device, local_rank)
-    backend = {"backend": "nccl" if device.type == "cuda" else "gloo", "device_id": device if device.type == "cuda" else None}
+    device = resolve_device(settings.device, local_rank)
+    backend: dict[str, Any] = {
+        "backend": "nccl" if device.type == "cuda" else "gloo",
+        "device_id": device if device.type == "cuda" else None,
+    }
     if distributed:
         dist.init_process_group(**backend)
-    elif config.parallel == "fsdp":  # shards over a group of this process alone, as asked
+    elif settings.parallel == "fsdp":  # shards over a group of this process alone, as asked
         dist.init_process_group(**backend, store=dist.HashStore(), rank=0, world_size=1)
         distributed = True
     try:
-        yield Dist(rank, world, local_rank, device, distributed, distributed and config.parallel == "fsdp")
+        yield Dist(rank, world, local_rank, device, distributed, distributed and settings.parallel == "fsdp")
     finally:
         if distributed:
             # The Trainer first, while the interpreter is whole: its batch generator refers back to

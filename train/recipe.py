@@ -20,13 +20,15 @@ timed, and --max-time plans the steps from the run's own throughput in any case.
 bench/recipe.py measures the recipe against a nanoGPT-style char model in the same minutes, and
 bench/time_budget.py the same run on an idle and on a busy machine.
 """
+
 from __future__ import annotations
 
 import math
-import os
 import statistics
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, replace
+from typing import Any, Protocol
 
 import numpy as np
 import torch
@@ -34,10 +36,14 @@ import torch
 from gptkit.model.config import ModelConfig
 from gptkit.model.info import model_cost
 from gptkit.model.model import TransformerLM
+from gptkit.runtime.threads import Threads
+from gptkit.shared.errors import GptkitError
+from gptkit.shared.shard_dir import ShardDir
 from gptkit.shared.shards import open_shard
 
-from .config import DEFAULT_BUDGET, from_layers, parse_duration
+from .config import TrainConfig, parse_duration
 from .optim import AdamW
+from .sections import DEFAULT_BUDGET
 
 # Training tokens per parameter that a shape must get in the budget. On 1 MB of text (Tiny
 # Shakespeare, 1024 tokens) each shape trained for the steps it gets in 2 minutes of 2 threads
@@ -61,7 +67,7 @@ MAX_PARAMS_PER_TOKEN = 4
 # parameters it has, its embedding's included (the rows of a 4,096-token vocabulary store what each
 # token did), so the measure is the passes over the training tokens times the parameters: past
 # MEMORIZE_PARAM_EPOCHS, dropout scored better in 14 of 16 runs, below it worse or within 1.5%
-# (docs/train.md, "Dropout": 14 kinds of text, d 64 and d 96, 1.7M to 19.6M). Passes alone cannot
+# (docs/benchmarks/2026-11-26-recipe-dropout.md: 14 kinds of text, d 64 and d 96, 1.7M to 19.6M). Passes alone cannot
 # draw the line: at 27 passes a 0.36M-parameter model memorizes Chinese and a 0.17M one does not
 # memorize Urdu. Within MEMORIZE_EPOCHS passes, repeated tokens are as good as new ones whatever the
 # model's size (Muennighoff et al., 2023, "Scaling Data-Constrained Language Models").
@@ -69,15 +75,15 @@ MEMORIZE_PARAM_EPOCHS = 6e6
 MEMORIZE_EPOCHS = 4
 DROPOUT = 0.2  # where dropout helped, 0.1 helped less (100 KB, d 64: 2.22 at 8.4M, 2.38 at 16.8M); 0.3 as much (2.21)
 # Not on the attention weights: there it scored no better on any kind of text measured, and it is
-# most of what dropout costs a CPU step (docs/train.md, "Dropout"). A step is timed with the dropout
+# most of what dropout costs a CPU step (docs/benchmarks/2026-11-26-recipe-dropout.md). A step is timed with the dropout
 # it trains with: its steps decide the passes, and the shape.
 
 # The context of text that repeats itself: code, markup, records and tables repeat spans a few lines
 # apart, which a model can copy only from inside its context. Where at least REPEAT_SHARE of the
 # training positions begin a span of REPEAT_SPAN tokens last seen beyond a shape's context but
 # within REPEAT_CONTEXT tokens, the shape takes REPEAT_CONTEXT tokens of context at the same tokens
-# a step (and is timed so). Measured at fixed steps, held-out bits per byte (docs/train.md,
-# "Context"): d 64 x 2 layers, 64 -> 256 tokens, on CSV (8.7% of its positions so), HTML (14.9%),
+# a step (and is timed so). Measured at fixed steps, held-out bits per byte
+# (docs/benchmarks/2026-11-25-recipe-context.md): d 64 x 2 layers, 64 -> 256 tokens, on CSV (8.7% of its positions so), HTML (14.9%),
 # C headers (5.1%) and key: value records (3.5%) 1.6-3.0% better; on Tiny Shakespeare (1.6%) 1.1%
 # worse. d 96 x 3 layers on Python (3.5%): 128 -> 256 as good (1.210 against 1.216 and 1.212), 512
 # worse (1.252): so a floor of 256, not a multiple of the shape's context.
@@ -103,14 +109,21 @@ class Shape:
     batch: int
     lr: float  # AdamW; smaller models take larger steps (tiny's 3e-3 at d 256, GPT-2's 6e-4 at d 768)
 
-    def at_context(self, context):
+    def at_context(self, context: int) -> Shape:
         """This shape at `context` tokens of context, with the same tokens a step."""
         return replace(self, context=context, batch=max(1, self.batch * self.context // context))
 
-    def model(self, vocab_size, dropout=0.0):
-        return {"vocab_size": vocab_size, "context_length": self.context, "d_model": self.d_model,
-                "n_layers": self.n_layers, "n_heads": self.n_heads, "d_ff": self.d_ff, "tie_embeddings": True,
-                **({"dropout": dropout, "attention_dropout": 0.0} if dropout else {})}
+    def model(self, vocab_size: int, dropout: float = 0.0) -> dict[str, Any]:
+        return {
+            "vocab_size": vocab_size,
+            "context_length": self.context,
+            "d_model": self.d_model,
+            "n_layers": self.n_layers,
+            "n_heads": self.n_heads,
+            "d_ff": self.d_ff,
+            "tie_embeddings": True,
+            **({"dropout": dropout, "attention_dropout": 0.0} if dropout else {}),
+        }
 
 
 # Smallest first. Tokens per step grow with the model (2K -> 16K): a bigger model has the budget
@@ -138,7 +151,7 @@ class Repeats:
     distances: np.ndarray
 
     @classmethod
-    def of(cls, data, vocab_size):
+    def of(cls, data: ShardDir, vocab_size: int | None) -> Repeats:
         """Of the first REPEAT_SAMPLE training tokens of `data` (a ShardDir of `vocab_size` tokens)."""
         parts, left = [], REPEAT_SAMPLE
         for path in data.shard_paths("train"):
@@ -159,11 +172,15 @@ class Repeats:
         distances[order[again]] = order[again] - order[np.r_[again[1:], False]]
         return cls(distances)
 
-    def share(self, context) -> float:
+    def share(self, context: int) -> float:
         """The share of positions whose span was last seen beyond `context` tokens but within REPEAT_CONTEXT."""
-        return float(((self.distances > context) & (self.distances <= REPEAT_CONTEXT)).mean()) if len(self.distances) else 0.0
+        return (
+            float(((self.distances > context) & (self.distances <= REPEAT_CONTEXT)).mean())
+            if len(self.distances)
+            else 0.0
+        )
 
-    def fit(self, shape):
+    def fit(self, shape: Shape) -> Shape:
         """`shape`, with REPEAT_CONTEXT tokens of context at the same tokens a step where the corpus
         repeats itself beyond its context (REPEAT_SHARE)."""
         if shape.context >= REPEAT_CONTEXT or self.share(shape.context) < REPEAT_SHARE:
@@ -171,7 +188,7 @@ class Repeats:
         return shape.at_context(REPEAT_CONTEXT)
 
 
-def dropout_for(epochs, params):
+def dropout_for(epochs: float, params: int) -> float:
     """The model's dropout for a run that makes `epochs` passes over its training tokens with a model of
     `params` parameters: DROPOUT where it could memorize them (MEMORIZE_PARAM_EPOCHS, MEMORIZE_EPOCHS)."""
     return DROPOUT if epochs >= MEMORIZE_EPOCHS and epochs * params >= MEMORIZE_PARAM_EPOCHS else 0.0
@@ -186,40 +203,57 @@ class Recipe:
     steps: int  # in the budget at that speed (--max-time measures the real number)
     train_tokens: int
     repeat_share: float | None = None  # Repeats.share at the ladder's context, where Repeats.fit could change it
-    dropout: float = 0.0  # in the budget: dropout_for the passes of steps timed with it (seconds_per_step is then that time)
-    slower: Recipe | None = None  # with DROPOUT, where it was timed and not taken: its steps' passes fell below the line
+    dropout: float = (
+        0.0  # in the budget: dropout_for the passes of steps timed with it (seconds_per_step is then that time)
+    )
+    slower: Recipe | None = (
+        None  # with DROPOUT, where it was timed and not taken: its steps' passes fell below the line
+    )
+    # what the run's line says of the choice (recipe_settings)
+    budget: str = ""
+    where: str = ""  # the device, and a CPU's threads
+    fixed_steps: int | None = None  # the run's length where it is given in steps or tokens
 
-    def epochs(self, steps=None):
+    def epochs(self, steps: int | None = None) -> float:
         """The passes over the training tokens that `steps` (the budget's, as timed) make."""
         return (steps or self.steps) * self.shape.batch * self.shape.context / max(self.train_tokens, 1)
 
-    def with_dropout(self, seconds, budget_seconds):
+    def with_dropout(self, seconds: float, budget_seconds: float) -> Recipe:
         """This recipe with DROPOUT at `seconds` a step (as timed with it) where the steps the budget then
         buys still make the passes that call for it (dropout_for); else without it, knowing why."""
         slower = replace(self, seconds_per_step=seconds, steps=int(budget_seconds / seconds), dropout=DROPOUT)
         return slower if dropout_for(slower.epochs(), self.params) else replace(self, slower=slower)
 
-    def settings(self, steps=None):
+    def settings(self, steps: int | None = None) -> dict[str, Any]:
         """TrainConfig fields; `steps`: the length of the run where it is fixed in steps (its dropout
         then dropout_for its passes). The warmup is the schedule's default, a fraction of the steps
         however many they turn out, and min_lr the default tenth of lr."""
         dropout = self.dropout if steps is None else dropout_for(self.epochs(steps), self.params)
-        return {"model": self.shape.model(self.vocab_size, dropout), "batch_size": self.shape.batch, "lr": self.shape.lr,
-                "eval_interval": max(1, (steps or self.steps) // EVALS)}
+        return {
+            "model": self.shape.model(self.vocab_size, dropout),
+            "batch_size": self.shape.batch,
+            "lr": self.shape.lr,
+            "eval_interval": max(1, (steps or self.steps) // EVALS),
+        }
 
-    def line(self, train_tokens, budget, device, config, steps=None):
-        """What train logs at its start: the corpus, the budget, the choice and why (`config`:
-        with the flags; `steps`: the run's length where it is fixed in steps, as for settings)."""
-        model, context = config.model, config.context_length or config.model["context_length"]
-        epochs = (steps or self.steps) * config.batch_size * context / max(train_tokens, 1)
-        corpus = f"{train_tokens / 1e6:.1f}M" if train_tokens >= 100_000 else f"{train_tokens / 1e3:.0f}K"
-        return (f"recipe for {corpus} training tokens and {budget} on {device}: "
-                f"d {model['d_model']}, {model['n_layers']} layers, {model['n_heads']} heads, d_ff {model['d_ff']}, "
-                f"{self.params / 1e6:.2f}M parameters, batch {config.batch_size} x {context}, lr {config.lr:g}: "
-                f"{1000 * self.seconds_per_step:.0f} ms a step as timed here, about {self.steps:,} steps in the budget, "
-                f"{epochs:.1f} epochs (the largest shape that gets {TOKENS_PER_PARAM} tokens a non-embedding parameter), "
-                f"dropout {model.get('dropout', 0.0):g} ({self._dropout_reason(steps)}){self._context_reason()}; "
-                "pass --config for a preset")
+    def line(self, config: TrainConfig, model: ModelConfig) -> str:
+        """What train logs at its start: the corpus, the budget, the choice and why (`config`: the run's
+        settled settings, the flags included; `model`: its model)."""
+        steps, batch = self.fixed_steps, config.batch
+        assert batch.batch_size is not None  # settled
+        context = batch.context_length or model.context_length
+        epochs = (steps or self.steps) * batch.batch_size * context / max(self.train_tokens, 1)
+        tokens = self.train_tokens
+        corpus = f"{tokens / 1e6:.1f}M" if tokens >= 100_000 else f"{tokens / 1e3:.0f}K"
+        return (
+            f"recipe for {corpus} training tokens and {self.budget} on {self.where}: "
+            f"d {model.d_model}, {model.n_layers} layers, {model.n_heads} heads, d_ff {model.d_ff}, "
+            f"{self.params / 1e6:.2f}M parameters, batch {batch.batch_size} x {context}, lr {config.optim.lr:g}: "
+            f"{1000 * self.seconds_per_step:.0f} ms a step as timed here, about {self.steps:,} steps in the budget, "
+            f"{epochs:.1f} epochs (the largest shape that gets {TOKENS_PER_PARAM} tokens a non-embedding parameter), "
+            f"dropout {model.dropout:g} ({self._dropout_reason(steps)}){self._context_reason()}; "
+            "pass --config for a preset"
+        )
 
     def _dropout_reason(self, steps=None):
         """Why the dropout is what it is for the passes its `steps` make (as settings)."""
@@ -227,12 +261,16 @@ class Recipe:
         if epochs < MEMORIZE_EPOCHS:
             return f"{epochs:.1f} passes over the corpus, fewer than the {MEMORIZE_EPOCHS} it takes to memorize it"
         verdict = "past" if dropout_for(epochs, self.params) else "below"
-        reason = (f"{epochs:.0f} passes x {self.params / 1e6:.2f}M parameters = {epochs * self.params / 1e6:.1f}M parameter-passes, "
-                  f"{verdict} the {MEMORIZE_PARAM_EPOCHS / 1e6:g}M where a model memorizes its corpus")
+        reason = (
+            f"{epochs:.0f} passes x {self.params / 1e6:.2f}M parameters = {epochs * self.params / 1e6:.1f}M parameter-passes, "
+            f"{verdict} the {MEMORIZE_PARAM_EPOCHS / 1e6:g}M where a model memorizes its corpus"
+        )
         if steps is None and self.slower is not None:
             slower = self.slower.epochs()
-            reason += (f", but at the {1000 * self.slower.seconds_per_step:.0f} ms a step dropout takes it would make "
-                       f"{slower:.0f} passes, {slower * self.params / 1e6:.1f}M")
+            reason += (
+                f", but at the {1000 * self.slower.seconds_per_step:.0f} ms a step dropout takes it would make "
+                f"{slower:.0f} passes, {slower * self.params / 1e6:.1f}M"
+            )
         return reason
 
     def _context_reason(self):
@@ -240,12 +278,27 @@ class Recipe:
         if self.repeat_share is None:
             return ""
         verdict = "for text that repeats itself" if self.repeat_share >= REPEAT_SHARE else "the ladder's"
-        return (f", context {self.shape.context} {verdict} ({100 * self.repeat_share:.1f}% of its positions begin a span of "
-                f"{REPEAT_SPAN} tokens last seen beyond the ladder's context and within {REPEAT_CONTEXT} tokens; "
-                f"{100 * REPEAT_SHARE:g}% asks for {REPEAT_CONTEXT})")
+        return (
+            f", context {self.shape.context} {verdict} ({100 * self.repeat_share:.1f}% of its positions begin a span of "
+            f"{REPEAT_SPAN} tokens last seen beyond the ladder's context and within {REPEAT_CONTEXT} tokens; "
+            f"{100 * REPEAT_SHARE:g}% asks for {REPEAT_CONTEXT})"
+        )
 
 
-def choose(train_tokens, vocab_size, budget_seconds, seconds_per_step, repeats=None) -> Recipe:
+class StepTimer(Protocol):
+    """choose()'s `seconds_per_step(shape, dropout)`: the time of one training step of `shape` with
+    `dropout`, or None where it could not be timed."""
+
+    def __call__(self, shape: Shape, dropout: float = 0.0) -> float | None: ...
+
+
+def choose(
+    train_tokens: int,
+    vocab_size: int,
+    budget_seconds: float,
+    seconds_per_step: StepTimer,
+    repeats: Repeats | None = None,
+) -> Recipe | None:
     """The largest shape of LADDER, climbed from the smallest, that trains on TOKENS_PER_PARAM
     tokens per non-embedding parameter in `budget_seconds` and has at most MAX_PARAMS_PER_TOKEN such parameters per
     training token; the smallest shape if none does. Each shape with the context the corpus's
@@ -270,13 +323,23 @@ def choose(train_tokens, vocab_size, budget_seconds, seconds_per_step, repeats=N
             if seconds is None:
                 break
             candidate = candidate.with_dropout(seconds, budget_seconds)
-        if chosen is not None and candidate.steps * shape.batch * shape.context < TOKENS_PER_PARAM * cost.non_embedding_params:
+        if (
+            chosen is not None
+            and candidate.steps * shape.batch * shape.context < TOKENS_PER_PARAM * cost.non_embedding_params
+        ):
             break
         chosen = candidate
     return chosen
 
 
-def step_timer(vocab_size, device, threads, budget_seconds, agree=float, world=1):
+def step_timer(
+    vocab_size: int,
+    device: torch.device,
+    threads: Threads | None,
+    budget_seconds: float,
+    agree: Callable[[float], float] = float,
+    world: int = 1,
+) -> StepTimer:
     """seconds_per_step(shape) for choose(): the median of TIMED_STEPS training steps of a
     randomly initialized model on random tokens (forward, backward, clipping, AdamW), on `device`
     with `threads`. Before the first shape is timed its steps let the thread count settle, so the
@@ -329,27 +392,41 @@ def step_timer(vocab_size, device, threads, budget_seconds, agree=float, world=1
     return seconds_per_step
 
 
-def recipe_config(config, data, vocab_size, device, threads, agree=float, world=1):
-    """(`config`, its model not given, completed by the recipe for its data (`data`, a ShardDir
-    of `vocab_size` tokens), its budget (max_time, or DEFAULT_BUDGET where no length is given)
-    and `device`: the recipe's settings are the layer below `config` (from_layers); the Recipe).
-    Logs the choice in one line."""
-    budget = config.max_time or DEFAULT_BUDGET
+def recipe_settings(
+    config: TrainConfig,
+    data: ShardDir,
+    vocab_size: int,
+    device: torch.device,
+    threads: Threads | None,
+    agree: Callable[[float], float] = float,
+    world: int = 1,
+) -> tuple[dict[str, Any], Recipe]:
+    """(the recipe's layer of settings, the Recipe) for a run whose model is not given: chosen for its
+    data (`data`, a ShardDir of `vocab_size` tokens), its budget (max_time, or DEFAULT_BUDGET where no
+    length is given) and `device`, timed with `threads`. The budget is the recipe's length; a length
+    of the config's own overrides it (settle.from_layers)."""
+    length, batch = config.length, config.batch
+    budget = length.max_time or DEFAULT_BUDGET
     train_tokens = data.tokens("train")
     timer = step_timer(vocab_size, device, threads, parse_duration(budget), agree, world)
     chosen = choose(train_tokens, vocab_size, parse_duration(budget), timer, Repeats.of(data, vocab_size))
+    if chosen is None:
+        raise GptkitError(f"the recipe's smallest model does not fit {device}: give a model, with a batch that fits")
     steps = None  # the budget's, as timed
-    if config.max_time is None and (config.max_steps or config.max_tokens):  # a length in steps or tokens: the evaluations fit it
-        tokens_per_step = (config.batch_size or chosen.shape.batch) * (config.context_length or chosen.shape.context) * config.grad_accum
-        steps = config.max_steps or -(-config.max_tokens // tokens_per_step)
-    settings = chosen.settings(steps)
-    where = f"{device.type} ({threads.count} thread{'s' if threads.count > 1 else ''})" if device.type == "cpu" else str(device)
-    # the budget is the recipe's length: a length of config's own sets it instead
-    resolved = from_layers(config.to_dict(), {**settings, "max_time": budget})
-    _log(chosen.line(train_tokens, budget if config.max_time else f"{budget} (the default budget)", where, resolved, steps))
-    return resolved, chosen
-
-
-def _log(line):
-    if os.environ.get("RANK", "0") == "0":  # under torchrun, one line, not one a process
-        print(line, flush=True)
+    if length.max_time is None and (
+        length.max_steps or length.max_tokens
+    ):  # a length in steps or tokens: the evaluations fit it
+        tokens_per_step = (
+            (batch.batch_size or chosen.shape.batch) * (batch.context_length or chosen.shape.context) * batch.grad_accum
+        )
+        steps = length.max_steps or -(-(length.max_tokens or 0) // tokens_per_step)
+    assert threads is not None  # train() measures them
+    where = (
+        f"{device.type} ({threads.count} thread{'s' if threads.count > 1 else ''})"
+        if device.type == "cpu"
+        else str(device)
+    )
+    described = replace(
+        chosen, budget=budget if length.max_time else f"{budget} (the default budget)", where=where, fixed_steps=steps
+    )
+    return {**chosen.settings(steps), "max_time": budget}, described

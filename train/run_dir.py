@@ -7,19 +7,20 @@
 A new run starts only in a new directory or in one a run of ours left without a checkpoint;
 a resumed run first cuts metrics.jsonl back to its checkpoint's step.
 """
+
 from __future__ import annotations
 
-import dataclasses
 import json
 import math
 from pathlib import Path
+from typing import Any
 
-from gptkit.shared.errors import InputError, SettingError
-from gptkit.shared.files import LATEST, atomic_write, looked_up, resolved
+from gptkit.shared.errors import InputError, SettingError, named
+from gptkit.shared.files import LATEST, StrPath, atomic_write, looked_up, resolved
 from gptkit.shared.jsonfile import parse_json, read_json
 
-from .config import FIELDS, TrainConfig, from_layers
-from .trackers import TRACKERS
+from .config import FIELDS, TrainConfig
+from .sections import TRACKERS
 
 CONFIG_FILE, METRICS_FILE = "config.json", "metrics.jsonl"
 CHECKPOINTS = "checkpoints"  # what checkpointing.py writes there, and LATEST, the link to the newest
@@ -28,11 +29,11 @@ CHECKPOINTS = "checkpoints"  # what checkpointing.py writes there, and LATEST, t
 class RunDir:
     """Rank 0 writes the files; the other ranks only read."""
 
-    def __init__(self, path, master=True):
+    def __init__(self, path: StrPath, master: bool = True) -> None:
         self.path, self.master = Path(path), master
         self.config_file, self.metrics = self.path / CONFIG_FILE, self.path / METRICS_FILE
 
-    def start(self, record):
+    def start(self, record: dict[str, Any]) -> None:
         """A new run: its directory checked (check_new), then its config.json written: `record`,
         the settings as TrainConfig.to_dict gives them."""
         self.check_new()
@@ -44,33 +45,44 @@ class RunDir:
             except OSError as e:
                 raise SettingError("out", f"{self.path}: cannot write there ({e.strerror})") from None
 
-    def check_new(self):
+    def check_new(self) -> None:
         """Refuse a new run anywhere but in a new directory or one a run of ours left without a
         checkpoint: a file, a directory of other files, a run with checkpoints."""
         out = looked_up(self.path, "out")
         if (out / LATEST).exists():
-            raise SettingError("out", f"{out}: holds a run already; pass --resume to continue it, or choose another directory")
+            raise SettingError(
+                "out", f"{out}: holds a run already; pass {named('resume')} to continue it, or choose another directory"
+            )
         if out.exists() and not out.is_dir():
             raise SettingError("out", f"{out}: is a file; expected a run directory (new, or one of ours)")
         ours = {CONFIG_FILE, METRICS_FILE, CHECKPOINTS, *TRACKERS}
-        foreign = sorted(p.name for p in out.iterdir() if p.name not in ours and not p.name.startswith(".")) if out.is_dir() else []
+        foreign = (
+            sorted(p.name for p in out.iterdir() if p.name not in ours and not p.name.startswith("."))
+            if out.is_dir()
+            else []
+        )
         if foreign or (self.config_file.exists() and not _is_run_dir(out)):
-            raise SettingError("out", f"{out}: a directory of other files ({(foreign or [CONFIG_FILE])[0]}, ...), not a run; "
-                                      "choose a new directory")
+            raise SettingError(
+                "out",
+                f"{out}: a directory of other files ({(foreign or [CONFIG_FILE])[0]}, ...), not a run; "
+                "choose a new directory",
+            )
 
-    def go_on(self, step, record=None):
+    def go_on(self, step: int, record: dict[str, Any] | None = None) -> None:
         """A resumed run at `step`: metrics.jsonl cut back to it, dropping the records from after
         it (they belong to an attempt interrupted after its last checkpoint, which the resumed run
         does again), and config.json rewritten where `record` (the settings it goes on with) is
         given."""
         if self.master and self.metrics.exists():
-            kept = [line for line in self.metrics.read_text(errors="replace").splitlines() if _record_step(line) <= step]
+            kept = [
+                line for line in self.metrics.read_text(errors="replace").splitlines() if _record_step(line) <= step
+            ]
             with atomic_write(self.metrics) as f:
                 f.write("".join(line + "\n" for line in kept))
         if record is not None:
             self._write_config(record)
 
-    def append(self, record):
+    def append(self, record: dict[str, Any]) -> None:
         if self.master:
             with open(self.metrics, "a") as f:
                 f.write(json.dumps(record) + "\n")
@@ -81,7 +93,7 @@ class RunDir:
                 f.write(json.dumps(record, indent=2) + "\n")
 
 
-def load_run_config(run_dir) -> dict:
+def load_run_config(run_dir: StrPath) -> dict:
     """The settings a run saved in its config.json, checked."""
     path = looked_up(run_dir, "out") / CONFIG_FILE
     if not path.is_file():
@@ -98,49 +110,52 @@ def load_run_config(run_dir) -> dict:
     return saved
 
 
-def as_recorded(config, then):
-    """`config` with its paths as the run records them. A new run records its data directory and
-    --eval-hellaswag's file as absolute paths (--init-from's: checkpointing.initialized), so that a resume from
-    another working directory finds them. A resume (`then`: the run's config.json) keeps the run's
-    spelling of a path that names the same place (../data, a link to it) and records a new place
-    (the data's content is checked against the checkpoint's: resume.py); a recorded place that
-    is gone is an error naming the flag that gives the new one; one that cannot be followed (a
-    loop of links), as a given one, names the flag. A resumed run keeps its own weights: an
-    --init-from other than the run's is refused."""
+def recorded_paths(config: TrainConfig, then: dict[str, Any] | None) -> dict[str, str | None]:
+    """The paths of `config` as the run records them. A new run records its data, its init_from
+    checkpoint and its HellaSwag file as absolute paths, so that a resume from another working
+    directory finds them. A resume (`then`: the run's config.json) keeps the run's spelling of a path
+    that names the same place (../data, a link to it) and records a new place; the data's content is
+    checked against the checkpoint's (resume.py). A recorded place that is gone is an error naming the
+    setting that gives the new one. A resumed run keeps its own weights: another init_from is refused."""
     recorded = then or {}
 
-    def place(name):
-        path, was = getattr(config, name), recorded.get(name)
+    def place(name: str) -> str | None:
+        path, was = config.get(name), recorded.get(name)
         if path is None or (isinstance(was, str) and (path == was or resolved(path, name) == resolved(was, name))):
             return was
         return str(resolved(path, name))
 
-    data, hellaswag, init_from = place("data"), place("eval_hellaswag"), place("init_from")
+    paths = {name: place(name) for name in ("data", "eval_hellaswag", "init_from")}
     if then is None:
-        return dataclasses.replace(config, data=data, eval_hellaswag=hellaswag)
-    if init_from != then.get("init_from"):
-        raise SettingError("init_from", f"{config.init_from}: a resumed run goes on from its own checkpoints, not from other "
-                                        f"weights (it started from {then.get('init_from') or 'a random initialization'})")
-    run = Path(config.out) / CONFIG_FILE
-    if data == then.get("data") and not looked_up(data, "data").is_dir():
-        raise SettingError("data", f"{data}: no such directory (the run's data, as {run} records it); if it moved, give its "
-                                   "new place with --data DIR")
-    if hellaswag is not None and hellaswag == then.get("eval_hellaswag") and \
-            not looked_up(hellaswag, "eval_hellaswag").is_file():
-        raise SettingError("eval_hellaswag", f"{hellaswag}: no such file (the run's, as {run} records it); if it moved, give "
-                                             "its new place with --eval-hellaswag FILE")
-    return dataclasses.replace(config, data=data, eval_hellaswag=hellaswag, init_from=init_from)
+        return paths
+    if paths["init_from"] != then.get("init_from"):
+        raise SettingError(
+            "init_from",
+            f"{config.job.init_from}: a resumed run goes on from its own checkpoints, not "
+            f"from other weights (it started from {then.get('init_from') or 'a random initialization'})",
+        )
+    run = Path(config.job.out) / CONFIG_FILE
+    data, hellaswag = paths["data"], paths["eval_hellaswag"]
+    if data is not None and data == then.get("data") and not looked_up(data, "data").is_dir():
+        raise SettingError(
+            "data",
+            f"{data}: no such directory (the run's data, as {run} records it); if it moved, give "
+            f"its new place with {named('data')}",
+        )
+    if (
+        hellaswag is not None
+        and hellaswag == then.get("eval_hellaswag")
+        and not looked_up(hellaswag, "eval_hellaswag").is_file()
+    ):
+        raise SettingError(
+            "eval_hellaswag",
+            f"{hellaswag}: no such file (the run's, as {run} records it); if it moved, "
+            f"give its new place with {named('eval_hellaswag')}",
+        )
+    return paths
 
 
-def resume_config(settings: dict) -> TrainConfig:
-    """The settings a resume goes on with: `settings` (the flags) over those the run in
-    settings["out"] saved."""
-    if settings.get("out") is None:
-        raise SettingError("out", "is needed with --resume: the run directory")
-    return from_layers(settings, load_run_config(settings["out"]))
-
-
-def read_metrics(run_dir) -> list[dict]:
+def read_metrics(run_dir: StrPath) -> list[dict]:
     """The records of a run's metrics.jsonl; a line cut short (a full disk, a kill) or garbled is
     left out."""
     path = Path(run_dir) / METRICS_FILE

@@ -6,33 +6,21 @@ start or write is one warning line, and training goes on without it. Rank 0 alon
 A record's numbers are scalars and its text (a sample) is text; a nested record (a re-planned
 schedule) is flattened to "replan/total_steps", "replan/lr", "replan/reason". "step" is the step.
 """
+
 from __future__ import annotations
 
 import logging
 from pathlib import Path
+from typing import Any
 
-from gptkit.shared.errors import SettingError
+from .config import TrainConfig
 
 log = logging.getLogger(__name__)
 
-TRACKERS = ("tensorboard", "wandb")  # each writes under RUN/<its name>/ (run_dir.py counts those as the run's)
 WANDB_ID = "gptkit-run-id"  # in RUN/wandb/: the wandb run a resumed run goes on logging to
 
 
-def tracker_names(value):
-    """--log-to's value as TrainConfig keeps it: the trackers named (a comma-separated string or a
-    list), in order, without repeats; None for none."""
-    names = value.split(",") if isinstance(value, str) else value
-    if names is not None and not (isinstance(names, (list, tuple)) and all(isinstance(n, str) for n in names)):
-        raise SettingError("log_to", f"{value!r}: expected tracker names, comma-separated ({', '.join(TRACKERS)})")
-    names = [n.strip() for n in names or () if n.strip()]
-    unknown = [n for n in names if n not in TRACKERS]
-    if unknown:
-        raise SettingError("log_to", f"{unknown[0]!r}: not a tracker (expected {', '.join(TRACKERS)}, comma-separated)")
-    return list(dict.fromkeys(names)) or None
-
-
-def flatten(record, prefix=""):
+def flatten(record: dict[str, Any], prefix: str = "") -> dict[str, Any]:
     """A record's values by name, nested records' as "outer/inner"; "step" left out."""
     flat = {}
     for key, value in record.items():
@@ -44,21 +32,23 @@ def flatten(record, prefix=""):
 
 
 class Trackers:
-    def __init__(self, config, master=True):
-        """The trackers config.log_to names, none but on the master rank; they start at start(),
-        the records sent before it (a resume's re-planned schedule) kept for them until then."""
-        self.config, self.run = config, Path(config.out)
-        self.names = list(config.log_to or []) if master else []
-        self.active, self.pending = [], [] if self.names else None
+    def __init__(self, config: TrainConfig, master: bool = True) -> None:
+        """The trackers that config.metrics.log_to names, none but on the master rank (wandb records
+        the whole config); they start at start(), the records sent before it (a resume's re-planned
+        schedule) kept for them until then."""
+        self.config, self.run = config, Path(config.job.out)
+        self.names = list(config.metrics.log_to or []) if master else []
+        self.active: list[Any] = []
+        self.pending: list[dict[str, Any]] | None = [] if self.names else None
 
-    def start(self, step):
+    def start(self, step: int) -> None:
         """Start them for a run at `step`: 0, a new run; else a resumed run's checkpoint step."""
         self.active = [t for t in (self._start(name, step) for name in self.names) if t is not None]
         pending, self.pending = self.pending or [], None
         for record in pending:
             self.send(record)
 
-    def send(self, record):
+    def send(self, record: dict[str, Any]) -> None:
         if self.pending is not None:
             return self.pending.append(record)
         flat = flatten(record)
@@ -70,7 +60,7 @@ class Trackers:
             except Exception as e:  # a tracker's failure is its own: the run and the other trackers go on
                 self._drop(tracker, f"cannot write ({_why(e)})")
 
-    def close(self):
+    def close(self) -> None:
         for tracker in list(self.active):
             try:
                 tracker.close()
@@ -95,20 +85,21 @@ class Trackers:
 class TensorBoard:
     name = "tensorboard"
 
-    def __init__(self, run, config, step):
+    def __init__(self, run: Path, config: TrainConfig, step: int) -> None:
         from torch.utils.tensorboard import SummaryWriter  # needs the tensorboard package
 
         # purge_step: what an earlier attempt logged past the resumed step (or, in a new run, at all)
         # is hidden, as metrics.jsonl drops it
         self.writer = SummaryWriter(str(run / "tensorboard"), purge_step=step + 1 if step else 0)
 
-    def send(self, step, scalars, texts):
+    def send(self, step: int, scalars: dict[str, float], texts: dict[str, str]) -> None:
+        value: float | str  # a scalar's, then a text's
         for key, value in scalars.items():
             self.writer.add_scalar(key, value, step)
         for key, value in texts.items():
             self.writer.add_text(key, value, step)
 
-    def close(self):
+    def close(self) -> None:
         self.writer.close()
 
 
@@ -119,20 +110,27 @@ class Wandb:
 
     name = "wandb"
 
-    def __init__(self, run, config, step):
+    def __init__(self, run: Path, config: TrainConfig, step: int) -> None:
         import wandb
 
         ids = run / "wandb" / WANDB_ID
         run_id = ids.read_text().strip() if step and ids.is_file() else None  # None: a new one, wandb's
         # console off: the training lines are the records themselves, and stdout stays ours
-        self.run = wandb.init(project="gptkit", name=run.name, dir=str(run), config=config.to_dict(), id=run_id,
-                              resume="allow", settings=wandb.Settings(console="off", silent=True))
+        self.run = wandb.init(
+            project="gptkit",
+            name=run.name,
+            dir=str(run),
+            config=config.to_dict(),
+            id=run_id,
+            resume="allow",
+            settings=wandb.Settings(console="off", silent=True),
+        )
         ids.write_text(self.run.id + "\n")
 
-    def send(self, step, scalars, texts):
+    def send(self, step: int, scalars: dict[str, float], texts: dict[str, str]) -> None:
         self.run.log({**scalars, **texts}, step=step)
 
-    def close(self):
+    def close(self) -> None:
         """Finish the run, its records on disk when this returns. run.finish() returns once the
         service process (wandb-core) has taken the run's exit, but the records it holds are
         written to RUN/wandb/.../run-ID.wandb only when it closes the run's stream, on a request

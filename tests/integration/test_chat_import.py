@@ -3,6 +3,7 @@ Face model's template (tokenizer_config.json's chat_template, a list of named on
 chat_template.jinja) and the token names it renders with into the checkpoint, where gptkit renders
 what transformers renders; the export writes it back, and transformers' AutoTokenizer on the
 export gives the ids gptkit gives."""
+
 import json
 
 import pytest
@@ -19,8 +20,12 @@ transformers = pytest.importorskip("transformers")
 NAMED = "{{ eos_token }}{% for m in messages %}{{ m['role'] }}: {{ m['content'] }}{{ pad_token }}{% endfor %}"
 CHATS = [
     [{"role": "user", "content": "Once upon a time, the little cat"}],
-    [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "東京 café?"},
-     {"role": "assistant", "content": "Yes."}, {"role": "user", "content": "don't stop 42\n\n  ok"}],
+    [
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": "東京 café?"},
+        {"role": "assistant", "content": "Yes."},
+        {"role": "user", "content": "don't stop 42\n\n  ok"},
+    ],
 ]
 TOKEN_NAMES = {"eos_token": "<|im_end|>", "pad_token": "<|endoftext|>", "bos_token": None}
 
@@ -39,8 +44,11 @@ def gptkit_ids(ckpt, tok, chat):
 
 
 def hf_ids(hf_dir, chat):
-    return list(transformers.AutoTokenizer.from_pretrained(hf_dir).apply_chat_template(
-        chat, add_generation_prompt=True, tokenize=True, return_dict=False))
+    return list(
+        transformers.AutoTokenizer.from_pretrained(hf_dir).apply_chat_template(
+            chat, add_generation_prompt=True, tokenize=True, return_dict=False
+        )
+    )
 
 
 @pytest.mark.parametrize("template", [QWEN2_TEMPLATE, NAMED], ids=["qwen2", "token-names"])
@@ -60,7 +68,8 @@ def test_import_carries_the_template_and_export_writes_it_back(tmp_path, small_t
         assert hf_ids(tmp_path / "hf2", chat) == gptkit_ids(ckpt, tok, chat)
     import_hf(tmp_path / "hf2", tmp_path / "again")  # the round trip keeps it
     assert {name: (tmp_path / "again" / name).read_bytes() for name in (TEMPLATE_FILE, CONFIG_FILE)} == {
-        name: (ckpt / name).read_bytes() for name in (TEMPLATE_FILE, CONFIG_FILE)}
+        name: (ckpt / name).read_bytes() for name in (TEMPLATE_FILE, CONFIG_FILE)
+    }
 
 
 def test_the_jinja_file_wins_as_in_transformers_and_named_templates_keep_the_default(tmp_path, small_tokenizer):
@@ -86,8 +95,10 @@ def test_a_model_without_a_template_imports_and_exports_none(tmp_path, small_tok
     assert "chat_template" not in json.loads((tmp_path / "hf2" / CONFIG_FILE).read_text())
 
 
-@pytest.mark.parametrize("template, needle", [(42, "chat_template is not a string or a list"),
-                                              ([{"name": "tool_use", "template": "x"}], 'no "default"')])
+@pytest.mark.parametrize(
+    "template, needle",
+    [(42, "chat_template is not a string or a list"), ([{"name": "tool_use", "template": "x"}], 'no "default"')],
+)
 def test_a_bad_template_is_refused_in_one_line(tmp_path, small_tokenizer, template, needle):
     _, hf_dir = qwen_dir(tmp_path, small_tokenizer, chat_template=template)
     assert_input_error(invoke("import-hf", "--from", hf_dir, "--out", tmp_path / "ckpt"), CONFIG_FILE, needle)

@@ -2,6 +2,7 @@
 selenium. Without a browser the test skips on a developer's machine and fails in CI (CI=true).
 
 What the page sends is read where the server reads it (tests/serving.py, running's `bodies`)."""
+
 import os
 import shutil
 import subprocess
@@ -16,8 +17,17 @@ import pytest
 from gptkit.sample.sampling import Sampler
 from tests.serving import running, tiny_checkpoint
 
-FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-         "--disable-background-networking", "--disable-component-update", "--disable-sync", "--window-size=900,700")
+FLAGS = (
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--window-size=900,700",
+)
 SEED = 4
 KEY = "sesame"
 
@@ -135,8 +145,12 @@ def say(browser, text):
 
     ended = len(browser.find_elements(By.CSS_SELECTOR, ".msg.done"))
     browser.find_element(By.ID, "input").send_keys(text + "\n")
-    wait(lambda: len(browser.find_elements(By.CSS_SELECTOR, ".msg.done")) > ended
-         and browser.find_element(By.ID, "send").is_enabled())
+    wait(
+        lambda: (
+            len(browser.find_elements(By.CSS_SELECTOR, ".msg.done")) > ended
+            and browser.find_element(By.ID, "send").is_enabled()
+        )
+    )
 
 
 def texts(browser, selector):
@@ -165,11 +179,24 @@ def test_a_message_gets_a_streamed_reply(page):
         }).observe(document.getElementById('log'), {subtree: true, childList: true, characterData: true});
     """)
     say(browser, "hello there")
-    assert bodies == [("/v1/chat/completions", {"messages": [{"role": "user", "content": "hello there"}], "stream": True,
-                                                "temperature": 0.8, "top_p": 0.9, "max_tokens": 60, "seed": SEED})]
+    assert bodies == [
+        (
+            "/v1/chat/completions",
+            {
+                "messages": [{"role": "user", "content": "hello there"}],
+                "stream": True,
+                "temperature": 0.8,
+                "top_p": 0.9,
+                "max_tokens": 60,
+                "seed": SEED,
+            },
+        )
+    ]
     assert texts(browser, ".msg.user .text") == ["hello there"]
     [shown] = texts(browser, ".msg.assistant .text")
-    expected = reply(url, [{"role": "user", "content": "hello there"}], temperature=0.8, top_p=0.9, max_tokens=60, seed=SEED)
+    expected = reply(
+        url, [{"role": "user", "content": "hello there"}], temperature=0.8, top_p=0.9, max_tokens=60, seed=SEED
+    )
     assert shown == expected.message.content and len(shown) > 10
     seen = browser.execute_script("return window.seen")
     assert len(seen) > 3 and all(shown.startswith(text) for text in seen) and seen[-1] == shown
@@ -203,8 +230,9 @@ def test_a_reply_cut_by_max_tokens_says_so_and_continues(page):
     cut.find_element(By.CSS_SELECTOR, "button.continue").click()
     wait(lambda: bodies and browser.find_element(By.ID, "send").is_enabled())
     sent = [{"role": "user", "content": "hello there"}, {"role": "assistant", "content": first.message.content}]
-    assert bodies == [("/v1/chat/completions", {"messages": sent, "continue_final_message": True, "stream": True,
-                                                **settings})]
+    assert bodies == [
+        ("/v1/chat/completions", {"messages": sent, "continue_final_message": True, "stream": True, **settings})
+    ]
     more = reply(url, sent, extra_body={"continue_final_message": True}, **settings)
     whole = first.message.content + more.message.content
     assert texts(browser, ".msg.assistant .text") == [whole]  # the same bubble, grown
@@ -227,15 +255,18 @@ def test_a_long_chat_leaves_out_its_oldest_turns_and_says_so(page):
     for text in turns:
         say(browser, text)
     assert browser.find_elements(By.CSS_SELECTOR, ".msg.error") == [] and len(texts(browser, ".msg.assistant")) == 5
-    assert browser.find_element(By.ID, "note").text == ("Earlier turns are left out: the model's context is 128 tokens "
-                                                        "and has no room for them.")
+    assert browser.find_element(By.ID, "note").text == (
+        "Earlier turns are left out: the model's context is 128 tokens and has no room for them."
+    )
     system = {"role": "system", "content": "Be brief."}
     sent = [body["messages"] for _, body in bodies]
     retries = [(refused, answered) for refused, answered in zip(sent, sent[1:]) if refused[-1] == answered[-1]]
     assert retries  # the server refused a conversation too long for its context
     for refused, answered in retries:  # then it got the same less its oldest turn, a user's message and its reply
         assert refused[0] == answered[0] == system and answered[1:] == refused[3:]
-    assert sent[-1][-1] == {"role": "user", "content": turns[-1]} and {"role": "user", "content": turns[0]} not in sent[-1]
+    assert (
+        sent[-1][-1] == {"role": "user", "content": turns[-1]} and {"role": "user", "content": turns[0]} not in sent[-1]
+    )
     left_out = texts(browser, ".msg.left-out .text")
     assert left_out[0] == turns[0] and len(left_out) == 2 * len(retries)
 
@@ -260,9 +291,24 @@ def test_with_a_key_the_page_names_the_model_and_a_stopped_server_is_an_error_no
     from selenium.webdriver.common.by import By
     from selenium.webdriver.common.keys import Keys
 
-    process = subprocess.Popen([sys.executable, "-m", "gptkit.serve", "--checkpoint", str(checkpoint), "--port", "0",
-                                "--device", "cpu", "--name", "keyed"], stderr=subprocess.PIPE, text=True,
-                               env={**os.environ, "GPTKIT_API_KEY": KEY})
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "gptkit.serve",
+            "--checkpoint",
+            str(checkpoint),
+            "--port",
+            "0",
+            "--device",
+            "cpu",
+            "--name",
+            "keyed",
+        ],
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "GPTKIT_API_KEY": KEY},
+    )
     try:
         url = process.stderr.readline().split(" at ")[1].split("/ ")[0]
         browser.get(url + "/")
@@ -277,8 +323,9 @@ def test_with_a_key_the_page_names_the_model_and_a_stopped_server_is_an_error_no
     say(browser, "anyone there?")
     [error] = browser.find_elements(By.CSS_SELECTOR, ".msg.error")
     assert error.find_element(By.CSS_SELECTOR, ".who").text == "error"
-    assert error.find_element(By.CSS_SELECTOR, ".text").text == (f"cannot reach the server at {url}: is gptkit serve "
-                                                                  "running?")
+    assert error.find_element(By.CSS_SELECTOR, ".text").text == (
+        f"cannot reach the server at {url}: is gptkit serve running?"
+    )
     assert browser.find_elements(By.CSS_SELECTOR, ".msg.assistant") == []
 
 

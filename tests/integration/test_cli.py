@@ -1,6 +1,7 @@
 """One command, one grammar: `gptkit STAGE ...` and `python -m gptkit.STAGE ...`, the same flags
 for the same things in every stage, --version, mistyped commands, and no top-level names that
 collide with a user's files (nanoGPT's model.py and train.py) or other packages."""
+
 import subprocess
 import sys
 from pathlib import Path
@@ -59,14 +60,26 @@ def test_a_group_with_a_default_command_shows_its_options_and_still_lists_its_co
     assert "--max-steps" in train and "--data" in train and train.startswith("Usage: gptkit train [OPTIONS]\n")
 
 
-@pytest.mark.parametrize("args, line", [
-    (["train", "plto"], "Error: No such command 'plto'; did you mean 'plot'? (see 'gptkit train --help')"),
-    (["pretokenize", "inpsect"], "Error: No such command 'inpsect'; did you mean 'inspect'? (see 'gptkit pretokenize --help')"),
-    (["tokenizer", "trian"], "Error: No such command 'trian'; did you mean 'train'? (see 'gptkit tokenizer --help')"),
-    (["model", "ifno"], "Error: No such command 'ifno'; did you mean 'info'? (see 'gptkit model --help')"),
-    (["smaple"], "Error: No such command 'smaple'; did you mean 'sample'? (see 'gptkit --help')"),
-    (["train", "data/stories"], "Error: No such command 'data/stories' (commands: run, plot) (see 'gptkit train --help')"),
-])
+@pytest.mark.parametrize(
+    "args, line",
+    [
+        (["train", "plto"], "Error: No such command 'plto'; did you mean 'plot'? (see 'gptkit train --help')"),
+        (
+            ["pretokenize", "inpsect"],
+            "Error: No such command 'inpsect'; did you mean 'inspect'? (see 'gptkit pretokenize --help')",
+        ),
+        (
+            ["tokenizer", "trian"],
+            "Error: No such command 'trian'; did you mean 'train'? (see 'gptkit tokenizer --help')",
+        ),
+        (["model", "ifno"], "Error: No such command 'ifno'; did you mean 'info'? (see 'gptkit model --help')"),
+        (["smaple"], "Error: No such command 'smaple'; did you mean 'sample'? (see 'gptkit --help')"),
+        (
+            ["train", "data/stories"],
+            "Error: No such command 'data/stories' (commands: run, plot) (see 'gptkit train --help')",
+        ),
+    ],
+)
 def test_a_mistyped_command_is_named_with_a_suggestion(args, line):
     res = CliRunner().invoke(cli, args, prog_name="gptkit")
     assert res.exit_code == 2 and res.stdout == "" and res.stderr == line + "\n"
@@ -92,12 +105,29 @@ def test_the_same_flag_for_the_same_thing_in_every_stage():
                     flags.setdefault(flag, []).append(" ".join(path))
     assert not {"--out-dir", "--output", "--workers", "--jobs", "--ckpt", "--checkpoint-dir"} & flags.keys()
     scoring = {"gptkit eval text", "gptkit eval hellaswag", "gptkit eval choice"}
-    assert {"gptkit tokenizer train", "gptkit pretokenize encode", "gptkit train run", "gptkit sample", *scoring} <= set(flags["--threads"])
+    assert {
+        "gptkit tokenizer train",
+        "gptkit pretokenize encode",
+        "gptkit train run",
+        "gptkit sample",
+        *scoring,
+    } <= set(flags["--threads"])
     assert {"gptkit sample", "gptkit model export-hf", *scoring} <= set(flags["--checkpoint"])
-    assert {"gptkit stories", "gptkit tokenizer train", "gptkit pretokenize encode", "gptkit pretokenize download",
-            "gptkit model init", "gptkit model export-hf", "gptkit train run", "gptkit eval download", *scoring} <= set(flags["--out"])
+    assert {
+        "gptkit stories",
+        "gptkit tokenizer train",
+        "gptkit pretokenize encode",
+        "gptkit pretokenize download",
+        "gptkit model init",
+        "gptkit model export-hf",
+        "gptkit train run",
+        "gptkit eval download",
+        *scoring,
+    } <= set(flags["--out"])
     for path, command in commands():  # a checkpoint or an output is never a positional argument
-        assert not [p for p in command.params if isinstance(p, click.Argument) and p.name in ("checkpoint", "out", "out_dir")], path
+        assert not [
+            p for p in command.params if isinstance(p, click.Argument) and p.name in ("checkpoint", "out", "out_dir")
+        ], path
 
 
 def test_worker_threads_default_to_one_per_physical_core_shared_by_torchrun_processes(monkeypatch):
@@ -116,8 +146,10 @@ def test_worker_threads_default_to_one_per_physical_core_shared_by_torchrun_proc
     assert shared_cli.default_threads() == 3
 
 
-NANOGPT_FILES = {name: "raise SystemExit('the wrong program ran: ' + __file__)\n"
-                 for name in ("model.py", "train.py", "sample.py", "tokenizer.py", "shared.py", "configurator.py")}
+NANOGPT_FILES = {
+    name: "raise SystemExit('the wrong program ran: ' + __file__)\n"
+    for name in ("model.py", "train.py", "sample.py", "tokenizer.py", "shared.py", "configurator.py")
+}
 
 
 def test_works_from_any_directory_even_one_with_nanogpts_files(tmp_path):
@@ -125,8 +157,11 @@ def test_works_from_any_directory_even_one_with_nanogpts_files(tmp_path):
     our command and modules run, not those files."""
     for name, text in NANOGPT_FILES.items():
         (tmp_path / name).write_text(text)
-    for args in ([str(GPTKIT), "--help"], [sys.executable, "-m", "gptkit.train", "--help"], [str(GPTKIT), "model", "info",
-                                                                                               "--config", "tiny"]):
+    for args in (
+        [str(GPTKIT), "--help"],
+        [sys.executable, "-m", "gptkit.train", "--help"],
+        [str(GPTKIT), "model", "info", "--config", "tiny"],
+    ):
         res = run(args, tmp_path)
         assert res.returncode == 0 and "wrong program" not in res.stderr, res
     assert "Usage: gptkit train" in run([sys.executable, "-m", "gptkit.train", "--help"], tmp_path).stdout
@@ -142,7 +177,9 @@ def test_the_command_starts_without_torch(tmp_path):
 def test_installs_no_top_level_names_but_gptkit(tmp_path):
     """The distribution's modules are all under gptkit: `tokenizer`, `train`, `model`, ... stay free
     for the user and for other packages (PyPI's `tokenizer` installs `import tokenizer`)."""
-    probe = ("import importlib.util as u; print(' '.join(n for n in ('tokenizer', 'pretokenize', 'model', 'train', "
-             "'sample', 'serve', 'eval', 'shared', 'runtime', 'stories') if u.find_spec(n)))")
+    probe = (
+        "import importlib.util as u; print(' '.join(n for n in ('tokenizer', 'pretokenize', 'model', 'train', "
+        "'sample', 'serve', 'eval', 'shared', 'runtime', 'stories') if u.find_spec(n)))"
+    )
     res = run([sys.executable, "-c", probe], tmp_path)
     assert res.returncode == 0 and res.stdout.strip() == "", res

@@ -1,4 +1,5 @@
 """pretokenize download: resume with Range, SHA-256 check against the published hash, a clear error offline."""
+
 import hashlib
 import io
 import shutil
@@ -10,8 +11,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from gptkit.pretokenize.cli import cli
 import gptkit.pretokenize.download as dl
+from gptkit.pretokenize.cli import cli
 from tests.conftest import assert_input_error
 
 PAYLOAD = bytes(range(256)) * 5000  # 1.28 MB: two read chunks
@@ -91,8 +92,12 @@ def test_out_that_is_a_file_is_one_line_and_left_alone(tmp_path, two_file_datase
     mine.write_text("mine")
     assert_input_error(CliRunner().invoke(cli, ["download", "stories", "--out", str(mine)]), f"--out {mine}: is a file")
     (tmp_path / "data-val").write_text("mine too")  # the validation files' directory, DIR-val
-    assert_input_error(CliRunner().invoke(cli, ["download", "stories", "--out", str(tmp_path / "data")]), "data-val is a file")
-    assert mine.read_text() == "mine" and (tmp_path / "data-val").read_text() == "mine too" and not two_file_dataset.ranges
+    assert_input_error(
+        CliRunner().invoke(cli, ["download", "stories", "--out", str(tmp_path / "data")]), "data-val is a file"
+    )
+    assert (
+        mine.read_text() == "mine" and (tmp_path / "data-val").read_text() == "mine too" and not two_file_dataset.ranges
+    )
 
 
 @pytest.fixture
@@ -100,7 +105,9 @@ def two_file_dataset(monkeypatch):
     """A dataset of one training and one validation file, both PAYLOAD, served by a FakeServer."""
     server = FakeServer()
     monkeypatch.setattr(urllib.request, "urlopen", server)
-    monkeypatch.setitem(dl.DATASETS, "stories", (["https://example.org/s-train.txt"], ["https://example.org/s-valid.txt"]))
+    monkeypatch.setitem(
+        dl.DATASETS, "stories", (["https://example.org/s-train.txt"], ["https://example.org/s-valid.txt"])
+    )
     return server
 
 
@@ -128,8 +135,12 @@ def test_make_encode_takes_the_validation_text_beside_the_corpus(tmp_path, with_
     corpus.mkdir(parents=True)
     if with_val:
         (tmp_path / "data/tinystories-val").mkdir()
-    res = subprocess.run(["make", "-n", "-C", str(Path(__file__).parents[2]), "encode", f"CORPUS={corpus}"],
-                         capture_output=True, text=True, check=True)
+    res = subprocess.run(
+        ["make", "-n", "-C", str(Path(__file__).parents[2]), "encode", f"CORPUS={corpus}"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     line = next(line for line in res.stdout.splitlines() if "gptkit pretokenize" in line)
     assert f"--input {corpus} " in line
     assert (f"--val-input {corpus}-val" in line) == with_val

@@ -2,6 +2,7 @@
 of the weights, gradients and AdamW state; the checkpoints they write are the one format, read
 by a single process, a DDP run or FSDP again on any number of processes; a signal stops them at
 a checkpoint and a resume is exact. Tiny models, a few steps."""
+
 import json
 import shutil
 import signal
@@ -39,14 +40,32 @@ def runs(data, model_json, tmp_path_factory):
     two processes cannot share evenly) in one process, in two with DDP, in two with FSDP, and in two
     with FSDP and activation checkpointing."""
     root = tmp_path_factory.mktemp("fsdp")
-    common = run_flags(data, None, model_json, batch_size=4, grad_accum=2, max_steps=20, eval_interval=10, eval_tokens=160,
-                       checkpoint_interval=10)
-    one = subprocess.run([sys.executable, "-m", "gptkit.train", *common, "--out", root / "one"], cwd=ROOT, env=ENV,
-                         capture_output=True, text=True, timeout=120)
+    common = run_flags(
+        data,
+        None,
+        model_json,
+        batch_size=4,
+        grad_accum=2,
+        max_steps=20,
+        eval_interval=10,
+        eval_tokens=160,
+        checkpoint_interval=10,
+    )
+    one = subprocess.run(
+        [sys.executable, "-m", "gptkit.train", *common, "--out", root / "one"],
+        cwd=ROOT,
+        env=ENV,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert one.returncode == 0, one.stderr
     outputs = {}
-    for name, flags in (("ddp", ["--parallel", "ddp"]), ("fsdp", ["--parallel", "fsdp"]),
-                        ("fsdp-recompute", ["--parallel", "fsdp", "--activation-checkpointing"])):
+    for name, flags in (
+        ("ddp", ["--parallel", "ddp"]),
+        ("fsdp", ["--parallel", "fsdp"]),
+        ("fsdp-recompute", ["--parallel", "fsdp", "--activation-checkpointing"]),
+    ):
         two = torchrun(2, *common, *flags, "--out", root / name)
         assert two.returncode == 0, two.stderr[-3000:]
         outputs[name] = two.stdout
@@ -93,7 +112,9 @@ def test_an_fsdp_checkpoint_is_sampled_by_one_process(runs):
 
 def test_a_signal_stops_fsdp_processes_at_a_checkpoint_they_resume_from(data, model_json, tmp_path):
     run = tmp_path / "run"
-    proc = two_processes(*run_flags(data, run, model_json, max_steps=100000, checkpoint_interval=100000, parallel="fsdp"))
+    proc = two_processes(
+        *run_flags(data, run, model_json, max_steps=100000, checkpoint_interval=100000, parallel="fsdp")
+    )
     deadline = time.monotonic() + 60
     while not ((run / "metrics.jsonl").exists() and len(records(run)) >= 3):
         assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()

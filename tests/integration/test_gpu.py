@@ -5,6 +5,7 @@ without CUDA (CI has none); on a GPU machine `make test` runs them with the rest
 bf16 autocast with torch.compile, a one-process NCCL run stopped by SIGTERM and resumed
 exactly, FSDP on one GPU, CUDA sampling against the CPU, and the pinned, non-blocking loader.
 """
+
 import contextlib
 import copy
 import json
@@ -20,18 +21,31 @@ from click.testing import CliRunner
 
 from gptkit.model.checkpoint import load_model
 from gptkit.shared.errors import SettingError
-from tests.training import ENV, MODEL, ROOT, config, latest_step, records, run_flags, torchrun, wait_for
-from gptkit.train.prepare import Dist, prepare_run
+from gptkit.train.processes import Dist
 from gptkit.train.run import train
+from gptkit.train.settle import settle
 from gptkit.train.trainer import Trainer
+from tests.training import ENV, MODEL, ROOT, config, latest_step, records, run_flags, torchrun, wait_for
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")]
 
 
 def test_bf16_autocast_and_compile_train_and_checkpoint(data, model_json, tmp_path):
     run = tmp_path / "run"
-    train(config(data, run, model_json, device="cuda", compile=True, max_steps=30, log_interval=10, eval_interval=30,
-                 batch_size=8, checkpoint_interval=0))
+    train(
+        config(
+            data,
+            run,
+            model_json,
+            device="cuda",
+            compile=True,
+            max_steps=30,
+            log_interval=10,
+            eval_interval=30,
+            batch_size=8,
+            checkpoint_interval=0,
+        )
+    )
     logs = records(run)
     assert [r["step"] for r in logs] == [1, 10, 20, 30] and logs[-1]["loss"] < logs[0]["loss"] - 0.3
     assert all(np.isfinite([r["loss"], r["grad_norm"]]).all() for r in logs)
@@ -41,16 +55,33 @@ def test_bf16_autocast_and_compile_train_and_checkpoint(data, model_json, tmp_pa
 
 def torchrun_popen(*args, **popen):
     """`gptkit train ARGS` under torchrun, one process, as a Popen (to be signalled)."""
-    return subprocess.Popen([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=1",
-                             "-m", "gptkit.train", *map(str, args)], cwd=ROOT, env=ENV, text=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, **popen)
+    return subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--standalone",
+            "--nproc_per_node=1",
+            "-m",
+            "gptkit.train",
+            *map(str, args),
+        ],
+        cwd=ROOT,
+        env=ENV,
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        **popen,
+    )
 
 
 def test_one_process_nccl_run_stops_on_sigterm_and_resumes_exactly(data, model_json, tmp_path):
     # --deterministic: Inductor's embedding backward adds with atomics otherwise, and a compiled
     # run would not repeat itself bit for bit; the resume takes the setting from the run's config.
-    common = [*run_flags(data, None, model_json, device="cuda", max_steps=40, checkpoint_interval=1000, optimizer="muon"),
-              "--deterministic"]
+    common = [
+        *run_flags(data, None, model_json, device="cuda", max_steps=40, checkpoint_interval=1000, optimizer="muon"),
+        "--deterministic",
+    ]
     torchrun = torchrun_popen
     straight = torchrun(*common, "--out", tmp_path / "straight")
     out, err = straight.communicate(timeout=300)
@@ -84,7 +115,9 @@ def assert_greedy_agrees(reference, prompt, got, want, margin=0.1):
         assert abs(logits[got[differ]] - logits[want[differ]]) < margin, (differ, got, want)
 
 
-def test_cuda_sampling_computes_in_bf16_and_greedy_gives_the_cpu_text_up_to_rounding(data, model_json, tmp_path, monkeypatch):
+def test_cuda_sampling_computes_in_bf16_and_greedy_gives_the_cpu_text_up_to_rounding(
+    data, model_json, tmp_path, monkeypatch
+):
     """On CUDA the model computes in bf16 with a bf16 KV cache, the CPU in float32: greedy tokens
     agree up to a near-tie; a seed gives the same text twice."""
     from gptkit.model.generate import generate, prompt_ids
@@ -112,8 +145,23 @@ def test_cuda_sampling_computes_in_bf16_and_greedy_gives_the_cpu_text_up_to_roun
     assert_greedy_agrees(cpu, ids, greedy["cuda"], greedy["cpu"])
     texts = []
     for _ in range(2):
-        res = CliRunner().invoke(cli, ["--checkpoint", str(run / "latest"), "--prompt", "the cat", "--max-new-tokens", "40",
-                                       "--seed", "3", "--num-samples", "3", "--device", "cuda"])
+        res = CliRunner().invoke(
+            cli,
+            [
+                "--checkpoint",
+                str(run / "latest"),
+                "--prompt",
+                "the cat",
+                "--max-new-tokens",
+                "40",
+                "--seed",
+                "3",
+                "--num-samples",
+                "3",
+                "--device",
+                "cuda",
+            ],
+        )
         assert res.exit_code == 0, (res.output, res.exception)
         texts.append(res.stdout)
     assert texts[0] == texts[1]
@@ -147,8 +195,9 @@ def test_cuda_decoding_replays_one_graph_and_gives_the_eager_steps_logits(data, 
         if mode == "eager":
             monkeypatch.setattr(gen, "graphed", lambda model, device: False)
         seen.append([])
-        tokens[mode] = [int(t) for t in gen.generate(model, ids, max_new_tokens=2 * model.config.context_length + 5,
-                                                     temperature=0)]
+        tokens[mode] = [
+            int(t) for t in gen.generate(model, ids, max_new_tokens=2 * model.config.context_length + 5, temperature=0)
+        ]
     assert len(steps) == 1 and steps[0].graph is not None
     graphed, eager = seen
     differ = next((i for i, (a, b) in enumerate(zip(tokens["graphed"], tokens["eager"])) if a != b), len(eager))
@@ -213,7 +262,9 @@ def test_evaluation_copies_its_batches_from_pinned_memory(monkeypatch):
     tensor = on_device(array, torch.device("cuda"))
     assert tensor.is_cuda and pinned == [(3, 4)] and torch.equal(tensor.cpu(), torch.from_numpy(array))
     torch.manual_seed(0)
-    model = TransformerLM(ModelConfig(vocab_size=97, context_length=16, d_model=32, n_layers=2, n_heads=4, d_ff=64)).eval()
+    model = TransformerLM(
+        ModelConfig(vocab_size=97, context_length=16, d_model=32, n_layers=2, n_heads=4, d_ff=64)
+    ).eval()
     sequences = np.random.default_rng(0).integers(0, 97, (10, 17)).astype(np.uint16)
     sums = {}
     for device in ("cpu", "cuda"):
@@ -224,12 +275,12 @@ def test_evaluation_copies_its_batches_from_pinned_memory(monkeypatch):
 
 def test_pinned_loader_delivers_the_loaders_batches_on_the_gpu(data, model_json, tmp_path):
     cuda = Dist(device=torch.device("cuda", 0))
-    trainer = Trainer(prepare_run(config(data, tmp_path / "run", model_json, device="cuda", grad_accum=2), dist=cuda), cuda)
+    trainer = Trainer(settle(config(data, tmp_path / "run", model_json, device="cuda", grad_accum=2), dist=cuda), cuda)
     for step in range(3):
         for micro in range(2):
             inputs, targets = next(trainer.batches)
             assert inputs.is_cuda and inputs.dtype == torch.int64
-            expected = torch.from_numpy(trainer.prepared.loader.batch(step, micro).astype(np.int64))
+            expected = torch.from_numpy(trainer.run.loader.batch(step, micro).astype(np.int64))
             assert torch.equal(inputs.cpu(), expected[:, :-1]) and torch.equal(targets.cpu(), expected[:, 1:])
 
 
@@ -249,11 +300,15 @@ def test_fsdp_on_one_gpu_trains_as_ddp_does_and_resumes_exactly(data, model_json
     precision; a checkpoint one CPU process loads; a resume that repeats the run exactly."""
     common = run_flags(data, None, model_json, device="cuda", max_steps=20, eval_interval=10, checkpoint_interval=10)
     ddp = torchrun(1, *common, "--out", tmp_path / "ddp")
-    sharded = torchrun_popen(*common, "--parallel", "fsdp", "--activation-checkpointing", "--deterministic", "--out", tmp_path / "fsdp")
+    sharded = torchrun_popen(
+        *common, "--parallel", "fsdp", "--activation-checkpointing", "--deterministic", "--out", tmp_path / "fsdp"
+    )
     sharded.stdout, sharded.stderr = sharded.communicate(timeout=300)
     assert ddp.returncode == 0 and sharded.returncode == 0, (ddp.stderr + sharded.stderr)[-3000:]
     assert "cuda:0 x 1 (torch.distributed nccl, FSDP2" in sharded.stdout
-    assert [r["loss"] for r in records(tmp_path / "fsdp")] == pytest.approx([r["loss"] for r in records(tmp_path / "ddp")], abs=0.05)
+    assert [r["loss"] for r in records(tmp_path / "fsdp")] == pytest.approx(
+        [r["loss"] for r in records(tmp_path / "ddp")], abs=0.05
+    )
     model, _ = load_model(tmp_path / "fsdp/latest")
     assert all(p.dtype == torch.float32 and torch.isfinite(p).all() for p in model.parameters())
 

@@ -3,6 +3,7 @@ row's code on the CPU with tiny shapes, no torch.compile) writes a report with e
 verdict, and every row passes; without CUDA and without the dry run it says so in one line and
 exits 2, writing nothing; GPU_CHECK_OUT is replaced only where it is the check's own. The dry run
 takes about a minute on 2 cores."""
+
 import json
 import os
 import shutil
@@ -22,12 +23,20 @@ def env(**settings):
 
 
 def test_the_dry_run_reports_every_row_with_a_verdict_and_passes(tmp_path):
-    res = subprocess.run([sys.executable, SCRIPT], cwd=ROOT, env=env(GPU_CHECK_DRY="1", GPU_CHECK_OUT=str(tmp_path)),
-                         capture_output=True, text=True, timeout=600)
+    res = subprocess.run(
+        [sys.executable, SCRIPT],
+        cwd=ROOT,
+        env=env(GPU_CHECK_DRY="1", GPU_CHECK_OUT=str(tmp_path)),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     report = json.loads((tmp_path / "report.json").read_text())
     assert report["mode"] == "dry" and [row["name"] for row in report["rows"]] == ROWS
     for row in report["rows"]:
-        assert row["verdict"] in ("PASS", "FAIL", "SKIP") and "figures" in row and "target" in row and row["seconds"] >= 0
+        assert (
+            row["verdict"] in ("PASS", "FAIL", "SKIP") and "figures" in row and "target" in row and row["seconds"] >= 0
+        )
     failed = {row["name"]: row.get("why") for row in report["rows"] if row["verdict"] != "PASS"}
     assert not failed and res.returncode == 0, (failed, res.stdout[-4000:], res.stderr[-2000:])
     table = [line for line in res.stdout.splitlines() if line.startswith("| ") and not line.startswith("| #")]
@@ -36,8 +45,14 @@ def test_the_dry_run_reports_every_row_with_a_verdict_and_passes(tmp_path):
 
 
 def test_without_cuda_and_without_the_dry_run_it_says_so_in_one_line_and_exits_2(tmp_path):
-    res = subprocess.run([sys.executable, SCRIPT], cwd=ROOT, env=env(GPU_CHECK_OUT=str(tmp_path / "out"), CUDA_VISIBLE_DEVICES=""),
-                         capture_output=True, text=True, timeout=120)
+    res = subprocess.run(
+        [sys.executable, SCRIPT],
+        cwd=ROOT,
+        env=env(GPU_CHECK_OUT=str(tmp_path / "out"), CUDA_VISIBLE_DEVICES=""),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert res.returncode == 2 and res.stdout == "", res
     lines = res.stderr.splitlines()
     assert len(lines) == 1 and "no CUDA" in lines[0] and "GPU_CHECK_DRY=1" in lines[0], res.stderr
@@ -47,39 +62,73 @@ def test_without_cuda_and_without_the_dry_run_it_says_so_in_one_line_and_exits_2
 @pytest.mark.skipif(shutil.which("make") is None, reason="no make")
 def test_make_gpu_check_runs_the_script_with_its_output_directory(tmp_path):
     venv = Path(sys.executable).parents[1]
-    res = subprocess.run(["make", "-n", "-o", f"{venv}/.installed", "gpu-check", f"VENV={venv}", f"GPU_CHECK_OUT={tmp_path}"],
-                         cwd=ROOT, env=env(), capture_output=True, text=True, timeout=60)
-    assert res.returncode == 0 and f"GPU_CHECK_OUT={tmp_path} " in res.stdout and "bench/gpu_check.py" in res.stdout, res
+    res = subprocess.run(
+        ["make", "-n", "-o", f"{venv}/.installed", "gpu-check", f"VENV={venv}", f"GPU_CHECK_OUT={tmp_path}"],
+        cwd=ROOT,
+        env=env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert res.returncode == 0 and f"GPU_CHECK_OUT={tmp_path} " in res.stdout and "bench/gpu_check.py" in res.stdout, (
+        res
+    )
     assert "make gpu-check" in subprocess.run(["make", "-s", "help"], cwd=ROOT, capture_output=True, text=True).stdout
 
 
 def test_gpu_check_rows_runs_those_rows_alone_numbered_as_in_the_whole_table(tmp_path):
     """A rerun of what failed within a lent GPU's minutes: fsdp brings resume (it compares with
     resume's DDP run); an unknown row is one line naming the rows, before anything runs."""
-    res = subprocess.run([sys.executable, SCRIPT], cwd=ROOT, capture_output=True, text=True, timeout=600,
-                         env=env(GPU_CHECK_DRY="1", GPU_CHECK_OUT=str(tmp_path), GPU_CHECK_ROWS="sampling,fsdp"))
+    res = subprocess.run(
+        [sys.executable, SCRIPT],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=env(GPU_CHECK_DRY="1", GPU_CHECK_OUT=str(tmp_path), GPU_CHECK_ROWS="sampling,fsdp"),
+    )
     report = json.loads((tmp_path / "report.json").read_text())
-    assert [(row["row"], row["name"], row["verdict"]) for row in report["rows"]] == \
-        [(3, "resume", "PASS"), (4, "fsdp", "PASS"), (7, "sampling", "PASS")], res.stdout[-3000:]
+    assert [(row["row"], row["name"], row["verdict"]) for row in report["rows"]] == [
+        (3, "resume", "PASS"),
+        (4, "fsdp", "PASS"),
+        (7, "sampling", "PASS"),
+    ], res.stdout[-3000:]
     table = [line for line in res.stdout.splitlines() if line.startswith("| ") and not line.startswith("| #")]
     assert [line.split(" | ")[0] for line in table] == ["| 3", "| 4", "| 7"] and res.returncode == 0
-    bad = subprocess.run([sys.executable, SCRIPT], cwd=ROOT, capture_output=True, text=True, timeout=120,
-                         env=env(GPU_CHECK_DRY="1", GPU_CHECK_OUT=str(tmp_path / "bad"), GPU_CHECK_ROWS="sampling fdsp"))
-    assert bad.returncode != 0 and bad.stdout == "" and bad.stderr.splitlines() == [
-        "Error: GPU_CHECK_ROWS: no row fdsp (rows: " + ", ".join(ROWS) + ")"]
+    bad = subprocess.run(
+        [sys.executable, SCRIPT],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env(GPU_CHECK_DRY="1", GPU_CHECK_OUT=str(tmp_path / "bad"), GPU_CHECK_ROWS="sampling fdsp"),
+    )
+    assert (
+        bad.returncode != 0
+        and bad.stdout == ""
+        and bad.stderr.splitlines() == ["Error: GPU_CHECK_ROWS: no row fdsp (rows: " + ", ".join(ROWS) + ")"]
+    )
     assert not (tmp_path / "bad").exists()
 
 
 def no_rows(out):
     """The check with no time for any row (every row SKIP, none started): its output alone."""
-    return subprocess.run([sys.executable, SCRIPT], cwd=ROOT, capture_output=True, text=True, timeout=120, env=env(
-        GPU_CHECK_DRY="1", GPU_CHECK_OUT=str(out), GPU_CHECK_ROWS="sampling", GPU_CHECK_BUDGET="1"))
+    return subprocess.run(
+        [sys.executable, SCRIPT],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env(GPU_CHECK_DRY="1", GPU_CHECK_OUT=str(out), GPU_CHECK_ROWS="sampling", GPU_CHECK_BUDGET="1"),
+    )
 
 
 def assert_refused(res, *needles):
     assert res.returncode == 2 and res.stdout == "", res
     lines = res.stderr.splitlines()
-    assert len(lines) == 1 and lines[0].startswith("Error: GPU_CHECK_OUT ") and "Traceback" not in res.stderr, res.stderr
+    assert len(lines) == 1 and lines[0].startswith("Error: GPU_CHECK_OUT ") and "Traceback" not in res.stderr, (
+        res.stderr
+    )
     for needle in needles:
         assert needle in lines[0], lines[0]
 
@@ -89,7 +138,9 @@ def test_gpu_check_out_holding_a_users_files_or_a_file_is_refused_in_one_line_an
     (user / "logs").mkdir(parents=True)
     (user / "logs" / "notes.txt").write_text("mine")
     assert_refused(no_rows(user), f"GPU_CHECK_OUT {user}: holds files gpu-check did not write (logs)")
-    assert [p.name for p in user.rglob("*")] == ["logs", "notes.txt"] and (user / "logs" / "notes.txt").read_text() == "mine"
+    assert [p.name for p in user.rglob("*")] == ["logs", "notes.txt"] and (
+        user / "logs" / "notes.txt"
+    ).read_text() == "mine"
 
     file = tmp_path / "file"
     file.write_text("mine")
@@ -117,4 +168,10 @@ def test_gpu_check_replaces_its_own_earlier_output(tmp_path):
     again = no_rows(tmp_path / "out")
     assert again.returncode == 1 and again.stderr == "", again
     assert sorted(str(p.relative_to(tmp_path / "out")) for p in (tmp_path / "out").rglob("*")) == [
-        "gptkit-gpu-check.json", "logs", "report.json", "rows", "rows/sampling.json", "work"]
+        "gptkit-gpu-check.json",
+        "logs",
+        "report.json",
+        "rows",
+        "rows/sampling.json",
+        "work",
+    ]

@@ -2,6 +2,7 @@
 (the policy CUDA gets) on one gloo process, sampling from it and its RoPE tables; the KV cache's
 dtype; evaluation's copies to the device; the FLOPs and peak behind MFU. What needs CUDA itself is
 in tests/integration/test_gpu.py."""
+
 import copy
 
 import numpy as np
@@ -51,7 +52,9 @@ def test_fsdp_bf16_rotates_with_float32_rope_tables(process_group, monkeypatch, 
     must see them float32, as DDP's autocast does, and the logits are the reference's."""
     model, reference = bf16_sharded(monkeypatch, **kw)
     seen, apply_rope = [], model_module.apply_rope
-    monkeypatch.setattr(model_module, "apply_rope", lambda x, cos, sin: seen.append((cos.dtype, sin.dtype)) or apply_rope(x, cos, sin))
+    monkeypatch.setattr(
+        model_module, "apply_rope", lambda x, cos, sin: seen.append((cos.dtype, sin.dtype)) or apply_rope(x, cos, sin)
+    )
     idx = torch.randint(0, SHAPE["vocab_size"], (2, 20), generator=torch.Generator().manual_seed(1))
     with torch.no_grad():
         logits = model(idx)[0]
@@ -102,7 +105,9 @@ def test_the_kv_cache_is_made_in_the_dtype_attention_computes_in(kw):
         assert cache.keys.dtype == cache.values.dtype == torch.float32
         with torch.autocast("cpu", torch.bfloat16):
             cache = KVCache(model.config, 1)
-            pieces = [model(idx[:, :8], cache=cache)[0]] + [model(idx[:, i : i + 1], cache=cache)[0] for i in range(8, 12)]
+            pieces = [model(idx[:, :8], cache=cache)[0]] + [
+                model(idx[:, i : i + 1], cache=cache)[0] for i in range(8, 12)
+            ]
             full = model(idx)[0]
     assert cache.keys.dtype == cache.values.dtype == torch.bfloat16
     torch.testing.assert_close(torch.cat(pieces, 1).float(), full.float(), atol=0.05, rtol=0)
@@ -118,7 +123,9 @@ def test_evaluation_batches_reach_a_cpu_as_they_are():
 def test_attention_flops_are_counted_at_the_trained_context():
     """A Llama 3-like context of 131,072 trained at 2,048: its attention is 64 times cheaper than
     at the model's context, its matrix products the same."""
-    config = ModelConfig(vocab_size=1000, context_length=131072, d_model=64, n_layers=3, n_heads=4, n_kv_heads=2, d_ff=128)
+    config = ModelConfig(
+        vocab_size=1000, context_length=131072, d_model=64, n_layers=3, n_heads=4, n_kv_heads=2, d_ff=128
+    )
     full, trained = model_cost(config), model_cost(config, 2048)
     assert trained.matmul_params == full.matmul_params and trained.params == full.params
     assert trained.attention_flops_per_token == 12 * 3 * 64 * 2048 == full.attention_flops_per_token // 64
@@ -131,22 +138,28 @@ def test_mfu_counts_the_attention_of_the_trained_context(data, model_json, tmp_p
     monkeypatch.setattr("gptkit.train.report._peak_flops", lambda device: 1e12)
     res = invoke(*run_flags(data, tmp_path / "run", model_json, max_steps=2, threads=1))
     assert res.exit_code == 0, res.output
-    trained, whole = model_cost(ModelConfig(**MODEL), 32).flops_per_token, model_cost(ModelConfig(**MODEL)).flops_per_token
+    trained, whole = (
+        model_cost(ModelConfig(**MODEL), 32).flops_per_token,
+        model_cost(ModelConfig(**MODEL)).flops_per_token,
+    )
     logged = records(tmp_path / "run")
     assert len(logged) == 2 and trained < whole
     for r in logged:
         assert r["mfu"] == pytest.approx(trained * r["tokens_per_s"] / 1e12, rel=1e-9)
 
 
-@pytest.mark.parametrize("name, peak", [
-    ("NVIDIA H100 80GB HBM3", 989e12),  # SXM
-    ("NVIDIA H100 PCIe", 756e12),
-    ("NVIDIA H100 NVL", 835e12),
-    ("NVIDIA H200", 989e12),
-    ("NVIDIA H200 NVL", 835e12),
-    ("NVIDIA A100-SXM4-80GB", 312e12),
-    ("NVIDIA A100 80GB PCIe", 312e12),
-    ("NVIDIA GeForce RTX 4090", None),  # not listed: no MFU
-])
+@pytest.mark.parametrize(
+    "name, peak",
+    [
+        ("NVIDIA H100 80GB HBM3", 989e12),  # SXM
+        ("NVIDIA H100 PCIe", 756e12),
+        ("NVIDIA H100 NVL", 835e12),
+        ("NVIDIA H200", 989e12),
+        ("NVIDIA H200 NVL", 835e12),
+        ("NVIDIA A100-SXM4-80GB", 312e12),
+        ("NVIDIA A100 80GB PCIe", 312e12),
+        ("NVIDIA GeForce RTX 4090", None),  # not listed: no MFU
+    ],
+)
 def test_peak_flops_by_device_name(name, peak):
     assert peak_bf16_flops(name) == peak

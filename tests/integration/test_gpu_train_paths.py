@@ -4,6 +4,7 @@ with the gradients of one; activation checkpointing leaves torch.compile the blo
 backend, graph nodes counted) and DDP's compiled graph is split at its buckets; the other
 processes wait for a checkpoint's writing as long as its size needs; the log lines' throughput
 leaves out evaluations, samples and checkpoints."""
+
 import contextlib
 import json
 import os
@@ -20,26 +21,33 @@ from torch.distributed.tensor import DTensor
 from gptkit.model.config import ModelConfig
 from gptkit.model.model import TransformerLM
 from gptkit.train.checkpointing import save_timeout
-from gptkit.train.config import TrainConfig, completed
+from gptkit.train.config import TrainConfig
 from gptkit.train.evaluate import Evaluator
 from gptkit.train.fsdp import local
 from gptkit.train.parallel import ParallelModel
-from gptkit.train.prepare import Dist
+from gptkit.train.processes import Dist
 from gptkit.train.report import LogWindow
 from gptkit.train.run import train
+from gptkit.train.settle import completed
 
 MODEL = dict(vocab_size=450, context_length=64, d_model=32, n_layers=2, n_heads=2, d_ff=64)
 
 
 def fake_run(**settings):
-    """What ParallelModel reads of a prepare.Run."""
-    config = completed(TrainConfig(**{"data": "unused", "out": "unused", "lr": 1e-3, "compile": False, **settings}))
-    return types.SimpleNamespace(config=config, model=ModelConfig(**MODEL), checkpoint=None,
-                                 memory=types.SimpleNamespace(guard=contextlib.nullcontext))
+    """What ParallelModel reads of a settle.Run."""
+    config = completed(TrainConfig.of(**{"data": "unused", "out": "unused", "lr": 1e-3, "compile": False, **settings}))
+    return types.SimpleNamespace(
+        config=config,
+        model=ModelConfig(**MODEL),
+        checkpoint=None,
+        memory=types.SimpleNamespace(guard=contextlib.nullcontext),
+    )
 
 
 def batch(rank, micro):
-    sequences = torch.randint(0, MODEL["vocab_size"], (2, 17), generator=torch.Generator().manual_seed(10 * rank + micro))
+    sequences = torch.randint(
+        0, MODEL["vocab_size"], (2, 17), generator=torch.Generator().manual_seed(10 * rank + micro)
+    )
     return sequences[:, :-1], sequences[:, 1:]
 
 
@@ -49,8 +57,14 @@ def counted_compile(counts):
     compile_ = torch.compile
 
     def backend(gm, inputs):
-        counts.append(sum(node.op == "call_function" and "higher_order" not in str(node.target)
-                          for module in gm.modules() if isinstance(module, torch.fx.GraphModule) for node in module.graph.nodes))
+        counts.append(
+            sum(
+                node.op == "call_function" and "higher_order" not in str(node.target)
+                for module in gm.modules()
+                if isinstance(module, torch.fx.GraphModule)
+                for node in module.graph.nodes
+            )
+        )
         return gm.forward
 
     return lambda *args, **kwargs: compile_(*args, **{**kwargs, "backend": backend})
@@ -70,14 +84,16 @@ def _two_processes(rank, port):
 def _gradients(rank):
     """Two micro-steps under FSDP and DDP: the mean gradient of all four batches, as one process
     computes it; under FSDP each parameter's gradient is its shard after every micro-step."""
-    torch.manual_seed(fake_run().config.seed)
+    torch.manual_seed(fake_run().config.job.seed)
     reference = TransformerLM(ModelConfig(**MODEL))
     for r in range(2):
         for m in range(2):
             (reference(*batch(r, m))[1] / 4).backward()
     expected = {name: p.grad for name, p in reference.named_parameters()}
     for parallel in ("fsdp", "ddp"):
-        model = ParallelModel(fake_run(parallel=parallel), Dist(rank, 2, 0, torch.device("cpu"), True, parallel == "fsdp"))
+        model = ParallelModel(
+            fake_run(parallel=parallel), Dist(rank, 2, 0, torch.device("cpu"), True, parallel == "fsdp")
+        )
         for micro in range(2):
             with model.gradient_sync(micro == 1):
                 _, loss = model.forward(*batch(rank, micro))
@@ -157,9 +173,24 @@ def test_the_throughput_logged_after_an_evaluation_is_the_steps_alone(data, tmp_
 
     monkeypatch.setattr(Evaluator, "__call__", slow)
     (tmp_path / "model.json").write_text(json.dumps(MODEL))
-    train(TrainConfig(data=str(data), out=str(tmp_path / "run"), model=str(tmp_path / "model.json"), device="cpu",
-                      batch_size=4, context_length=32, max_steps=4, warmup_steps=2, lr=3e-3, eval_interval=2, eval_tokens=256,
-                      log_interval=2, checkpoint_interval=0), threads=1)
+    train(
+        TrainConfig.of(
+            data=str(data),
+            out=str(tmp_path / "run"),
+            model=str(tmp_path / "model.json"),
+            device="cpu",
+            batch_size=4,
+            context_length=32,
+            max_steps=4,
+            warmup_steps=2,
+            lr=3e-3,
+            eval_interval=2,
+            eval_tokens=256,
+            log_interval=2,
+            checkpoint_interval=0,
+        ),
+        threads=1,
+    )
     lines = [json.loads(line) for line in (tmp_path / "run/metrics.jsonl").read_text().splitlines()]
     after = next(r for r in lines if r["step"] == 4 and "tokens_per_s" in r)
     # steps 3 and 4 follow step 2's evaluation: counted in, it would cap their tokens/s at this

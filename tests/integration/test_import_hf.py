@@ -3,6 +3,7 @@ saved by `transformers`, imported through the command line, compute what `transf
 (logits within 1e-4, the same greedy tokens from the same framing), and come back bit for bit
 through export-hf and import-hf; everything else is refused in one line, with nothing written.
 Also the gpt2 architecture itself: GPT-2 small's count, training, sampling."""
+
 import copy
 import json
 import os
@@ -18,7 +19,7 @@ from gptkit.model.checkpoint import bos_id, eot_id, load_model
 from gptkit.model.cli import cli
 from gptkit.model.config import load_config
 from gptkit.model.generate import generate, prompt_ids
-from gptkit.model.hf import ARCHITECTURES
+from gptkit.model.hf.families import ARCHITECTURES
 from gptkit.model.hf.framing import hf_tokenizer_json
 from gptkit.model.hf.llama import ROPE_THETA_DEFAULT
 from gptkit.model.info import model_cost
@@ -29,10 +30,21 @@ from tests.conftest import assert_input_error, english_like
 
 transformers = pytest.importorskip("transformers")
 
-EOT, BEGIN, END, IM_START, IM_END = "<|endoftext|>", "<|begin_of_text|>", "<|end_of_text|>", "<|im_start|>", "<|im_end|>"
+EOT, BEGIN, END, IM_START, IM_END = (
+    "<|endoftext|>",
+    "<|begin_of_text|>",
+    "<|end_of_text|>",
+    "<|im_start|>",
+    "<|im_end|>",
+)
 PROMPTS = ["Once upon a time, the little cat", "東京 café: don't stop 42\n\n  ok"]
-LLAMA3_SCALING = {"rope_type": "llama3", "factor": 4.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
-                  "original_max_position_embeddings": 32}
+LLAMA3_SCALING = {
+    "rope_type": "llama3",
+    "factor": 4.0,
+    "low_freq_factor": 1.0,
+    "high_freq_factor": 4.0,
+    "original_max_position_embeddings": 32,
+}
 
 
 @dataclass
@@ -51,10 +63,18 @@ class Case:
 
 CASES = {
     "llama-gqa": Case("LlamaForCausalLM", {}, (BEGIN, END), BEGIN, END, template=True),
-    "llama-tied-sharded": Case("LlamaForCausalLM", {"tie_word_embeddings": True}, (BEGIN, END), BEGIN, END, template=True,
-                               save={"max_shard_size": "60KB"}),
-    "llama3-rope-scaling": Case("LlamaForCausalLM", {"rope_scaling": LLAMA3_SCALING}, (BEGIN, END), BEGIN, END,
-                                template=True),
+    "llama-tied-sharded": Case(
+        "LlamaForCausalLM",
+        {"tie_word_embeddings": True},
+        (BEGIN, END),
+        BEGIN,
+        END,
+        template=True,
+        save={"max_shard_size": "60KB"},
+    ),
+    "llama3-rope-scaling": Case(
+        "LlamaForCausalLM", {"rope_scaling": LLAMA3_SCALING}, (BEGIN, END), BEGIN, END, template=True
+    ),
     "mistral": Case("MistralForCausalLM", {"sliding_window": None}, (), None, EOT, export="LlamaForCausalLM"),
     "qwen2": Case("Qwen2ForCausalLM", {"tie_word_embeddings": True}, (IM_START, IM_END), None, IM_END, padded=60),
     "qwen3": Case("Qwen3ForCausalLM", {"head_dim": 32}, (IM_START, IM_END), None, EOT),
@@ -67,20 +87,41 @@ def with_specials(tok, names):
     specials = dict(tok.special_tokens)
     for name in names:
         specials[name] = tok.vocab_size + len(specials) - len(tok.special_tokens)
-    return Tokenizer(tok.vocab + [name.encode() for name in names], tok.merges, specials, pattern=tok.pattern,
-                     normalizer=tok.normalizer)
+    return Tokenizer(
+        tok.vocab + [name.encode() for name in names],
+        tok.merges,
+        specials,
+        pattern=tok.pattern,
+        normalizer=tok.normalizer,
+    )
 
 
 def hf_config(case, tok, **overrides):
-    ids = {"bos_token_id": tok.special_tokens[case.bos] if case.bos else None, "eos_token_id": tok.special_tokens[case.eos]}
+    ids = {
+        "bos_token_id": tok.special_tokens[case.bos] if case.bos else None,
+        "eos_token_id": tok.special_tokens[case.eos],
+    }
     if case.architecture == "GPT2LMHeadModel":
         shape = dict(n_positions=128, n_embd=64, n_layer=2, n_head=4)
     else:
-        shape = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
-                     max_position_embeddings=128, rms_norm_eps=1e-5, rope_theta=500.0)
+        shape = dict(
+            hidden_size=64,
+            intermediate_size=128,
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            num_key_value_heads=2,
+            max_position_embeddings=128,
+            rms_norm_eps=1e-5,
+            rope_theta=500.0,
+        )
     kind = ARCHITECTURES[case.architecture][0]
-    return transformers.CONFIG_MAPPING[kind](vocab_size=tok.vocab_size + case.padded, initializer_range=0.2, **shape, **ids,
-                                             **copy.deepcopy({**case.config, **overrides}))  # transformers edits it
+    return transformers.CONFIG_MAPPING[kind](
+        vocab_size=tok.vocab_size + case.padded,
+        initializer_range=0.2,
+        **shape,
+        **ids,
+        **copy.deepcopy({**case.config, **overrides}),
+    )  # transformers edits it
 
 
 def random_hf_model(architecture, config, seed=0, dtype=torch.float32):
@@ -164,7 +205,9 @@ def test_import_computes_what_transformers_computes_and_round_trips(tmp_path, sm
     config = model.config
     assert config.architecture == ("gpt2" if case.architecture == "GPT2LMHeadModel" else "llama")
     assert config.tie_embeddings == hf_model.config.tie_word_embeddings
-    assert config.head_dim == case.config.get("head_dim", 16) and config.qk_norm == (case.architecture == "Qwen3ForCausalLM")
+    assert config.head_dim == case.config.get("head_dim", 16) and config.qk_norm == (
+        case.architecture == "Qwen3ForCausalLM"
+    )
     assert config.rope_scaling == case.config.get("rope_scaling")
     bos, eot = bos_id(ckpt, loaded_tok), eot_id(ckpt, loaded_tok)
     assert (bos, eot) == (tok.special_tokens.get(case.bos), tok.special_tokens[case.eos])
@@ -181,9 +224,15 @@ def test_import_computes_what_transformers_computes_and_round_trips(tmp_path, sm
         ids = prompt_ids(tok, prompt, bos)
         ours = [int(step[0]) for step in generate(model, ids, max_new_tokens=16, temperature=0)]
         ours = ours[: ours.index(eot) + 1] if eot in ours else ours
-        theirs = hf_model.generate(torch.tensor([ids]), attention_mask=torch.ones(1, len(ids), dtype=torch.long),
-                                   max_new_tokens=16, do_sample=False, eos_token_id=eot, pad_token_id=eot,
-                                   suppress_tokens=padding)[0, len(ids):].tolist()
+        theirs = hf_model.generate(
+            torch.tensor([ids]),
+            attention_mask=torch.ones(1, len(ids), dtype=torch.long),
+            max_new_tokens=16,
+            do_sample=False,
+            eos_token_id=eot,
+            pad_token_id=eot,
+            suppress_tokens=padding,
+        )[0, len(ids) :].tolist()
         assert ours == theirs, prompt
         compared += len(ours)
     assert compared >= 16
@@ -206,7 +255,9 @@ def test_bf16_weights_stay_bf16(tmp_path, small_tokenizer):
     assert model.embedding.weight.dtype == torch.float32
     assert torch.equal(model.embedding.weight, hf_model.model.embed_tokens.weight.float())
     idx = torch.randint(tok.vocab_size, (2, 40), generator=torch.Generator().manual_seed(1))
-    in_float32 = transformers.AutoModelForCausalLM.from_pretrained(hf_dir, dtype=torch.float32).eval()  # RoPE's tables too
+    in_float32 = transformers.AutoModelForCausalLM.from_pretrained(
+        hf_dir, dtype=torch.float32
+    ).eval()  # RoPE's tables too
     torch.testing.assert_close(logits(model.eval(), idx), logits(in_float32, idx), atol=1e-4, rtol=0)
     assert_ok(invoke("export-hf", "--checkpoint", tmp_path / "ckpt", "--out", tmp_path / "exported"))
     assert json.loads((tmp_path / "exported" / "config.json").read_text())["torch_dtype"] == "bfloat16"
@@ -223,8 +274,23 @@ def test_sample_frames_an_imported_model_as_transformers_does(tmp_path, small_to
     ids = [tok.special_tokens[BEGIN]] + tok.encode(PROMPTS[0])
     greedy = [int(step[0]) for step in generate(model.eval(), ids, max_new_tokens=12, temperature=0)]
     end = tok.special_tokens[END]
-    res = assert_ok(invoke("--checkpoint", tmp_path / "ckpt", "--prompt", PROMPTS[0], "--temperature", 0, "--max-new-tokens",
-                           12, "--seed", 0, "--device", "cpu", command=sample_cli))
+    res = assert_ok(
+        invoke(
+            "--checkpoint",
+            tmp_path / "ckpt",
+            "--prompt",
+            PROMPTS[0],
+            "--temperature",
+            0,
+            "--max-new-tokens",
+            12,
+            "--seed",
+            0,
+            "--device",
+            "cpu",
+            command=sample_cli,
+        )
+    )
     assert res.stdout == PROMPTS[0] + tok.decode(greedy[: greedy.index(end)] if end in greedy else greedy) + "\n"
 
 
@@ -254,10 +320,19 @@ def test_defaults_are_those_of_transformers(architecture):
 def test_llama3_rope_frequencies_are_transformers():
     from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
 
-    scaling = {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
-               "original_max_position_embeddings": 8192}  # Llama 3.1's
-    config = transformers.LlamaConfig(hidden_size=4096, num_attention_heads=32, max_position_embeddings=131072,
-                                      rope_parameters={**scaling, "rope_theta": 500000.0})
+    scaling = {
+        "rope_type": "llama3",
+        "factor": 8.0,
+        "low_freq_factor": 1.0,
+        "high_freq_factor": 4.0,
+        "original_max_position_embeddings": 8192,
+    }  # Llama 3.1's
+    config = transformers.LlamaConfig(
+        hidden_size=4096,
+        num_attention_heads=32,
+        max_position_embeddings=131072,
+        rope_parameters={**scaling, "rope_theta": 500000.0},
+    )
     theirs, _ = ROPE_INIT_FUNCTIONS["llama3"](config, "cpu")
     ours = rope_frequencies(128, 500000.0, scaling)
     torch.testing.assert_close(ours.float(), theirs, rtol=1e-6, atol=0)
@@ -322,18 +397,22 @@ def as_mistral(**fields):
 
 def named_pipe(name):
     """`name` of the directory replaced by a named pipe nobody writes to: reading it would wait for ever."""
+
     def change(hf_dir):
         (hf_dir / name).unlink(missing_ok=True)
         os.mkfifo(hf_dir / name)
+
     return change
 
 
 def sharded_into(name):
     """The weights moved to a shard `name` that model.safetensors.index.json lists."""
+
     def change(hf_dir):
         tensors = load_file(hf_dir / "model.safetensors")
         (hf_dir / "model.safetensors").rename(hf_dir / name)
         (hf_dir / "model.safetensors.index.json").write_text(json.dumps({"weight_map": {key: name for key in tensors}}))
+
     return change
 
 
@@ -342,99 +421,253 @@ def tensors_edit(edit):
         tensors = load_file(hf_dir / "model.safetensors")
         edit(tensors)
         save_file(tensors, hf_dir / "model.safetensors", metadata={"format": "pt"})
+
     return change
 
 
 REFUSALS = {
-    "another architecture": ("llama-gqa", config_edit(architectures=["MixtralForCausalLM"], model_type="mixtral"),
-                             "config.json", "architectures", "MixtralForCausalLM"),
-    "two architectures": ("llama-gqa", config_edit(architectures=["LlamaForCausalLM", "Qwen2ForCausalLM"]), "architectures"),
+    "another architecture": (
+        "llama-gqa",
+        config_edit(architectures=["MixtralForCausalLM"], model_type="mixtral"),
+        "config.json",
+        "architectures",
+        "MixtralForCausalLM",
+    ),
+    "two architectures": (
+        "llama-gqa",
+        config_edit(architectures=["LlamaForCausalLM", "Qwen2ForCausalLM"]),
+        "architectures",
+    ),
     "model_type": ("llama-gqa", config_edit(model_type="mistral"), "config.json", "model_type"),
     "Mistral v0.1's window": ("llama-gqa", as_mistral(sliding_window=32), "config.json", "sliding_window 32"),
     "Mistral's default window": ("llama-gqa", as_mistral(max_position_embeddings=8192), "sliding_window 4096"),
-    "Mistral's context null": ("llama-gqa", as_mistral(sliding_window=4096, max_position_embeddings=None), "config.json",
-                               "max_position_embeddings null"),
-    "Mistral's window and context null": ("llama-gqa", as_mistral(sliding_window=None, max_position_embeddings=None),
-                                          "max_position_embeddings null"),
-    "Qwen2's sliding window": ("llama-gqa", config_edit(architectures=["Qwen2ForCausalLM"], model_type="qwen2",
-                                                        use_sliding_window=True), "config.json", "use_sliding_window true"),
+    "Mistral's context null": (
+        "llama-gqa",
+        as_mistral(sliding_window=4096, max_position_embeddings=None),
+        "config.json",
+        "max_position_embeddings null",
+    ),
+    "Mistral's window and context null": (
+        "llama-gqa",
+        as_mistral(sliding_window=None, max_position_embeddings=None),
+        "max_position_embeddings null",
+    ),
+    "Qwen2's sliding window": (
+        "llama-gqa",
+        config_edit(architectures=["Qwen2ForCausalLM"], model_type="qwen2", use_sliding_window=True),
+        "config.json",
+        "use_sliding_window true",
+    ),
     "sliding layers": ("llama-gqa", config_edit(layer_types=["full_attention", "sliding_attention"]), "layer_types"),
-    "layer_types an object": ("llama-gqa", config_edit(layer_types={"0": "full_attention"}), "config.json", "layer_types"),
-    "layer_types holding an object": ("llama-gqa", config_edit(layer_types=["full_attention", {"type": "full_attention"}]),
-                                      "config.json", "layer_types"),
-    "yarn": ("llama-gqa", config_edit(rope_scaling={"rope_type": "yarn", "factor": 4.0}), "config.json", "rope_scaling",
-             "yarn"),
-    "linear": ("llama-gqa", config_edit(rope_parameters={"rope_type": "linear", "factor": 2.0, "rope_theta": 500.0}),
-               "rope_parameters", "linear"),
-    "dynamic, the old key": ("llama-gqa", config_edit(rope_scaling={"type": "dynamic", "factor": 2.0}), "rope_scaling",
-                             "dynamic"),
+    "layer_types an object": (
+        "llama-gqa",
+        config_edit(layer_types={"0": "full_attention"}),
+        "config.json",
+        "layer_types",
+    ),
+    "layer_types holding an object": (
+        "llama-gqa",
+        config_edit(layer_types=["full_attention", {"type": "full_attention"}]),
+        "config.json",
+        "layer_types",
+    ),
+    "yarn": (
+        "llama-gqa",
+        config_edit(rope_scaling={"rope_type": "yarn", "factor": 4.0}),
+        "config.json",
+        "rope_scaling",
+        "yarn",
+    ),
+    "linear": (
+        "llama-gqa",
+        config_edit(rope_parameters={"rope_type": "linear", "factor": 2.0, "rope_theta": 500.0}),
+        "rope_parameters",
+        "linear",
+    ),
+    "dynamic, the old key": (
+        "llama-gqa",
+        config_edit(rope_scaling={"type": "dynamic", "factor": 2.0}),
+        "rope_scaling",
+        "dynamic",
+    ),
     "partial rotary": ("llama-gqa", config_edit(partial_rotary_factor=0.5), "partial_rotary_factor"),
     "mixture of experts": ("llama-gqa", config_edit(num_local_experts=8), "config.json", "num_local_experts 8"),
     "experts, Qwen's name": ("llama-gqa", config_edit(num_experts=4), "num_experts 4"),
-    "gelu in a llama": ("llama-gqa", config_edit(hidden_act="gelu"), "config.json", "hidden_act \"gelu\"", "silu"),
+    "gelu in a llama": ("llama-gqa", config_edit(hidden_act="gelu"), "config.json", 'hidden_act "gelu"', "silu"),
     "attention_bias": ("llama-gqa", config_edit(attention_bias=True), "attention_bias true"),
     "mlp_bias": ("llama-gqa", config_edit(mlp_bias=True), "mlp_bias true"),
     "quantized": ("llama-gqa", config_edit(quantization_config={"quant_method": "gptq"}), "quantization_config"),
     "heads": ("llama-gqa", config_edit(num_key_value_heads=3), "config.json", "num_attention_heads 4"),
-    "a size of the wrong type": ("llama-gqa", config_edit(hidden_size="64"), "hidden_size \"64\""),
+    "a size of the wrong type": ("llama-gqa", config_edit(hidden_size="64"), 'hidden_size "64"'),
     "GPT-2's n_embd null": ("gpt2", config_edit(n_embd=None), "config.json", "n_embd null"),
-    "an infinite norm epsilon": ("llama-gqa", config_edit(rms_norm_eps=float("inf")), "config.json",
-                                 "rms_norm_eps Infinity"),
-    "GPT-2's infinite norm epsilon": ("gpt2", config_edit(layer_norm_epsilon=float("inf")), "layer_norm_epsilon Infinity"),
-    "an initializer_range that is no number": ("llama-gqa", config_edit(initializer_range="abc"), "config.json",
-                                               "initializer_range 'abc'"),
+    "an infinite norm epsilon": (
+        "llama-gqa",
+        config_edit(rms_norm_eps=float("inf")),
+        "config.json",
+        "rms_norm_eps Infinity",
+    ),
+    "GPT-2's infinite norm epsilon": (
+        "gpt2",
+        config_edit(layer_norm_epsilon=float("inf")),
+        "layer_norm_epsilon Infinity",
+    ),
+    "an initializer_range that is no number": (
+        "llama-gqa",
+        config_edit(initializer_range="abc"),
+        "config.json",
+        "initializer_range 'abc'",
+    ),
     # no tensor depends on these: the files' headers and this machine's memory bound them before anything is built
-    "2**40 layers": ("llama-gqa", config_edit(num_hidden_layers=2**40), "config.json", "num_hidden_layers 1,099,511,627,776",
-                     "model.safetensors has tensors"),
-    "a context of 2**40": ("llama-gqa", config_edit(max_position_embeddings=2**40), "config.json",
-                           "max_position_embeddings 1,099,511,627,776", "RoPE tables of 384.00 TiB", "memory available"),
-    "weights named elsewhere": ("llama-gqa", config_edit(transformers_weights="other.safetensors"), "config.json",
-                                "transformers_weights"),
-    "inverse layer scaling": ("gpt2", config_edit(scale_attn_by_inverse_layer_idx=True), "config.json",
-                              "scale_attn_by_inverse_layer_idx true"),
+    "2**40 layers": (
+        "llama-gqa",
+        config_edit(num_hidden_layers=2**40),
+        "config.json",
+        "num_hidden_layers 1,099,511,627,776",
+        "model.safetensors has tensors",
+    ),
+    "a context of 2**40": (
+        "llama-gqa",
+        config_edit(max_position_embeddings=2**40),
+        "config.json",
+        "max_position_embeddings 1,099,511,627,776",
+        "RoPE tables of 384.00 TiB",
+        "memory available",
+    ),
+    "weights named elsewhere": (
+        "llama-gqa",
+        config_edit(transformers_weights="other.safetensors"),
+        "config.json",
+        "transformers_weights",
+    ),
+    "inverse layer scaling": (
+        "gpt2",
+        config_edit(scale_attn_by_inverse_layer_idx=True),
+        "config.json",
+        "scale_attn_by_inverse_layer_idx true",
+    ),
     "upcast attention": ("gpt2", config_edit(reorder_and_upcast_attn=True), "reorder_and_upcast_attn true"),
-    "gelu in a gpt2": ("gpt2", config_edit(activation_function="gelu"), "activation_function \"gelu\"", "gelu_new"),
+    "gelu in a gpt2": ("gpt2", config_edit(activation_function="gelu"), 'activation_function "gelu"', "gelu_new"),
     "cross-attention": ("gpt2", config_edit(add_cross_attention=True), "add_cross_attention true"),
-    "eos out of range": ("gpt2", lambda d: edit_json(d / "generation_config.json", eos_token_id=50256),
-                         "generation_config.json", "eos_token_id 50256"),
-    "a missing tensor": ("llama-gqa", tensors_edit(lambda t: t.pop("model.layers.1.mlp.up_proj.weight")),
-                         "model.safetensors", "'model.layers.1.mlp.up_proj.weight'"),
-    "an extra tensor": ("gpt2", tensors_edit(lambda t: t.update({"transformer.h.0.mlp.gate.weight": torch.zeros(2)})),
-                        "model.safetensors", "'transformer.h.0.mlp.gate.weight'", "not part of the model"),
-    "a mismatched tensor": ("llama-gqa", config_edit(intermediate_size=96), "model.safetensors", "mlp.gate_proj.weight",
-                            "(128, 64)", "(96, 64)"),
-    "an untied head with tie_word_embeddings": ("llama-gqa", config_edit(tie_word_embeddings=True), "lm_head.weight",
-                                                "tie_word_embeddings"),
-    "quantized weights": ("llama-gqa", tensors_edit(lambda t: t.update({"model.norm.weight": torch.ones(64, dtype=torch.int8)})),
-                          "'model.norm.weight'", "torch.int8"),
-    "a NaN weight": ("llama-gqa", poisoned("model.layers.1.mlp.up_proj.weight", torch.nan), "model.safetensors",
-                     "'model.layers.1.mlp.up_proj.weight'", "NaN or infinite"),
-    "an infinite weight": ("gpt2", poisoned("transformer.h.0.ln_1.bias", -torch.inf), "model.safetensors",
-                           "'transformer.h.0.ln_1.bias'", "NaN or infinite"),
-    "config.json a named pipe": ("llama-gqa", named_pipe("config.json"), "config.json",
-                                 "not a regular file but a named pipe"),
+    "eos out of range": (
+        "gpt2",
+        lambda d: edit_json(d / "generation_config.json", eos_token_id=50256),
+        "generation_config.json",
+        "eos_token_id 50256",
+    ),
+    "a missing tensor": (
+        "llama-gqa",
+        tensors_edit(lambda t: t.pop("model.layers.1.mlp.up_proj.weight")),
+        "model.safetensors",
+        "'model.layers.1.mlp.up_proj.weight'",
+    ),
+    "an extra tensor": (
+        "gpt2",
+        tensors_edit(lambda t: t.update({"transformer.h.0.mlp.gate.weight": torch.zeros(2)})),
+        "model.safetensors",
+        "'transformer.h.0.mlp.gate.weight'",
+        "not part of the model",
+    ),
+    "a mismatched tensor": (
+        "llama-gqa",
+        config_edit(intermediate_size=96),
+        "model.safetensors",
+        "mlp.gate_proj.weight",
+        "(128, 64)",
+        "(96, 64)",
+    ),
+    "an untied head with tie_word_embeddings": (
+        "llama-gqa",
+        config_edit(tie_word_embeddings=True),
+        "lm_head.weight",
+        "tie_word_embeddings",
+    ),
+    "quantized weights": (
+        "llama-gqa",
+        tensors_edit(lambda t: t.update({"model.norm.weight": torch.ones(64, dtype=torch.int8)})),
+        "'model.norm.weight'",
+        "torch.int8",
+    ),
+    "a NaN weight": (
+        "llama-gqa",
+        poisoned("model.layers.1.mlp.up_proj.weight", torch.nan),
+        "model.safetensors",
+        "'model.layers.1.mlp.up_proj.weight'",
+        "NaN or infinite",
+    ),
+    "an infinite weight": (
+        "gpt2",
+        poisoned("transformer.h.0.ln_1.bias", -torch.inf),
+        "model.safetensors",
+        "'transformer.h.0.ln_1.bias'",
+        "NaN or infinite",
+    ),
+    "config.json a named pipe": (
+        "llama-gqa",
+        named_pipe("config.json"),
+        "config.json",
+        "not a regular file but a named pipe",
+    ),
     "tokenizer.json a named pipe": ("gpt2", named_pipe("tokenizer.json"), "tokenizer.json", "named pipe"),
-    "a shard a named pipe": ("llama-gqa", lambda d: [change(d) for change in (sharded_into("shard.safetensors"),
-                                                                               named_pipe("shard.safetensors"))],
-                             "shard.safetensors", "named pipe"),
-    "pickled weights only": ("llama-gqa", lambda d: (d / "model.safetensors").rename(d / "pytorch_model.bin"),
-                             "no model.safetensors", "unpickling"),
+    "a shard a named pipe": (
+        "llama-gqa",
+        lambda d: [change(d) for change in (sharded_into("shard.safetensors"), named_pipe("shard.safetensors"))],
+        "shard.safetensors",
+        "named pipe",
+    ),
+    "pickled weights only": (
+        "llama-gqa",
+        lambda d: (d / "model.safetensors").rename(d / "pytorch_model.bin"),
+        "no model.safetensors",
+        "unpickling",
+    ),
     "no config.json": ("llama-gqa", lambda d: (d / "config.json").unlink(), "config.json: no such file"),
-    "no tokenizer": ("llama-gqa", lambda d: (d / "tokenizer.json").unlink(), "refused because of its tokenizer",
-                     "tokenizer.json: no such file"),
-    "a SentencePiece-style tokenizer": ("llama-gqa", lambda d: edit_json(d / "tokenizer.json", model__byte_fallback=True),
-                                        "refused because of its tokenizer", "tokenizer.json", "model.byte_fallback"),
-    "a Metaspace pre-tokenizer": ("llama-gqa", lambda d: edit_json(d / "tokenizer.json", pre_tokenizer={
-                                      "type": "Metaspace", "replacement": "▁", "prepend_scheme": "first", "split": False}),
-                                  "refused because of its tokenizer", "pre_tokenizer", "Metaspace"),
-    "a template after the text": ("llama-gqa", lambda d: edit_json(d / "tokenizer.json", post_processor__single=[
-                                      {"Sequence": {"id": "A", "type_id": 0}}, {"SpecialToken": {"id": BEGIN, "type_id": 0}}]),
-                                  "tokenizer.json", "post_processor"),
-    "a post_processor that is a string": ("llama-gqa", lambda d: edit_json(d / "tokenizer.json",
-                                                                           post_processor="BertProcessing"),
-                                          "tokenizer.json", 'post_processor "BertProcessing" is not supported'),
-    "special_tokens a list": ("llama-gqa", lambda d: edit_json(d / "tokenizer.json", post_processor__special_tokens=[BEGIN]),
-                              "tokenizer.json", f'post_processor puts "{BEGIN}" before a text'),
+    "no tokenizer": (
+        "llama-gqa",
+        lambda d: (d / "tokenizer.json").unlink(),
+        "refused because of its tokenizer",
+        "tokenizer.json: no such file",
+    ),
+    "a SentencePiece-style tokenizer": (
+        "llama-gqa",
+        lambda d: edit_json(d / "tokenizer.json", model__byte_fallback=True),
+        "refused because of its tokenizer",
+        "tokenizer.json",
+        "model.byte_fallback",
+    ),
+    "a Metaspace pre-tokenizer": (
+        "llama-gqa",
+        lambda d: edit_json(
+            d / "tokenizer.json",
+            pre_tokenizer={"type": "Metaspace", "replacement": "▁", "prepend_scheme": "first", "split": False},
+        ),
+        "refused because of its tokenizer",
+        "pre_tokenizer",
+        "Metaspace",
+    ),
+    "a template after the text": (
+        "llama-gqa",
+        lambda d: edit_json(
+            d / "tokenizer.json",
+            post_processor__single=[
+                {"Sequence": {"id": "A", "type_id": 0}},
+                {"SpecialToken": {"id": BEGIN, "type_id": 0}},
+            ],
+        ),
+        "tokenizer.json",
+        "post_processor",
+    ),
+    "a post_processor that is a string": (
+        "llama-gqa",
+        lambda d: edit_json(d / "tokenizer.json", post_processor="BertProcessing"),
+        "tokenizer.json",
+        'post_processor "BertProcessing" is not supported',
+    ),
+    "special_tokens a list": (
+        "llama-gqa",
+        lambda d: edit_json(d / "tokenizer.json", post_processor__special_tokens=[BEGIN]),
+        "tokenizer.json",
+        f'post_processor puts "{BEGIN}" before a text',
+    ),
 }
 
 
@@ -451,7 +684,9 @@ def test_refused_in_one_line_and_nothing_written(good_dirs, tmp_path, case):
 def test_a_directory_that_is_not_a_checkpoint_is_not_replaced(good_dirs, tmp_path):
     (tmp_path / "mine").mkdir()
     (tmp_path / "mine" / "notes.txt").write_text("precious")
-    assert_input_error(invoke("import-hf", "--from", good_dirs["gpt2"], "--out", tmp_path / "mine"), "mine", "--overwrite")
+    assert_input_error(
+        invoke("import-hf", "--from", good_dirs["gpt2"], "--out", tmp_path / "mine"), "mine", "--overwrite"
+    )
     assert (tmp_path / "mine" / "notes.txt").read_text() == "precious"
     import_hf(good_dirs["gpt2"], tmp_path / "ckpt")
     import_hf(good_dirs["llama-gqa"], tmp_path / "ckpt")  # a checkpoint is replaced
@@ -467,8 +702,12 @@ def test_a_training_checkpoint_is_not_replaced(good_dirs, tmp_path):
     import_hf(good_dirs["gpt2"], step)
     (step / "trainer_state.json").write_text('{"step": 4}')
     before = files_of(step)
-    assert_input_error(invoke("import-hf", "--from", good_dirs["llama-gqa"], "--out", step), f"--out {step}",
-                       "not a checkpoint of a model alone", "--overwrite")
+    assert_input_error(
+        invoke("import-hf", "--from", good_dirs["llama-gqa"], "--out", step),
+        f"--out {step}",
+        "not a checkpoint of a model alone",
+        "--overwrite",
+    )
     assert files_of(step) == before
 
 
@@ -482,21 +721,26 @@ def test_the_input_is_never_the_output_nor_holds_it_nor_lies_inside_it(good_dirs
     shutil.copytree(good_dirs["gpt2"], model)
     before = files_of(hub)
     for out, relation in ((model, "is"), (hub, "holds"), (model / "ckpt", "lies inside")):
-        assert_input_error(invoke("import-hf", "--from", model, "--out", out, "--overwrite"),
-                           f"--out {out}: {relation} --from {model}, the input")
+        assert_input_error(
+            invoke("import-hf", "--from", model, "--out", out, "--overwrite"),
+            f"--out {out}: {relation} --from {model}, the input",
+        )
     assert files_of(hub) == before
     ckpt = tmp_path / "ckpt"
     import_hf(model, ckpt)
     before = files_of(ckpt)
     for out, relation in ((ckpt, "is"), (tmp_path, "holds"), (ckpt / "hf", "lies inside")):
-        assert_input_error(invoke("export-hf", "--checkpoint", ckpt, "--out", out, "--overwrite"),
-                           f"--out {out}: {relation} --checkpoint {ckpt}, the input")
+        assert_input_error(
+            invoke("export-hf", "--checkpoint", ckpt, "--out", out, "--overwrite"),
+            f"--out {out}: {relation} --checkpoint {ckpt}, the input",
+        )
     assert files_of(ckpt) == before
 
 
 def test_gpt2s_own_file_layout(good_dirs, tmp_path):
     """openai-community/gpt2's model.safetensors holds GPT2Model's names, without "transformer.",
     and each layer's causal mask, a buffer transformers skips (as the import does)."""
+
     def as_openai_wrote_it(hf_dir):
         tensors = load_file(hf_dir / "model.safetensors")
         renamed = {name.removeprefix("transformer."): tensor for name, tensor in tensors.items()}
@@ -512,7 +756,9 @@ def test_a_single_file_beside_an_index_is_read_as_transformers_reads_it(good_dir
     """model.safetensors and model.safetensors.index.json of other weights: transformers reads the
     single file, and so does the import."""
     case = CASES["llama-gqa"]
-    other = random_hf_model(case.architecture, hf_config(case, with_specials(small_tokenizer[0], case.specials)), seed=1)
+    other = random_hf_model(
+        case.architecture, hf_config(case, with_specials(small_tokenizer[0], case.specials)), seed=1
+    )
     other.save_pretrained(tmp_path / "other", max_shard_size="60KB")
 
     def add_the_index_and_its_shards(hf_dir):
@@ -534,13 +780,20 @@ def test_a_single_file_beside_an_index_is_read_as_transformers_reads_it(good_dir
 
 @pytest.fixture(scope="module")
 def data(small_tokenizer, tmp_path_factory):
-    from gptkit.pretokenize.encode import Split, encode_corpus
+    from gptkit.pretokenize import Split, encode_corpus
     from gptkit.shared.corpus import Corpus
 
     root = tmp_path_factory.mktemp("gpt2-data")
     (root / "docs.txt").write_text(EOT.join(english_like(200, seed=i) for i in range(40)))
-    encode_corpus(Corpus([root / "docs.txt"]), small_tokenizer[0], root / "data", split=Split(val_fraction=0.1),
-                  shard_tokens=4000, workers=1, quiet=True)
+    encode_corpus(
+        Corpus([root / "docs.txt"]),
+        small_tokenizer[0],
+        root / "data",
+        split=Split(val_fraction=0.1),
+        shard_tokens=4000,
+        workers=1,
+        quiet=True,
+    )
     return root / "data"
 
 
@@ -549,18 +802,55 @@ def test_the_gpt2_architecture_trains_samples_and_exports(data, small_tokenizer,
     from gptkit.train.config import TrainConfig
     from gptkit.train.run import train
 
-    model = {"architecture": "gpt2", "context_length": 64, "d_model": 32, "n_layers": 2, "n_heads": 2, "d_ff": 128,
-             "tie_embeddings": True}
+    model = {
+        "architecture": "gpt2",
+        "context_length": 64,
+        "d_model": 32,
+        "n_layers": 2,
+        "n_heads": 2,
+        "d_ff": 128,
+        "tie_embeddings": True,
+    }
     run = tmp_path / "run"
-    train(TrainConfig(data=str(data), out=str(run), model=model, device="cpu", batch_size=4, context_length=32, max_steps=3,
-                      warmup_steps=1, lr=3e-3, optimizer=optimizer, eval_interval=0, eval_tokens=256, log_interval=1,
-                      sample_interval=2, sample_tokens=4, checkpoint_interval=0))
+    train(
+        TrainConfig.of(
+            data=str(data),
+            out=str(run),
+            model=model,
+            device="cpu",
+            batch_size=4,
+            context_length=32,
+            max_steps=3,
+            warmup_steps=1,
+            lr=3e-3,
+            optimizer=optimizer,
+            eval_interval=0,
+            eval_tokens=256,
+            log_interval=1,
+            sample_interval=2,
+            sample_tokens=4,
+            checkpoint_interval=0,
+        )
+    )
     losses = [r["loss"] for r in map(json.loads, (run / "metrics.jsonl").read_text().splitlines()) if "loss" in r]
     assert len(losses) == 3 and losses[-1] < losses[0]
     trained, tok = load_model(run / "latest")
     assert trained.config.architecture == "gpt2"
-    res = assert_ok(invoke("--checkpoint", run / "latest", "--prompt", "the cat", "--max-new-tokens", 8, "--seed", 1,
-                           "--device", "cpu", command=sample_cli))
+    res = assert_ok(
+        invoke(
+            "--checkpoint",
+            run / "latest",
+            "--prompt",
+            "the cat",
+            "--max-new-tokens",
+            8,
+            "--seed",
+            1,
+            "--device",
+            "cpu",
+            command=sample_cli,
+        )
+    )
     assert res.stdout.startswith("the cat")
     assert_ok(invoke("export-hf", "--checkpoint", run / "latest", "--out", tmp_path / "hf"))
     hf = transformers.AutoModelForCausalLM.from_pretrained(tmp_path / "hf", dtype=torch.float32).eval()

@@ -2,6 +2,7 @@
 settings and --out are checked; a worker's error reads as one process's (one `Error:` line, once,
 the same exit status); SIGINT and SIGTERM stop the workers at a checkpoint as they stop one
 process. Two processes on gloo, tiny models, a few steps."""
+
 import json
 import os
 import shutil
@@ -28,14 +29,35 @@ ENV = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "L
 def settings(model_json, tmp_path_factory):
     """A --config file: the tiny model of tests/training.py, 3 steps."""
     path = tmp_path_factory.mktemp("launch") / "settings.json"
-    path.write_text(json.dumps({"model": model_json, "device": "cpu", "batch_size": 4, "context_length": 32, "max_steps": 3,
-                                "warmup_steps": 1, "lr": 3e-3, "eval_interval": 0, "eval_tokens": 256, "log_interval": 1}))
+    path.write_text(
+        json.dumps(
+            {
+                "model": model_json,
+                "device": "cpu",
+                "batch_size": 4,
+                "context_length": 32,
+                "max_steps": 3,
+                "warmup_steps": 1,
+                "lr": 3e-3,
+                "eval_interval": 0,
+                "eval_tokens": 256,
+                "log_interval": 1,
+            }
+        )
+    )
     return path
 
 
 def two_processes(*args, **popen):
-    return subprocess.Popen([GPTKIT, "train", "--nproc-per-node", "2", "--threads", "1", *map(str, args)], cwd=ROOT, env=ENV,
-                            text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE, **popen)
+    return subprocess.Popen(
+        [GPTKIT, "train", "--nproc-per-node", "2", "--threads", "1", *map(str, args)],
+        cwd=ROOT,
+        env=ENV,
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        **popen,
+    )
 
 
 def train_in_two(*args):
@@ -67,33 +89,44 @@ def one_error_line(proc, exit_code, *needles):
 def test_two_processes_train_the_run_one_process_would(data, settings, finished_run, tmp_path):
     run, proc = finished_run
     assert proc.returncode == 0, proc.stderr_text
-    assert "on cpu x 2 (torch.distributed gloo" in proc.stdout_text and proc.stdout_text.count("| loss ") == 3  # rank 0 logs
+    assert (
+        "on cpu x 2 (torch.distributed gloo" in proc.stdout_text and proc.stdout_text.count("| loss ") == 3
+    )  # rank 0 logs
     assert (run / "latest" / "model.safetensors").is_file()
-    one = CliRunner().invoke(cli, ["--config", str(settings), "--data", str(data), "--out", str(tmp_path / "one"), "--threads", "1"])
+    one = CliRunner().invoke(
+        cli, ["--config", str(settings), "--data", str(data), "--out", str(tmp_path / "one"), "--threads", "1"]
+    )
     assert one.exit_code == 0, one.output
     assert [r["loss"] for r in records(run)] == pytest.approx([r["loss"] for r in records(tmp_path / "one")], abs=1e-5)
 
 
-@pytest.mark.parametrize("args, needles", [
-    (["--out", "RUN"], ["--out", "holds a run already"]),
-    (["--out", "NEW", "--lr", "nan"], ["--lr nan"]),
-    (["--out", "NEW", "--resume"], ["--out", "no run to resume"]),
-    (["--out", "NEW", "--nnodes", "2"], ["--nnodes 2", "--rdzv-endpoint"]),
-    (["--out", "NEW", "--nnodes", "2", "--rdzv-endpoint", "localhost"], ["--rdzv-endpoint localhost", "HOST:PORT"]),
-])
-def test_the_settings_and_out_are_checked_before_any_worker_starts(data, settings, finished_run, tmp_path, monkeypatch,
-                                                                    args, needles):
+@pytest.mark.parametrize(
+    "args, needles",
+    [
+        (["--out", "RUN"], ["--out", "holds a run already"]),
+        (["--out", "NEW", "--lr", "nan"], ["--lr nan"]),
+        (["--out", "NEW", "--resume"], ["--out", "no run to resume"]),
+        (["--out", "NEW", "--nnodes", "2"], ["--nnodes 2", "--rdzv-endpoint"]),
+        (["--out", "NEW", "--nnodes", "2", "--rdzv-endpoint", "localhost"], ["--rdzv-endpoint localhost", "HOST:PORT"]),
+    ],
+)
+def test_the_settings_and_out_are_checked_before_any_worker_starts(
+    data, settings, finished_run, tmp_path, monkeypatch, args, needles
+):
     monkeypatch.setattr(launch, "elastic_launch", lambda *a, **kw: pytest.fail("the workers were started"))
     paths = {"RUN": str(finished_run[0]), "NEW": str(tmp_path / "new")}
-    res = CliRunner().invoke(cli, ["--nproc-per-node", "2", "--config", str(settings), "--data", str(data),
-                                   *(paths.get(a, a) for a in args)])
+    res = CliRunner().invoke(
+        cli, ["--nproc-per-node", "2", "--config", str(settings), "--data", str(data), *(paths.get(a, a) for a in args)]
+    )
     assert_input_error(res, *needles)
     assert not (tmp_path / "new").exists()
 
 
 def test_the_launcher_flags_need_nproc_per_node(data, settings, tmp_path):
-    res = CliRunner().invoke(cli, ["--config", str(settings), "--data", str(data), "--out", str(tmp_path / "r"),
-                                   "--rdzv-endpoint", "host:29500"])
+    res = CliRunner().invoke(
+        cli,
+        ["--config", str(settings), "--data", str(data), "--out", str(tmp_path / "r"), "--rdzv-endpoint", "host:29500"],
+    )
     assert_input_error(res, "--rdzv-endpoint: only with --nproc-per-node")
 
 
@@ -117,7 +150,9 @@ def test_an_error_of_rank_0_alone_is_shown_not_what_its_peer_ran_into(data, sett
 
 
 def test_a_failure_in_the_workers_exits_1_as_one_process_would(data, settings, tmp_path):
-    proc = train_in_two("--config", settings, "--data", data, "--out", tmp_path / "run", "--lr", "1e30", "--max-steps", "4")
+    proc = train_in_two(
+        "--config", settings, "--data", data, "--out", tmp_path / "run", "--lr", "1e30", "--max-steps", "4"
+    )
     line = one_error_line(proc, 1, "stopping (no checkpoint was written")
     assert line.startswith("Error: step ") and (": the loss is " in line or ": the gradient norm is " in line)
 
@@ -135,7 +170,8 @@ def test_a_crash_shows_the_workers_traceback_in_torchs_report(data, settings, tm
         "from gptkit.train.data import Loader\n\n\n"
         "def batch(*args):\n"
         "    raise IndexError('index out of range in self')\n\n\n"
-        "Loader.batch = batch\n")
+        "Loader.batch = batch\n"
+    )
     monkeypatch.setitem(ENV, "PYTHONPATH", str(tmp_path / "bug"))
     proc = train_in_two("--config", settings, "--data", data, "--out", tmp_path / "run")
     assert proc.returncode == 1
@@ -154,9 +190,18 @@ def test_the_first_reported_error_is_shown_whichever_rank_torch_saw_fail(tmp_pat
     """Rank 0 crashed on the collective that rank 1's error left without a peer: torch may report
     rank 0, the line is rank 1's."""
     attempt = tmp_path / "run_x" / "attempt_0"
-    for rank, report in ((0, {"message": {"message": "RuntimeError: Connection closed by peer",
-                                          "extraInfo": {"py_callstack": "Traceback ...", "timestamp": "1700000001"}}}),
-                         (1, {"message": "--data d: no train shards", "timestamp": 1700000000.5, "exit_code": 2})):
+    for rank, report in (
+        (
+            0,
+            {
+                "message": {
+                    "message": "RuntimeError: Connection closed by peer",
+                    "extraInfo": {"py_callstack": "Traceback ...", "timestamp": "1700000001"},
+                }
+            },
+        ),
+        (1, {"message": "--data d: no train shards", "timestamp": 1700000000.5, "exit_code": 2}),
+    ):
         (attempt / str(rank)).mkdir(parents=True)
         (attempt / str(rank) / "error.json").write_text(json.dumps(report))
     error = launch._first_reported_error(tmp_path)
@@ -168,8 +213,19 @@ def test_a_signal_stops_the_workers_at_a_checkpoint(data, settings, tmp_path, si
     """Ctrl-C reaches every process of the terminal's group; a SIGTERM sent to the launcher alone
     is passed on. Either way the run stops as one process does: a checkpoint, exit status 0."""
     run = tmp_path / "run"
-    proc = two_processes("--config", settings, "--data", data, "--out", run, "--max-steps", "100000",
-                         "--checkpoint-interval", "100000", start_new_session=True)
+    proc = two_processes(
+        "--config",
+        settings,
+        "--data",
+        data,
+        "--out",
+        run,
+        "--max-steps",
+        "100000",
+        "--checkpoint-interval",
+        "100000",
+        start_new_session=True,
+    )
     deadline = time.monotonic() + 60
     while not ((run / "metrics.jsonl").exists() and len(records(run)) >= 3):
         assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()

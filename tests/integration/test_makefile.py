@@ -1,6 +1,7 @@
 """The Makefile's steps taken out of order: a step whose input an earlier step makes says which
 `make` target makes it, before its gptkit command runs. make -o keeps the install stamp as it is:
 these runs install nothing."""
+
 import shutil
 import subprocess
 import sys
@@ -15,7 +16,15 @@ pytestmark = pytest.mark.skipif(shutil.which("make") is None, reason="no make")
 
 
 def make(target, **variables):
-    args = ["make", "-s", "-o", f"{VENV}/.installed", target, f"VENV={VENV}", *(f"{k}={v}" for k, v in variables.items())]
+    args = [
+        "make",
+        "-s",
+        "-o",
+        f"{VENV}/.installed",
+        target,
+        f"VENV={VENV}",
+        *(f"{k}={v}" for k, v in variables.items()),
+    ]
     return subprocess.run(args, cwd=ROOT, capture_output=True, text=True, timeout=60)
 
 
@@ -30,16 +39,28 @@ def test_sampling_before_training_names_make_train_and_the_demos_model_when_ther
     assert first_error(make("sample", RUN=run, DEMO=demo)) == missing
     (demo / "run/latest").mkdir(parents=True)
     assert first_error(make("sample", RUN=run, DEMO=demo)) == (
-        f"{missing} (the demo's model: make sample CKPT={demo}/run/latest)")
+        f"{missing} (the demo's model: make sample CKPT={demo}/run/latest)"
+    )
 
 
-@pytest.mark.parametrize("target, variables, line", [
-    ("train", {"DATA": "out/stories"}, "{tmp}/out/stories: no such data directory; make encode writes it"),
-    ("encode", {"CORPUS": "corpus.txt", "TOKENIZER": "tok.json"}, "{tmp}/tok.json: no such tokenizer; make tokenizer trains it"),
-    ("tokenizer", {"CORPUS": "data/tinystories"}, "{tmp}/data/tinystories: no such corpus; make corpus CORPUS={tmp}/data/"
-                                                  "tinystories generates stories there (or make data downloads a corpus into data/DATASET)"),
-    ("plot", {"RUN": "runs/stories"}, "{tmp}/runs/stories: no such run; make train writes it"),
-])
+@pytest.mark.parametrize(
+    "target, variables, line",
+    [
+        ("train", {"DATA": "out/stories"}, "{tmp}/out/stories: no such data directory; make encode writes it"),
+        (
+            "encode",
+            {"CORPUS": "corpus.txt", "TOKENIZER": "tok.json"},
+            "{tmp}/tok.json: no such tokenizer; make tokenizer trains it",
+        ),
+        (
+            "tokenizer",
+            {"CORPUS": "data/tinystories"},
+            "{tmp}/data/tinystories: no such corpus; make corpus CORPUS={tmp}/data/"
+            "tinystories generates stories there (or make data downloads a corpus into data/DATASET)",
+        ),
+        ("plot", {"RUN": "runs/stories"}, "{tmp}/runs/stories: no such run; make train writes it"),
+    ],
+)
 def test_a_step_before_the_one_that_makes_its_input_names_that_step(tmp_path, target, variables, line):
     (tmp_path / "corpus.txt").write_text("Once upon a time\n")
     res = make(target, **{name: tmp_path / value for name, value in variables.items()})

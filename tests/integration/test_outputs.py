@@ -1,6 +1,7 @@
 """Outputs, every command: one live process owns a run or shard directory (a second is refused,
 naming it; a killed one's lock is taken over), nothing a command did not write is replaced
 without --overwrite, and a directory swapped for a new one is never missing after a kill."""
+
 import hashlib
 import json
 import os
@@ -45,8 +46,26 @@ def ok(*args):
 
 
 def train_args(data, out, model, **kw):
-    return ["train", *flags(**{**dict(data=data, out=out, model=model, device="cpu", batch_size=4, context_length=32,
-                                      warmup_steps=1, eval_interval=0, eval_tokens=256, max_steps=2), **kw})]
+    return [
+        "train",
+        *flags(
+            **{
+                **dict(
+                    data=data,
+                    out=out,
+                    model=model,
+                    device="cpu",
+                    batch_size=4,
+                    context_length=32,
+                    warmup_steps=1,
+                    eval_interval=0,
+                    eval_tokens=256,
+                    max_steps=2,
+                ),
+                **kw,
+            }
+        ),
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -58,8 +77,9 @@ def finished_run(data, model_json, tmp_path_factory):
 
 def hold(directory, owner):
     """A process that owns `directory` until killed."""
-    proc = subprocess.Popen([sys.executable, "-c", HOLDER, str(directory), owner], cwd=ROOT, env=ENV,
-                            stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, str(directory), owner], cwd=ROOT, env=ENV, stdout=subprocess.PIPE, text=True
+    )
     assert proc.stdout.readline() == "locked\n"
     return proc
 
@@ -78,7 +98,9 @@ def test_a_second_train_into_a_live_runs_directory_is_refused_until_that_process
     holder = hold(run, "gptkit train")
     try:
         res = invoke(*train_args(data, run, model_json))
-        assert_input_error(res, f"--out {run}: in use by process {holder.pid} (gptkit train)", "choose another directory")
+        assert_input_error(
+            res, f"--out {run}: in use by process {holder.pid} (gptkit train)", "choose another directory"
+        )
         assert sorted(os.listdir(run)) == [LOCK_FILE]  # the refused run wrote nothing
     finally:
         kill(holder)
@@ -95,10 +117,23 @@ def test_a_second_train_into_a_live_runs_directory_is_refused_until_that_process
     ok(*train_args(data, run, model_json, max_steps=3), "--resume")
 
 
-def test_a_second_pretokenize_into_a_live_directory_is_refused_until_that_process_dies(small_tokenizer, small_text, tmp_path):
+def test_a_second_pretokenize_into_a_live_directory_is_refused_until_that_process_dies(
+    small_tokenizer, small_text, tmp_path
+):
     corpus, out = tmp_path / "corpus.txt", tmp_path / "data"
     corpus.write_text("<|endoftext|>".join(small_text[i : i + 2000] for i in range(0, 20000, 2000)))
-    args = ["pretokenize", "-t", small_tokenizer[1], "--input", corpus, "--out", out, "--val-fraction", "0.2", "--quiet"]
+    args = [
+        "pretokenize",
+        "-t",
+        small_tokenizer[1],
+        "--input",
+        corpus,
+        "--out",
+        out,
+        "--val-fraction",
+        "0.2",
+        "--quiet",
+    ]
     holder = hold(out, "gptkit pretokenize")
     try:
         assert_input_error(invoke(*args), f"--out {out}: in use by process {holder.pid} (gptkit pretokenize)")
@@ -166,8 +201,9 @@ def commands(finished_run, small_tokenizer, small_text, tmp_path):
     }
 
 
-@pytest.mark.parametrize("name", ["stories", "tokenizer train", "tokenizer convert", "train plot", "model init",
-                                  "model export-hf"])
+@pytest.mark.parametrize(
+    "name", ["stories", "tokenizer train", "tokenizer convert", "train plot", "model init", "model export-hf"]
+)
 def test_an_output_replaces_only_its_own_kind_unless_overwrite(commands, name, tmp_path):
     if name == "train plot":
         pytest.importorskip("matplotlib")
@@ -208,8 +244,12 @@ def test_pretokenize_keeps_a_tokenizer_json_of_another_tokenizer_in_its_out(smal
     out.mkdir()
     other.save(out / "tokenizer.json")
     args = ["pretokenize", "-t", small_tokenizer[1], "--input", corpus, "--out", out, "--quiet"]
-    assert_input_error(invoke(*args), f"--out {out / 'tokenizer.json'}: exists and is a file, not tokenizer {tok.fingerprint}")
-    assert Tokenizer.from_file(out / "tokenizer.json").fingerprint == other.fingerprint and os.listdir(out) == ["tokenizer.json"]
+    assert_input_error(
+        invoke(*args), f"--out {out / 'tokenizer.json'}: exists and is a file, not tokenizer {tok.fingerprint}"
+    )
+    assert Tokenizer.from_file(out / "tokenizer.json").fingerprint == other.fingerprint and os.listdir(out) == [
+        "tokenizer.json"
+    ]
     ok(*args, "--overwrite")
     ok(*args)  # its own dataset now: re-encoded in place
     assert Tokenizer.from_file(out / "tokenizer.json").fingerprint == tok.fingerprint
@@ -222,11 +262,16 @@ def test_download_keeps_a_file_it_did_not_download(tmp_path, monkeypatch):
     target = tmp_path / "stories" / "s-train.txt"
     target.parent.mkdir()
     target.write_text("my own notes")
-    assert_input_error(invoke("pretokenize", "download", "stories", "--out", target.parent), f"--out {target}", "--overwrite")
+    assert_input_error(
+        invoke("pretokenize", "download", "stories", "--out", target.parent), f"--out {target}", "--overwrite"
+    )
     assert target.read_text() == "my own notes" and not server.ranges
     target.write_bytes(PAYLOAD)  # the right file, its .sha256 not yet written (a kill between the two): kept
     ok("pretokenize", "download", "stories", "--out", target.parent)
-    assert not server.ranges and (target.parent / "s-train.txt.sha256").read_text().strip() == hashlib.sha256(PAYLOAD).hexdigest()
+    assert (
+        not server.ranges
+        and (target.parent / "s-train.txt.sha256").read_text().strip() == hashlib.sha256(PAYLOAD).hexdigest()
+    )
     (target.parent / "s-train.txt.sha256").unlink()
     target.write_text("my own notes")
     ok("pretokenize", "download", "stories", "--out", target.parent, "--overwrite")
@@ -254,15 +299,22 @@ KILLED_AT_RENAME = textwrap.dedent("""
 
 def killed_at_rename(kill_at, out, *args):
     """Run the command into `out`, killed at that rename; its process id."""
-    proc = subprocess.Popen([sys.executable, "-c", KILLED_AT_RENAME, kill_at, str(out), *map(str, args), "--out", str(out)],
-                            cwd=ROOT, env=ENV, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", KILLED_AT_RENAME, kill_at, str(out), *map(str, args), "--out", str(out)],
+        cwd=ROOT,
+        env=ENV,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     _, stderr = proc.communicate()
     assert proc.returncode == 9, stderr
     return proc.pid
 
 
 @pytest.mark.parametrize("next_one", ["reader", "writer"])
-def test_a_kill_between_the_two_renames_leaves_the_old_checkpoint_for_the_next_command(small_tokenizer, tmp_path, next_one):
+def test_a_kill_between_the_two_renames_leaves_the_old_checkpoint_for_the_next_command(
+    small_tokenizer, tmp_path, next_one
+):
     init = ["model", "init", "--config", "tiny", "--tokenizer", small_tokenizer[1]]
     out = tmp_path / "model"
     ok(*init, "--out", out, "--seed", 1)
@@ -272,7 +324,10 @@ def test_a_kill_between_the_two_renames_leaves_the_old_checkpoint_for_the_next_c
     if next_one == "reader":  # sample, export-hf, a resume: each reads the old one where it lies, changing nothing
         assert torch.equal(load_model(out)[0].embedding.weight, old)
         ok("sample", "--checkpoint", out, "--prompt", "the", "--max-new-tokens", 2, "--seed", 1, "--device", "cpu")
-        assert sorted(os.listdir(tmp_path)) == [f".model.old-{pid}", f".model.tmp-{pid}"]  # the next writer settles them
+        assert sorted(os.listdir(tmp_path)) == [
+            f".model.old-{pid}",
+            f".model.tmp-{pid}",
+        ]  # the next writer settles them
     else:
         ok(*init, "--out", out, "--seed", 3)
         assert not torch.equal(load_model(out)[0].embedding.weight, old)
@@ -283,10 +338,14 @@ def test_a_kill_after_the_swap_leaves_the_new_export_and_the_next_command_delete
     export = ["model", "export-hf", "--checkpoint", finished_run / "latest"]
     out = tmp_path / "hf"
     ok(*export, "--out", out)
-    (out / "config.json").write_text("{}")  # tells the old copy from the new (and makes it no export of ours: --overwrite)
+    (out / "config.json").write_text(
+        "{}"
+    )  # tells the old copy from the new (and makes it no export of ours: --overwrite)
     pid = killed_at_rename("old", out, *export, "--overwrite")
     assert (out / "config.json").read_text() != "{}"
     assert sorted(os.listdir(tmp_path)) == [f".hf.old-{pid}", "hf"]
-    assert (tmp_path / f".hf.old-{pid}" / "config.json").read_text() == "{}"  # whole: it is deleted under a temporary name
+    assert (
+        tmp_path / f".hf.old-{pid}" / "config.json"
+    ).read_text() == "{}"  # whole: it is deleted under a temporary name
     settle_directory(out)  # what the next export does first
     assert os.listdir(tmp_path) == ["hf"] and (out / "config.json").read_text() != "{}"

@@ -1,5 +1,6 @@
 """The whole pipeline through the CLIs on a small generated corpus: stories -> tokenizer -> shards ->
 train (the loss falls) -> resume -> sample -> plot -> export-hf loaded by transformers."""
+
 import json
 
 import pytest
@@ -10,11 +11,19 @@ from gptkit.model.cli import cli as model_cli
 from gptkit.pretokenize.cli import cli as pretokenize_cli
 from gptkit.sample.cli import cli as sample_cli
 from gptkit.stories.generate import write_corpus
-from tests.conftest import assert_input_error
 from gptkit.tokenizer.cli import cli as tokenizer_cli
 from gptkit.train.cli import cli as train_cli
+from tests.conftest import assert_input_error
 
-MODEL = {"context_length": 64, "d_model": 64, "n_layers": 2, "n_heads": 4, "d_ff": 160, "tie_embeddings": True, "vocab_size": 1}
+MODEL = {
+    "context_length": 64,
+    "d_model": 64,
+    "n_layers": 2,
+    "n_heads": 4,
+    "d_ff": 160,
+    "tie_embeddings": True,
+    "vocab_size": 1,
+}
 
 
 def ok(cli, *args):
@@ -35,13 +44,48 @@ def test_text_to_model_and_back(tmp_path):
     corpus = tmp_path / "stories.txt"
     write_corpus(corpus, 400_000, seed=1)
     ok(tokenizer_cli, "train", "--input", corpus, "--vocab-size", 512, "--out", tmp_path / "tokenizer.json", "--quiet")
-    ok(pretokenize_cli, "--tokenizer", tmp_path / "tokenizer.json", "--input", corpus, "--out", tmp_path / "stories",
-       "--threads", 2, "--quiet")
+    ok(
+        pretokenize_cli,
+        "--tokenizer",
+        tmp_path / "tokenizer.json",
+        "--input",
+        corpus,
+        "--out",
+        tmp_path / "stories",
+        "--threads",
+        2,
+        "--quiet",
+    )
     (tmp_path / "model.json").write_text(json.dumps(MODEL))
     run = tmp_path / "run"
-    common = ["--data", tmp_path / "stories", "--out", run, "--model", tmp_path / "model.json", "--batch-size", 16,
-              "--lr", 0.01, "--min-lr", 0.001, "--warmup-steps", 5, "--max-steps", 150, "--log-interval", 10,
-              "--eval-interval", 50, "--eval-tokens", 8192, "--checkpoint-interval", 100, "--device", "cpu"]
+    common = [
+        "--data",
+        tmp_path / "stories",
+        "--out",
+        run,
+        "--model",
+        tmp_path / "model.json",
+        "--batch-size",
+        16,
+        "--lr",
+        0.01,
+        "--min-lr",
+        0.001,
+        "--warmup-steps",
+        5,
+        "--max-steps",
+        150,
+        "--log-interval",
+        10,
+        "--eval-interval",
+        50,
+        "--eval-tokens",
+        8192,
+        "--checkpoint-interval",
+        100,
+        "--device",
+        "cpu",
+    ]
     res = ok(train_cli, *common)
     assert "unigram entropy" in res.output
     losses = [r["loss"] for r in records(run) if "loss" in r]
@@ -56,8 +100,9 @@ def test_text_to_model_and_back(tmp_path):
     ok(train_cli, "--out", run, "--resume")
     assert without_timings(records(run)) == without_timings(uninterrupted)
 
-    text = ok(sample_cli, "--checkpoint", run / "latest", "--prompt", "Once upon a time", "--max-new-tokens", 40,
-              "--seed", 0).output
+    text = ok(
+        sample_cli, "--checkpoint", run / "latest", "--prompt", "Once upon a time", "--max-new-tokens", 40, "--seed", 0
+    ).output
     assert text.startswith("Once upon a time") and len(text.split()) > 8
 
     pytest.importorskip("matplotlib")

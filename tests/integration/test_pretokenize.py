@@ -1,4 +1,5 @@
 """The pretokenize stage: corpora -> shards through `encode_corpus` and the CLI, then `inspect` and `verify`."""
+
 import dataclasses
 import functools
 import json
@@ -18,15 +19,15 @@ import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner
 
-from gptkit.pretokenize.cli import cli
-import gptkit.pretokenize.encode as encode
-from gptkit.pretokenize.encode import Split, encode_corpus
+import gptkit.pretokenize.jobs as jobs
 import gptkit.shared.corpus
+from gptkit.pretokenize import Split, encode_corpus
+from gptkit.pretokenize.cli import cli
 from gptkit.shared.corpus import Corpus
 from gptkit.shared.shard_dir import ShardDir
 from gptkit.shared.shards import HEADER_BYTES, ShardHeader, open_shard, read_header
-from tests.conftest import assert_input_error, english_like, shared_file
 from gptkit.tokenizer import Tokenizer, split, train_bpe
+from tests.conftest import assert_input_error, english_like, shared_file
 
 EOT = "<|endoftext|>"
 
@@ -81,7 +82,9 @@ def files(directory):
 
 
 def tokens_of(out_dir, split):
-    return np.concatenate([open_shard(p).tokens for p in ShardDir(out_dir).shard_paths(split)] or [np.empty(0, np.uint16)])
+    return np.concatenate(
+        [open_shard(p).tokens for p in ShardDir(out_dir).shard_paths(split)] or [np.empty(0, np.uint16)]
+    )
 
 
 def split_docs(tokens, eot):
@@ -155,18 +158,23 @@ def test_long_document_encodes_as_a_whole(tmp_path, monkeypatch, tok, kind):
     """A document far longer than a read block, a corpus piece and a job: cut only where its tokens cannot change."""
     monkeypatch.setattr(gptkit.shared.corpus, "BLOCK_BYTES", 4096)
     monkeypatch.setattr(Corpus, "pieces", functools.partialmethod(Corpus.pieces, piece_chars=997))
-    monkeypatch.setattr(encode, "JOB_CHARS", 3000)
+    monkeypatch.setattr(jobs, "JOB_CHARS", 3000)
     long_doc = english_like(8000, 5) + " " * 2500 + "x" * 4000 + "\n\n \t  " + english_like(2000, 6) + "   \n"
     docs = ["a short one", long_doc, "another short one", long_doc[::-1]]
     path = (write_txt if kind == "txt" else write_jsonl)(tmp_path / f"c.{kind}", docs)
     encode_corpus(Corpus([path]), tok, tmp_path / "data", split=Split(val_tokens=1), quiet=True)
-    assert in_input_order(tmp_path / "data", Split(val_tokens=1), tok.special_tokens[EOT], len(docs)) == expected(tok, docs)
+    assert in_input_order(tmp_path / "data", Split(val_tokens=1), tok.special_tokens[EOT], len(docs)) == expected(
+        tok, docs
+    )
 
 
 def test_txt_jsonl_and_parquet_give_identical_shards(tmp_path, tok_path):
     docs = docs_of(20, seed=3)
-    inputs = [write_txt(tmp_path / "c.txt", docs), write_jsonl(tmp_path / "c.jsonl", docs, "body"),
-              write_parquet(tmp_path / "c.parquet", docs, "body")]
+    inputs = [
+        write_txt(tmp_path / "c.txt", docs),
+        write_jsonl(tmp_path / "c.jsonl", docs, "body"),
+        write_parquet(tmp_path / "c.parquet", docs, "body"),
+    ]
     shards = []
     for i, path in enumerate(inputs):
         out = tmp_path / str(i) / "data"
@@ -176,10 +184,14 @@ def test_txt_jsonl_and_parquet_give_identical_shards(tmp_path, tok_path):
 
 
 def test_one_and_two_workers_write_identical_shards(tmp_path, monkeypatch, tok):
-    monkeypatch.setattr(encode, "JOB_CHARS", 400)  # workers are forked: they see it too
+    monkeypatch.setattr(jobs, "JOB_CHARS", 400)  # workers are forked: they see it too
     path = write_txt(tmp_path / "c.txt", docs_of(40, seed=1))
-    manifests = [encode_corpus(Corpus([path]), tok, tmp_path / str(w) / "data", split=Split(0.2), shard_tokens=500,
-                               workers=w, quiet=True) for w in (1, 2)]
+    manifests = [
+        encode_corpus(
+            Corpus([path]), tok, tmp_path / str(w) / "data", split=Split(0.2), shard_tokens=500, workers=w, quiet=True
+        )
+        for w in (1, 2)
+    ]
     one, two = files(tmp_path / "1" / "data"), files(tmp_path / "2" / "data")
     assert len(one) > 4 and one.keys() == two.keys()
     assert all(one[k] == two[k] for k in one if k.endswith(".bin"))
@@ -192,15 +204,30 @@ def test_one_and_two_workers_write_identical_shards(tmp_path, monkeypatch, tok):
 def test_small_shards_names_counts_and_manifest(tmp_path, tok, tok_path):
     docs, shard_tokens = docs_of(30, seed=2), 64
     out = tmp_path / "data"
-    ok(encode_cli(tok_path, [write_txt(tmp_path / "c.txt", docs)], out, "--val-fraction", "0.25", "--shard-tokens", shard_tokens))
+    ok(
+        encode_cli(
+            tok_path,
+            [write_txt(tmp_path / "c.txt", docs)],
+            out,
+            "--val-fraction",
+            "0.25",
+            "--shard-tokens",
+            shard_tokens,
+        )
+    )
     manifest, eot = ShardDir(out).manifest, tok.special_tokens[EOT]
     entries = manifest["shards"]
     assert [e["file"] for e in entries] == [f"data_{e['split']}_{i:06d}.bin" for i, e in enumerate(entries)]
     assert entries[0]["file"] == "data_val_000000.bin" and entries[1]["file"] == "data_train_000001.bin"
     assert sorted(p.name for p in out.glob("*.bin")) == sorted(e["file"] for e in entries)
-    assert (manifest["name"], manifest["dtype"], manifest["shard_tokens"], manifest["eot_id"]) == ("data", "uint16", 64, eot)
-    for split in ("train", "val"):
-        paths = ShardDir(out).shard_paths(split)
+    assert (manifest["name"], manifest["dtype"], manifest["shard_tokens"], manifest["eot_id"]) == (
+        "data",
+        "uint16",
+        64,
+        eot,
+    )
+    for part in ("train", "val"):
+        paths = ShardDir(out).shard_paths(part)
         headers = [read_header(p) for p in paths]
         assert len(paths) >= 2
         assert [h.num_tokens for h in headers[:-1]] == [shard_tokens] * (len(paths) - 1)
@@ -208,12 +235,15 @@ def test_small_shards_names_counts_and_manifest(tmp_path, tok, tok_path):
         for p, h in zip(paths, headers):
             assert (h.vocab_size, h.eot_id, h.fingerprint) == (450, eot, tok.fingerprint)
             assert h.num_docs == int((open_shard(p).tokens == eot).sum())  # documents ending in this shard
-        totals = manifest["totals"][split]
+        totals = manifest["totals"][part]
         tokens = np.concatenate([open_shard(p).tokens for p in paths])
         p = np.bincount(tokens) / len(tokens)
         entropy = -(p[p > 0] * np.log(p[p > 0])).sum()
-        assert totals == {"documents": sum(h.num_docs for h in headers), "tokens": sum(h.num_tokens for h in headers),
-                          "unigram_entropy": pytest.approx(entropy, abs=1e-6)}
+        assert totals == {
+            "documents": sum(h.num_docs for h in headers),
+            "tokens": sum(h.num_tokens for h in headers),
+            "unigram_entropy": pytest.approx(entropy, abs=1e-6),
+        }
     assert sum(t["documents"] for t in manifest["totals"].values()) == len(docs)
     for e in entries:
         h = read_header(out / e["file"])
@@ -320,7 +350,11 @@ def assert_cut_at_a_line_end(tok, out, text, at_least, unit="characters"):
         return len(t) if unit == "characters" else len(tok.encode(t, allowed_special=())) + 1
 
     assert size(tail) >= at_least
-    later = [i for i in range(len(head) + 1, len(text)) if text[i] == "\n" and (not text[i - 1].isspace() or not text[i + 1:i + 2].isspace())]
+    later = [
+        i
+        for i in range(len(head) + 1, len(text))
+        if text[i] == "\n" and (not text[i - 1].isspace() or not text[i + 1 : i + 2].isspace())
+    ]
     assert all(size(text[i:]) < at_least for i in later), "not the shortest such tail"
 
 
@@ -331,11 +365,17 @@ def test_one_document_splits_into_training_and_the_tail_of_its_text(tmp_path, to
     at_least = math.ceil(len(text) / 10)
     assert_cut_at_a_line_end(tok, out, text, at_least)
     split = ShardDir(out).manifest["split"]
-    assert split == {"rule": "tail", "val_fraction": 0.1, "documents": 1, "val_at_least": at_least, "unit": "characters",
-                     "text": split["text"]}
+    assert split == {
+        "rule": "tail",
+        "val_fraction": 0.1,
+        "documents": 1,
+        "val_at_least": at_least,
+        "unit": "characters",
+        "text": split["text"],
+    }
     assert f"at least {at_least:,} characters" in split["text"] and "newline ending a line" in split["text"]
     assert "train: 1 documents" in res.stdout and "val: 1 documents" in res.stdout
-    assert f"split: 1 document(s), too few to hold out whole ones" in res.stdout
+    assert "split: 1 document(s), too few to hold out whole ones" in res.stdout
 
 
 def test_progress_line_counts_the_document_the_tail_cuts_once(tmp_path, tok, capsys):
@@ -362,7 +402,7 @@ def test_the_tail_is_found_across_many_small_pieces_and_jobs(tmp_path, monkeypat
     """Held-back texts are released as the text goes on; the cut and the tokens stay the same."""
     monkeypatch.setattr(gptkit.shared.corpus, "BLOCK_BYTES", 4096)
     monkeypatch.setattr(Corpus, "pieces", functools.partialmethod(Corpus.pieces, piece_chars=997))
-    monkeypatch.setattr(encode, "JOB_CHARS", 3000)
+    monkeypatch.setattr(jobs, "JOB_CHARS", 3000)
     text = odd_text(6000, 3)
     path = write_txt(tmp_path / "book.txt", [text])
     encode_corpus(Corpus([path]), tok, tmp_path / "data", split=Split(val_fraction=0.05), workers=workers, quiet=True)
@@ -376,7 +416,7 @@ def test_a_text_that_begins_at_a_line_end_after_a_space_may_begin_the_tail(tmp_p
     """Every line ends in a space, so a line end is a cut only by the character after the newline;
     texts cut there by the jobs may begin the tail (the check of that character was missing)."""
     monkeypatch.setattr(Corpus, "pieces", functools.partialmethod(Corpus.pieces, piece_chars=997))
-    monkeypatch.setattr(encode, "JOB_CHARS", 3000)
+    monkeypatch.setattr(jobs, "JOB_CHARS", 3000)
     text = "".join(f"the line number {i} ends in a space \n" for i in range(400))
     path = write_txt(tmp_path / "book.txt", [text])
     # The jobs cut each 997-character piece at its last line end: the texts after the cut begin
@@ -397,15 +437,18 @@ def test_the_tail_of_one_text_begins_where_the_tokenizers_own_pattern_allows(tmp
     '.\\n' and '\\n\\n' apart and changed them)."""
     other = Tokenizer(tok.vocab, tok.merges, tok.special_tokens, pattern=pattern)
     text = "".join("the cat sat on the mat.\n" if i % 10 else "a big dog\n\n" for i in range(1, 200))
-    encode_corpus(Corpus([write_txt(tmp_path / "book.txt", [text])]), other, tmp_path / "data", split=Split(0.1), quiet=True)
+    encode_corpus(
+        Corpus([write_txt(tmp_path / "book.txt", [text])]), other, tmp_path / "data", split=Split(0.1), quiet=True
+    )
     train, val = split_text(other, tmp_path / "data")
     head, tail = train.removesuffix(EOT), val.removesuffix(EOT)
     assert head + tail == text and len(tail) >= len(text) / 10
     assert tail[0] == "\n" and head[-1].isalnum()
     eot = other.special_tokens[EOT]
     ids = other.encode(text, allowed_special=())
-    assert tokens_of(tmp_path / "data", "train").tolist() + tokens_of(tmp_path / "data", "val").tolist() == \
-        ids[: len(other.encode(head, allowed_special=()))] + [eot] + ids[len(other.encode(head, allowed_special=())):] + [eot]
+    assert tokens_of(tmp_path / "data", "train").tolist() + tokens_of(tmp_path / "data", "val").tolist() == ids[
+        : len(other.encode(head, allowed_special=()))
+    ] + [eot] + ids[len(other.encode(head, allowed_special=())) :] + [eot]
 
 
 def test_a_few_documents_are_cut_as_one_text(tmp_path, tok, tok_path):
@@ -427,7 +470,10 @@ def test_val_tokens_that_would_take_every_document_cuts_the_text_instead(tmp_pat
     out = tmp_path / "data"
     ok(encode_cli(tok_path, [write_txt(tmp_path / "c.txt", docs)], out, "--val-tokens", first + 1))
     train, val = split_text(tok, out)
-    assert train.startswith(docs[0] + EOT) and train.removeprefix(docs[0] + EOT).removesuffix(EOT) + val.removesuffix(EOT) == docs[1]
+    assert (
+        train.startswith(docs[0] + EOT)
+        and train.removeprefix(docs[0] + EOT).removesuffix(EOT) + val.removesuffix(EOT) == docs[1]
+    )
     split = ShardDir(out).manifest["split"]
     assert (split["rule"], split["documents"]) == ("tail", 2)
 
@@ -459,16 +505,20 @@ def split_sizes(out):
     return totals["val"]["tokens"], totals["val"]["tokens"] + totals["train"]["tokens"]
 
 
-@pytest.mark.parametrize("flags, big_at, held_out, why", [
-    # The default 1% of 150 documents is document 99 alone: a few tokens beside a huge document 0,
-    # or nearly all of them when it is the huge one.
-    ([], 0, 99, "under half of the {asked:,} asked"),
-    ([], 99, 99, "leaving training under half of the rest"),
-    # The leading document of --val-tokens is nearly all of them.
-    (["--val-tokens", 300], 0, 0, "leaving training under half of the rest"),
-])
-def test_documents_too_uneven_for_the_rule_are_split_as_a_tail_of_the_tokens_asked(tmp_path, tok, tok_path, flags, big_at,
-                                                                                   held_out, why):
+@pytest.mark.parametrize(
+    "flags, big_at, held_out, why",
+    [
+        # The default 1% of 150 documents is document 99 alone: a few tokens beside a huge document 0,
+        # or nearly all of them when it is the huge one.
+        ([], 0, 99, "under half of the {asked:,} asked"),
+        ([], 99, 99, "leaving training under half of the rest"),
+        # The leading document of --val-tokens is nearly all of them.
+        (["--val-tokens", 300], 0, 0, "leaving training under half of the rest"),
+    ],
+)
+def test_documents_too_uneven_for_the_rule_are_split_as_a_tail_of_the_tokens_asked(
+    tmp_path, tok, tok_path, flags, big_at, held_out, why
+):
     """Validation is then the shortest tail with the tokens asked (at least them, less than twice
     them here), training the rest; nothing is lost, and the summary says why."""
     docs = uneven(odd_text(3000, 9), big_at)
@@ -476,7 +526,20 @@ def test_documents_too_uneven_for_the_rule_are_split_as_a_tail_of_the_tokens_ask
     total = sum(sizes)
     asked = flags[1] if flags else math.ceil(total / 100)
     out = tmp_path / "data"
-    res = ok(run("--tokenizer", tok_path, "--input", write_txt(tmp_path / "c.txt", docs), "--out", out, "--threads", 1, "--quiet", *flags))
+    res = ok(
+        run(
+            "--tokenizer",
+            tok_path,
+            "--input",
+            write_txt(tmp_path / "c.txt", docs),
+            "--out",
+            out,
+            "--threads",
+            1,
+            "--quiet",
+            *flags,
+        )
+    )
     val, _ = split_sizes(out)
     assert asked <= val < 2 * asked and res.stderr == ""
     train, held = split_text(tok, out)
@@ -487,27 +550,57 @@ def test_documents_too_uneven_for_the_rule_are_split_as_a_tail_of_the_tokens_ask
     assert f"split: {said}: validation is the shortest tail of the text with at least {asked:,} tokens" in res.stdout
 
 
-@pytest.mark.parametrize("flags, asked", [([], lambda total: math.ceil(total / 100)), (["--val-tokens", 1000], lambda total: 1000)])
+@pytest.mark.parametrize(
+    "flags, asked", [([], lambda total: math.ceil(total / 100)), (["--val-tokens", 1000], lambda total: 1000)]
+)
 def test_documents_too_uneven_and_no_tail_to_cut_instead_are_one_warning_line(tmp_path, tok_path, flags, asked):
     """A huge first document of one line: no line end in it, and the 149 short documents after it
     hold fewer tokens than asked. The rule's split stays; one warning line says what it holds."""
     docs = uneven(english_like(25_000, 9).replace("\n", " "), 0, small="a")
     out = tmp_path / "data"
-    res = ok(run("--tokenizer", tok_path, "--input", write_txt(tmp_path / "c.txt", docs), "--out", out, "--threads", 1, "--quiet", *flags))
+    res = ok(
+        run(
+            "--tokenizer",
+            tok_path,
+            "--input",
+            write_txt(tmp_path / "c.txt", docs),
+            "--out",
+            out,
+            "--threads",
+            1,
+            "--quiet",
+            *flags,
+        )
+    )
     val, total = split_sizes(out)
     assert ShardDir(out).manifest["split"]["rule"] == ("leading" if flags else "fraction")
-    assert res.stderr == (f"warning: {tmp_path / 'c.txt'}: the validation split holds {val:,} of {total:,} tokens, "
-                          f"{asked(total):,} asked: no document start or line end begins a tail nearer that size; "
-                          "give --val-input\n")
+    assert res.stderr == (
+        f"warning: {tmp_path / 'c.txt'}: the validation split holds {val:,} of {total:,} tokens, "
+        f"{asked(total):,} asked: no document start or line end begins a tail nearer that size; "
+        "give --val-input\n"
+    )
 
 
 def test_the_tail_of_a_fraction_of_the_characters_holds_that_fraction_of_the_tokens_too(tmp_path, tok, tok_path):
     """One document whose head is lines of emoji (up to 4 byte tokens each) and whose tail is
     English (a few characters a token): 10% of its characters would be far fewer than 10% of its tokens."""
-    text = "\n".join(["\U0001F600\U0001F40D" * 25] * 200 + [english_like(300, 9)])
+    text = "\n".join(["\U0001f600\U0001f40d" * 25] * 200 + [english_like(300, 9)])
     out = tmp_path / "data"
-    res = ok(run("--tokenizer", tok_path, "--input", write_txt(tmp_path / "book.txt", [text]), "--out", out,
-                 "--val-fraction", "0.1", "--threads", 1, "--quiet"))
+    res = ok(
+        run(
+            "--tokenizer",
+            tok_path,
+            "--input",
+            write_txt(tmp_path / "book.txt", [text]),
+            "--out",
+            out,
+            "--val-fraction",
+            "0.1",
+            "--threads",
+            1,
+            "--quiet",
+        )
+    )
     val, total = split_sizes(out)
     assert math.ceil((total - 1) / 10) <= val < total / 5 and res.stderr == ""
     split = ShardDir(out).manifest["split"]
@@ -521,7 +614,10 @@ def test_the_tail_of_a_fraction_of_the_characters_holds_that_fraction_of_the_tok
 def test_val_input_is_the_whole_validation_split(tmp_path, tok, tok_path):
     train_docs, val_docs = docs_of(5, seed=8), docs_of(2, seed=9)
     out = tmp_path / "data"
-    train_path, val_path = write_txt(tmp_path / "train.txt", train_docs), write_jsonl(tmp_path / "valid.jsonl", val_docs)
+    train_path, val_path = (
+        write_txt(tmp_path / "train.txt", train_docs),
+        write_jsonl(tmp_path / "valid.jsonl", val_docs),
+    )
     res = ok(run("--tokenizer", tok_path, "--input", train_path, "--val-input", val_path, "--out", out, "--quiet"))
     assert split_docs(tokens_of(out, "val"), tok.special_tokens[EOT]) == expected(tok, val_docs)
     assert split_docs(tokens_of(out, "train"), tok.special_tokens[EOT]) == expected(tok, train_docs)
@@ -541,8 +637,16 @@ def test_val_input_with_a_split_rule_is_refused(tmp_path, tok_path, flag, value)
 
 def test_an_empty_val_input_is_refused(tmp_path, tok_path):
     (tmp_path / "empty.txt").write_text("")
-    res = run("--tokenizer", tok_path, "--input", write_txt(tmp_path / "c.txt", docs_of(5)), "--val-input",
-              tmp_path / "empty.txt", "--out", tmp_path / "data")
+    res = run(
+        "--tokenizer",
+        tok_path,
+        "--input",
+        write_txt(tmp_path / "c.txt", docs_of(5)),
+        "--val-input",
+        tmp_path / "empty.txt",
+        "--out",
+        tmp_path / "data",
+    )
     assert_input_error(res, "--val-input", "empty.txt", "no documents")
     assert not (tmp_path / "data").exists()
 
@@ -562,14 +666,24 @@ def bad_case(case, tmp_path, tok_path):
         (tmp_path / "c.bin").write_bytes(b"\x00\x01 weights")
         return tok_path, [txt, tmp_path / "c.bin"], out, ["c.bin", "binary file"]
     if case == "parquet without the column":
-        return tok_path, [write_parquet(tmp_path / "c.parquet", docs_of(5), "body")], out, ["--text-field 'text':", "has no column of that name", "body"]
+        return (
+            tok_path,
+            [write_parquet(tmp_path / "c.parquet", docs_of(5), "body")],
+            out,
+            ["--text-field 'text':", "has no column of that name", "body"],
+        )
     if case == "bad jsonl line after many shards":
         path = write_jsonl(tmp_path / "c.jsonl", docs_of(40))
         with open(path, "a") as f:
             f.write("{oops\n")
         return tok_path, [path], out, ["c.jsonl:41", "invalid JSON"]
     if case == "one line":
-        return tok_path, [write_txt(tmp_path / "one.txt", ["a single document"])], out, ["one.txt", "1 document(s)", "no line end"]
+        return (
+            tok_path,
+            [write_txt(tmp_path / "one.txt", ["a single document"])],
+            out,
+            ["one.txt", "1 document(s)", "no line end"],
+        )
     if case == "out dir is a file":
         out.write_text("precious")
         return tok_path, [txt], out, ["exists and is not a directory"]
@@ -584,11 +698,20 @@ def bad_case(case, tmp_path, tok_path):
     raise AssertionError(case)
 
 
-@pytest.mark.parametrize("case", [
-    "missing tokenizer", "empty corpus", "binary file", "parquet without the column", "bad jsonl line after many shards",
-    "one line", "out dir is a file",
-    "out dir inside a file", "unwritable parent",
-])
+@pytest.mark.parametrize(
+    "case",
+    [
+        "missing tokenizer",
+        "empty corpus",
+        "binary file",
+        "parquet without the column",
+        "bad jsonl line after many shards",
+        "one line",
+        "out dir is a file",
+        "out dir inside a file",
+        "unwritable parent",
+    ],
+)
 def test_bad_input_is_one_error_line_and_leaves_nothing(tmp_path, tok_path, case):
     tokenizer, inputs, out, needles = bad_case(case, tmp_path, tok_path)
     before = {p.name for p in tmp_path.iterdir()}
@@ -623,10 +746,15 @@ def test_out_dir_of_the_same_tokenizer_is_replaced(tmp_path, tok, tok_path):
     old = [e["file"] for e in ShardDir(out).manifest["shards"]]
     (out / ".data_train_000001.bin.tmp-999999999").write_bytes(b"left by a killed run")
     (out / ".manifest.json.tmp-999999999").write_bytes(b"left by a killed run")
-    (out / "data_train_000900.bin").write_bytes((out / old[1]).read_bytes())  # renamed in by a run killed before its manifest
+    (out / "data_train_000900.bin").write_bytes(
+        (out / old[1]).read_bytes()
+    )  # renamed in by a run killed before its manifest
     ok(encode_cli(tok_path, [write_txt(tmp_path / "b.txt", ["one", "two"])], out, "--val-tokens", 1))
     val, train = [e["file"] for e in ShardDir(out).manifest["shards"]]
-    assert (val, train) == (f"data_val_{len(old):06d}.bin", f"data_train_{len(old) + 1:06d}.bin")  # the first free numbers
+    assert (val, train) == (
+        f"data_val_{len(old):06d}.bin",
+        f"data_train_{len(old) + 1:06d}.bin",
+    )  # the first free numbers
     assert sorted(os.listdir(out)) == [train, val, "manifest.json", "tokenizer.json"]
     assert tokens_of(out, "train").tolist() == tok.encode("two") + [tok.special_tokens[EOT]]
 
@@ -646,7 +774,7 @@ def test_interrupted_run_leaves_the_earlier_run_untouched(tmp_path, monkeypatch,
     corpus, out = write_txt(tmp_path / "c.txt", docs_of(40)), tmp_path / "data"
     encode_corpus(Corpus([corpus]), tok, out, split=Split(0.25), shard_tokens=400, quiet=True)
     before = files(out)
-    real, calls = encode._encode_job, []
+    real, calls = jobs._encode_job, []
 
     def encode_job_then_fail(job):
         calls.append(job)
@@ -654,8 +782,8 @@ def test_interrupted_run_leaves_the_earlier_run_untouched(tmp_path, monkeypatch,
             raise error("interrupted")
         return real(job)
 
-    monkeypatch.setattr(encode, "JOB_CHARS", 3000)
-    monkeypatch.setattr(encode, "_encode_job", encode_job_then_fail)
+    monkeypatch.setattr(jobs, "JOB_CHARS", 3000)
+    monkeypatch.setattr(jobs, "_encode_job", encode_job_then_fail)
     with pytest.raises(error):  # the first job fills several (uncommitted) shards of 50 tokens
         encode_corpus(Corpus([corpus]), tok, out, split=Split(0.25), shard_tokens=50, quiet=True)
     assert len(calls) == 2
@@ -668,7 +796,17 @@ def test_interrupted_run_leaves_the_earlier_run_untouched(tmp_path, monkeypatch,
 @pytest.fixture
 def built(tmp_path, tok_path):
     out = tmp_path / "data"
-    ok(encode_cli(tok_path, [write_txt(tmp_path / "c.txt", docs_of(30, seed=6))], out, "--val-fraction", "0.25", "--shard-tokens", 500))
+    ok(
+        encode_cli(
+            tok_path,
+            [write_txt(tmp_path / "c.txt", docs_of(30, seed=6))],
+            out,
+            "--val-fraction",
+            "0.25",
+            "--shard-tokens",
+            500,
+        )
+    )
     return out
 
 
@@ -676,7 +814,10 @@ def test_inspect_directory(built, tok):
     res = ok(run("inspect", built))
     manifest = ShardDir(built).manifest
     for e in manifest["shards"]:
-        assert f"{e['file']}: uint16 (magic 20240520, version 1), {e['tokens']:,} tokens, {e['documents']:,} documents" in res.stdout
+        assert (
+            f"{e['file']}: uint16 (magic 20240520, version 1), {e['tokens']:,} tokens, {e['documents']:,} documents"
+            in res.stdout
+        )
     assert res.stdout.count(f"tokenizer {tok.fingerprint}") == len(manifest["shards"]) + 1
     for name, t in manifest["totals"].items():
         assert f"{name}: {t['documents']:,} documents, {t['tokens']:,} tokens" in res.stdout
@@ -726,7 +867,10 @@ def damage(built, how, other_tok_path=None):
         return path, f"tokenizer fingerprint 0123456789abcdef in the header, {header.fingerprint} in manifest.json"
     if how == "plain llm.c header":
         path.write_bytes(ShardHeader(header.dtype, header.num_tokens).to_bytes() + raw[HEADER_BYTES:])
-        return path, "a plain llm.c header (no vocabulary, checksum or fingerprint), listed in manifest.json as one of ours"
+        return (
+            path,
+            "a plain llm.c header (no vocabulary, checksum or fingerprint), listed in manifest.json as one of ours",
+        )
     manifest = ShardDir(built).manifest
     entry = next(e for e in manifest["shards"] if e["file"] == path.name)
     says = {
@@ -736,7 +880,7 @@ def damage(built, how, other_tok_path=None):
         "train shard listed as val": "a train shard by its name, listed under 'val' in manifest.json",
         "train shard listed twice": "listed twice in manifest.json",
         "manifest's train total": f"totals.train.tokens is {manifest['totals']['train']['tokens'] + 1:,}, the headers of its "
-                                  f"train shards add up to {manifest['totals']['train']['tokens']:,}",
+        f"train shards add up to {manifest['totals']['train']['tokens']:,}",
     }[how]
     if how == "manifest's document count":
         entry["documents"] += 1
@@ -755,10 +899,23 @@ def damage(built, how, other_tok_path=None):
     return path, says
 
 
-@pytest.mark.parametrize("how", ["flipped byte", "truncated", "tokenizer.json of another tokenizer", "header's end-of-text id",
-                                 "header's tokenizer fingerprint", "plain llm.c header", "manifest's document count",
-                                 "manifest's token count", "manifest's CRC-32", "train shard listed as val",
-                                 "train shard listed twice", "manifest's train total"])
+@pytest.mark.parametrize(
+    "how",
+    [
+        "flipped byte",
+        "truncated",
+        "tokenizer.json of another tokenizer",
+        "header's end-of-text id",
+        "header's tokenizer fingerprint",
+        "plain llm.c header",
+        "manifest's document count",
+        "manifest's token count",
+        "manifest's CRC-32",
+        "train shard listed as val",
+        "train shard listed twice",
+        "manifest's train total",
+    ],
+)
 def test_verify_names_the_bad_shard(built, how, other_tok_path):
     path, says = damage(built, how, other_tok_path)
     res = run("verify", built)
@@ -768,8 +925,13 @@ def test_verify_names_the_bad_shard(built, how, other_tok_path):
     assert res.stderr.splitlines()[-1].startswith("Error: 1 problem(s)")
 
 
-@pytest.mark.parametrize("field, value, says", [("eot_id", None, "end-of-text id {} in the header, none in manifest.json"),
-                                               ("dtype", "uint32", "token type {} in the header, uint32 in manifest.json")])
+@pytest.mark.parametrize(
+    "field, value, says",
+    [
+        ("eot_id", None, "end-of-text id {} in the header, none in manifest.json"),
+        ("dtype", "uint32", "token type {} in the header, uint32 in manifest.json"),
+    ],
+)
 def test_verify_names_every_shard_whose_header_disagrees_with_the_manifest(built, field, value, says):
     """A fact of all shards edited in the manifest (training would stop its samples at another
     end-of-text token): one line for each shard."""
@@ -779,7 +941,8 @@ def test_verify_names_every_shard_whose_header_disagrees_with_the_manifest(built
     res = run("verify", built)
     assert res.exit_code == 1 and "Traceback" not in res.output
     assert [line for line in res.stderr.splitlines() if line.startswith("FAILED")] == [
-        f"FAILED {built / e['file']}: {says.format(before)}" for e in manifest["shards"]]
+        f"FAILED {built / e['file']}: {says.format(before)}" for e in manifest["shards"]
+    ]
 
 
 def test_verify_names_unlisted_shards_but_passes(built):
@@ -808,7 +971,7 @@ import os, sys, time
 from pathlib import Path
 
 from gptkit.pretokenize.cli import main
-from gptkit.shared.shard_dir import ShardSet
+from gptkit.shared.shard_set import ShardSet
 
 pause_at, marker = int(os.environ["PAUSE_AT"]), Path(os.environ["PAUSE_MARKER"])
 steps = None  # of the commit so far; None outside it
@@ -847,7 +1010,10 @@ main()
 
 def dataset(out_dir):
     """The tokens of every shard of each split, in order: what a reader of the directory gets."""
-    return {split: [open_shard(p).tokens.tolist() for p in ShardDir(out_dir).shard_paths(split)] for split in ("val", "train")}
+    return {
+        split: [open_shard(p).tokens.tolist() for p in ShardDir(out_dir).shard_paths(split)]
+        for split in ("val", "train")
+    }
 
 
 def test_a_kill_at_any_step_of_the_commit_leaves_the_old_dataset_or_the_new(tmp_path, tok_path):
@@ -866,11 +1032,28 @@ def test_a_kill_at_any_step_of_the_commit_leaves_the_old_dataset_or_the_new(tmp_
     left = {"old": 0, "new": 0}  # datasets the kills left
     while True:
         target = 1 - current
-        args = ["--tokenizer", tok_path, "--input", corpora[target], "--out", out, "--val-fraction", "0.25",
-                "--shard-tokens", 2000, "--threads", 1, "--quiet"]
-        proc = subprocess.Popen([sys.executable, "-c", STOPPING_PRETOKENIZE, *map(str, args)],
-                                cwd=Path(__file__).resolve().parents[2], stderr=subprocess.PIPE, text=True,
-                                env={**os.environ, "PAUSE_AT": str(pause_at), "PAUSE_MARKER": str(marker)})
+        args = [
+            "--tokenizer",
+            tok_path,
+            "--input",
+            corpora[target],
+            "--out",
+            out,
+            "--val-fraction",
+            "0.25",
+            "--shard-tokens",
+            2000,
+            "--threads",
+            1,
+            "--quiet",
+        ]
+        proc = subprocess.Popen(
+            [sys.executable, "-c", STOPPING_PRETOKENIZE, *map(str, args)],
+            cwd=Path(__file__).resolve().parents[2],
+            stderr=subprocess.PIPE,
+            text=True,
+            env={**os.environ, "PAUSE_AT": str(pause_at), "PAUSE_MARKER": str(marker)},
+        )
         while not marker.exists() and proc.poll() is None and time.monotonic() - started < 120:
             time.sleep(0.005)
         if not marker.exists():  # a commit of fewer steps: it ran to the end

@@ -1,7 +1,9 @@
 """The default recipe (train/recipe.py): its choices for corpus sizes, budgets and machines, the
 timing it chooses by, and how a run uses it (flags win, --config and --model bypass it, one line
 names the choice)."""
+
 import json
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -13,12 +15,22 @@ from gptkit.model.info import model_cost, training_memory
 from gptkit.runtime.threads import Threads
 from gptkit.shared.shard_dir import ShardDir
 from gptkit.train.cli import cli
-from gptkit.train.config import WITHOUT_RECIPE, TrainConfig, completed
+from gptkit.train.config import TrainConfig
 from gptkit.train.data import data_tokenizer
-
+from gptkit.train.recipe import (
+    DEFAULT_BUDGET,
+    LADDER,
+    REPEAT_CONTEXT,
+    TOKENS_PER_PARAM,
+    Repeats,
+    choose,
+    dropout_for,
+    recipe_settings,
+    step_timer,
+)
+from gptkit.train.sections import WITHOUT_RECIPE
+from gptkit.train.settle import completed, from_layers
 from tests.unit.test_shards import U16, write_llmc
-from gptkit.train.recipe import (DEFAULT_BUDGET, LADDER, REPEAT_CONTEXT, TOKENS_PER_PARAM, Repeats, choose, dropout_for,
-                                 recipe_config, step_timer)
 
 MINUTE = 60
 CORPORA = (50_000, 400_000, 4_000_000, 400_000_000)  # training tokens: ~100 KB to ~1 GB of text
@@ -29,9 +41,13 @@ CPU, GPU = 60e9, 300e12  # training FLOP/s of a 2-core CPU and of a GPU at these
 def flop_rate(rate, vocab_size=1024):
     """A step timer for a machine doing `rate` training FLOP/s at every shape, a step with dropout
     1.7 times as long (nanoGPT's on a CPU: the most it costs)."""
+
     def seconds_per_step(shape, dropout=0.0):
-        seconds = model_cost(ModelConfig(**shape.model(vocab_size))).flops_per_token * shape.batch * shape.context / rate
+        seconds = (
+            model_cost(ModelConfig(**shape.model(vocab_size))).flops_per_token * shape.batch * shape.context / rate
+        )
         return seconds * (1.7 if dropout else 1)
+
     return seconds_per_step
 
 
@@ -86,7 +102,11 @@ def test_text_that_repeats_itself_within_256_tokens_gets_256_of_context(tmp_path
     assert repeating(tmp_path / "random", list(rng.integers(0, 60_000, 10_000))).fit(LADDER[0]) == LADDER[0]
     timed = []
     chosen = choose(34_000, 1024, 2 * MINUTE, lambda shape, dropout=0.0: timed.append(shape) or 0.05, repeats)
-    assert timed[0] == repeats.fit(LADDER[0]) and chosen.shape == timed[0] and chosen.settings()["model"]["context_length"] == 256
+    assert (
+        timed[0] == repeats.fit(LADDER[0])
+        and chosen.shape == timed[0]
+        and chosen.settings()["model"]["context_length"] == 256
+    )
     assert chosen.repeat_share == repeats.share(64) >= 0.03
 
 
@@ -100,14 +120,23 @@ def test_a_faster_machine_never_buys_a_smaller_model():
 def test_each_choice_is_a_sound_config(tokens, seconds):
     r = choose(tokens, 4096, seconds, flop_rate(CPU, 4096))
     model = ModelConfig(**r.settings()["model"])
-    config = completed(TrainConfig(data="d", out="o", max_time="1m", **r.settings()))
-    assert config.context_length is None  # the model's own context
+    config = completed(TrainConfig.of(data="d", out="o", max_time="1m", **r.settings()))
+    assert config.batch.context_length is None  # the model's own context
     assert model.vocab_size == 4096 and model.head_dim % 2 == 0
-    assert config.warmup_steps is None and config.min_lr == config.lr / 10  # the schedule's defaults
-    tokens = r.steps * config.batch_size * model.context_length
-    assert tokens >= TOKENS_PER_PARAM * model_cost(model).non_embedding_params or r.shape == LADDER[0]  # only the smallest trains short
-    activations = training_memory(model, config.batch_size, activation_bytes=4)["activations"]
+    schedule = config.lr_schedule
+    assert schedule.warmup_steps is None and schedule.min_lr == config.optim.lr / 10  # the schedule's defaults
+    tokens = r.steps * config.batch.batch_size * model.context_length
+    assert (
+        tokens >= TOKENS_PER_PARAM * model_cost(model).non_embedding_params or r.shape == LADDER[0]
+    )  # only the smallest trains short
+    activations = training_memory(model, config.batch.batch_size, activation_bytes=4)["activations"]
     assert activations < 8 * 2**30 or r.shape == LADDER[-1]  # a step of a CPU's rung fits a laptop's memory
+
+
+def described(recipe, **settings):
+    """The recipe's line for a run of 2 minutes on a CPU with `settings`."""
+    config = completed(TrainConfig.of(data="d", out="o", max_time="2m", **settings))
+    return replace(recipe, budget="2m", where="cpu").line(config, ModelConfig(**config.job.model))
 
 
 def test_dropout_where_the_passes_and_the_parameters_could_memorize_the_corpus_and_recorded_in_the_model():
@@ -123,8 +152,11 @@ def test_dropout_where_the_passes_and_the_parameters_could_memorize_the_corpus_a
     model = ModelConfig(**many.settings()["model"])
     assert many.epochs() > 64 and model.dropout == 0.2 and model.attention_dropout == 0.0
     assert many.seconds_per_step == flop_rate(CPU)(many.shape, 0.2)  # its steps are those of the model it trains
-    line = many.line(34_000, "2m", "cpu", completed(TrainConfig(data="d", out="o", max_time="2m", **many.settings())))
-    assert f"dropout 0.2 ({many.epochs():.0f} passes x {many.params / 1e6:.2f}M parameters = " in line and "past the 6M" in line
+    line = described(many, **many.settings())
+    assert (
+        f"dropout 0.2 ({many.epochs():.0f} passes x {many.params / 1e6:.2f}M parameters = " in line
+        and "past the 6M" in line
+    )
     # a length in steps sets the passes the dropout is chosen for
     assert "dropout" not in many.settings(steps=1)["model"]
     gpu_hour = choose(10**10, 50_304, 60 * MINUTE, flop_rate(GPU, 50_304))
@@ -136,15 +168,23 @@ def test_no_dropout_where_its_slower_steps_would_not_make_the_passes_that_call_f
     85 ms they would make 0.7x: no dropout, and the line says why."""
     params = model_cost(ModelConfig(**LADDER[0].model(1024))).params
     tokens = int(2400 * LADDER[0].batch * LADDER[0].context * params / (1.2 * 6e6))
-    r = choose(tokens, 1024, 2 * MINUTE, lambda shape, dropout=0.0: (0.085 if dropout else 0.05) if shape == LADDER[0] else None)
+    r = choose(
+        tokens,
+        1024,
+        2 * MINUTE,
+        lambda shape, dropout=0.0: (0.085 if dropout else 0.05) if shape == LADDER[0] else None,
+    )
     assert r.steps == 2400 and dropout_for(r.epochs(), r.params) and "dropout" not in r.settings()["model"]
-    line = r.line(tokens, "2m", "cpu", completed(TrainConfig(data="d", out="o", max_time="2m", **r.settings())))
+    line = described(r, **r.settings())
     assert "dropout 0 (" in line and "past the 6M" in line
     assert "but at the 85 ms a step dropout takes it would make 25 passes, 4.2M)" in line
 
 
 def test_a_small_corpus_caps_the_model_and_a_gpu_hour_buys_a_big_one():
-    small, big = choose(50_000, 1024, 24 * 60 * MINUTE, flop_rate(CPU)), choose(400_000_000, 1024, 24 * 60 * MINUTE, flop_rate(CPU))
+    small, big = (
+        choose(50_000, 1024, 24 * 60 * MINUTE, flop_rate(CPU)),
+        choose(400_000_000, 1024, 24 * 60 * MINUTE, flop_rate(CPU)),
+    )
     assert small.params < big.params
     gpu_hour = choose(10**10, 50_304, 60 * MINUTE, flop_rate(GPU, 50_304))
     assert gpu_hour.params > 100e6 and gpu_hour.shape.context >= 512
@@ -173,6 +213,7 @@ def test_step_timer_times_real_steps_within_its_share_of_the_budget():
 
 # -- a run without --config --------------------------------------------------------------------
 
+
 @pytest.fixture(scope="module")
 def data(small_text, small_tokenizer, tmp_path_factory):
     """A shard directory of `small_text` (a few hundred KB) with the 450-token tokenizer."""
@@ -182,59 +223,105 @@ def data(small_text, small_tokenizer, tmp_path_factory):
     corpus = tmp / "corpus.txt"
     corpus.write_text(small_text)
     out = tmp / "data"
-    res = CliRunner().invoke(pretokenize_cli, ["--tokenizer", str(small_tokenizer[1]), "--input", str(corpus), "--out",
-                                               str(out), "--val-tokens", "2000", "--quiet"])
+    res = CliRunner().invoke(
+        pretokenize_cli,
+        [
+            "--tokenizer",
+            str(small_tokenizer[1]),
+            "--input",
+            str(corpus),
+            "--out",
+            str(out),
+            "--val-tokens",
+            "2000",
+            "--quiet",
+        ],
+    )
     assert res.exit_code == 0, res.output
     return out
 
 
 def chosen(data, **settings):
+    """The config of a run with the recipe's settings under `settings`; prints the recipe's line."""
     shards = ShardDir(str(data))
-    return recipe_config(TrainConfig(data=str(data), out="run", device="cpu", **settings), shards, data_tokenizer(shards).vocab_size,
-                         torch.device("cpu"), Threads(1))[0]
+    config = TrainConfig.of(data=str(data), out="run", device="cpu", **settings)
+    layer, recipe = recipe_settings(config, shards, data_tokenizer(shards).vocab_size, torch.device("cpu"), Threads(1))
+    config = from_layers(config.to_dict(), layer)
+    print(recipe.line(completed(config), ModelConfig(**config.job.model)))
+    return config
 
 
 def test_without_config_the_recipe_sizes_the_run(data, capsys):
     config = chosen(data)
     line = capsys.readouterr().out
     assert line.startswith("recipe for ") and f"{DEFAULT_BUDGET} (the default budget) on cpu (1 thread)" in line
-    assert isinstance(config.model, dict) and f"d {config.model['d_model']}," in line and "ms a step as timed here" in line
-    assert f"batch {config.batch_size} x {config.model['context_length']}" in line
-    assert config.max_time == DEFAULT_BUDGET and config.max_steps is None  # only the length that applies
-    if config.model["context_length"] < REPEAT_CONTEXT:  # the corpus's repeats were measured, and said
-        assert f"context {config.model['context_length']} the ladder's (" in line and "3% asks for 256" in line, line
+    model = config.job.model
+    assert isinstance(model, dict) and f"d {model['d_model']}," in line and "ms a step as timed here" in line
+    assert f"batch {config.batch.batch_size} x {model['context_length']}" in line
+    assert config.length.max_time == DEFAULT_BUDGET and config.length.max_steps is None  # only the length that applies
+    if model["context_length"] < REPEAT_CONTEXT:  # the corpus's repeats were measured, and said
+        assert f"context {model['context_length']} the ladder's (" in line and "3% asks for 256" in line, line
 
 
 def test_flags_beat_the_recipe(data, capsys):
     base = chosen(data)
     config = chosen(data, batch_size=3, lr=0.5, warmup_steps=7, max_time="1m")
-    assert (config.batch_size, config.lr, config.warmup_steps, config.max_time) == (3, 0.5, 7, "1m")
+    assert (config.batch.batch_size, config.optim.lr, config.lr_schedule.warmup_steps, config.length.max_time) == (
+        3,
+        0.5,
+        7,
+        "1m",
+    )
     # the same shape; the dropout is that of the epochs the shorter budget makes
-    assert {**config.model, "dropout": 0} == {**base.model, "dropout": 0} and completed(config).min_lr == 0.05
+    assert {**config.job.model, "dropout": 0} == {**base.job.model, "dropout": 0} and completed(
+        config
+    ).lr_schedule.min_lr == 0.05
     fixed = chosen(data, max_steps=40)  # a length flag replaces the default budget; the evaluations fit it
-    assert fixed.max_time is None and fixed.max_steps == 40 and fixed.eval_interval == 8
+    assert fixed.length.max_time is None and fixed.length.max_steps == 40 and fixed.evaluation.eval_interval == 8
     assert "and 1m on cpu" in capsys.readouterr().out
-    assert chosen(data, context_length=32, batch_size=5).context_length == 32
+    assert chosen(data, context_length=32, batch_size=5).batch.context_length == 32
     assert "batch 5 x 32," in capsys.readouterr().out
     # the evaluations fit the steps of the tokens at the flags' batch, context and accumulation: 48,000 / (5 x 32 x 3)
-    assert chosen(data, max_tokens=48_000, context_length=32, batch_size=5, grad_accum=3).eval_interval == 100 // 5
+    assert (
+        chosen(data, max_tokens=48_000, context_length=32, batch_size=5, grad_accum=3).evaluation.eval_interval
+        == 100 // 5
+    )
 
 
 def test_a_run_given_its_model_takes_the_plain_defaults():
-    config = completed(TrainConfig(data="d", out="o", model="tiny"))
-    assert {k: getattr(config, k) for k in WITHOUT_RECIPE} == WITHOUT_RECIPE and config.min_lr == config.lr / 10
-    timed = completed(TrainConfig(data="d", out="o", model="tiny", max_time="1m"))
-    assert timed.max_steps is None and timed.max_time == "1m"
+    config = completed(TrainConfig.of(data="d", out="o", model="tiny"))
+    assert {
+        k: config.get(k) for k in WITHOUT_RECIPE
+    } == WITHOUT_RECIPE and config.lr_schedule.min_lr == config.optim.lr / 10
+    timed = completed(TrainConfig.of(data="d", out="o", model="tiny", max_time="1m"))
+    assert timed.length.max_steps is None and timed.length.max_time == "1m"
 
 
 def test_the_run_logs_the_recipe_and_records_it(data, tmp_path):
     run = tmp_path / "run"
-    res = CliRunner().invoke(cli, ["--data", str(data), "--out", str(run), "--device", "cpu", "--max-steps", "2",
-                                   "--batch-size", "2", "--threads", "1"])
+    res = CliRunner().invoke(
+        cli,
+        [
+            "--data",
+            str(data),
+            "--out",
+            str(run),
+            "--device",
+            "cpu",
+            "--max-steps",
+            "2",
+            "--batch-size",
+            "2",
+            "--threads",
+            "1",
+        ],
+    )
     assert res.exit_code == 0, res.output
     first, second = res.output.splitlines()[:2]
     assert first.startswith("recipe for ") and "on cpu (1 thread)" in first and second.startswith("training ")
-    assert "passes over the corpus, fewer than the 4 it takes to memorize it)" in first and "dropout 0 (" in first  # the 2 steps'
+    assert (
+        "passes over the corpus, fewer than the 4 it takes to memorize it)" in first and "dropout 0 (" in first
+    )  # the 2 steps'
     saved = json.loads((run / "config.json").read_text())
     assert f"d {saved['model']['d_model']}, {saved['model']['n_layers']} layers" in first
     assert saved["max_steps"] == 2 and saved["max_time"] is None and saved["batch_size"] == 2
@@ -242,8 +329,27 @@ def test_the_run_logs_the_recipe_and_records_it(data, tmp_path):
 
 
 def test_config_bypasses_the_recipe(data, tmp_path):
-    res = CliRunner().invoke(cli, ["--config", "tiny", "--data", str(data), "--out", str(tmp_path / "run"), "--device", "cpu",
-                                   "--max-steps", "1", "--batch-size", "1", "--context-length", "16", "--eval-tokens", "16"])
+    res = CliRunner().invoke(
+        cli,
+        [
+            "--config",
+            "tiny",
+            "--data",
+            str(data),
+            "--out",
+            str(tmp_path / "run"),
+            "--device",
+            "cpu",
+            "--max-steps",
+            "1",
+            "--batch-size",
+            "1",
+            "--context-length",
+            "16",
+            "--eval-tokens",
+            "16",
+        ],
+    )
     assert res.exit_code == 0, res.output
     assert "recipe" not in res.output
     tiny = {**load_config("tiny").to_dict(), "vocab_size": 450}  # the preset, resolved for the data's tokenizer
@@ -259,10 +365,12 @@ def test_a_run_far_slower_than_timed_lets_the_recipe_choose_again(data, tmp_path
 
     from gptkit.train.trainer import Trainer
 
-    step, init, models, freed = Trainer._train_step, Trainer.__init__, [], []
+    step, init, models, freed = Trainer.train_step, Trainer.__init__, [], []
 
     def slow_step(self):
-        time.sleep(0.3)  # many times the recipe's steps of the smallest shape (~10 ms idle, a few times that under load)
+        time.sleep(
+            0.3
+        )  # many times the recipe's steps of the smallest shape (~10 ms idle, a few times that under load)
         return step(self)
 
     def recorded_init(self, *args, **kwargs):
@@ -270,14 +378,31 @@ def test_a_run_far_slower_than_timed_lets_the_recipe_choose_again(data, tmp_path
         init(self, *args, **kwargs)
         models.append(weakref.ref(self.model))
 
-    monkeypatch.setattr(Trainer, "_train_step", slow_step)
+    monkeypatch.setattr(Trainer, "train_step", slow_step)
     monkeypatch.setattr(Trainer, "__init__", recorded_init)
     run = tmp_path / "run"
-    res = CliRunner().invoke(cli, ["--data", str(data), "--out", str(run), "--device", "cpu", "--max-time", "8s",
-                                   "--threads", "1", "--eval-tokens", "256"])
+    res = CliRunner().invoke(
+        cli,
+        [
+            "--data",
+            str(data),
+            "--out",
+            str(run),
+            "--device",
+            "cpu",
+            "--max-time",
+            "8s",
+            "--threads",
+            "1",
+            "--eval-tokens",
+            "256",
+        ],
+    )
     assert res.exit_code == 0, res.output
     lines = res.output.splitlines()
-    again = next(i for i, line in enumerate(lines) if "what the recipe timed: the machine got slower; choosing again" in line)
+    again = next(
+        i for i, line in enumerate(lines) if "what the recipe timed: the machine got slower; choosing again" in line
+    )
     assert lines[again + 1].startswith("recipe for ") and sum(line.startswith("recipe for ") for line in lines) == 2
     saved = json.loads((run / "config.json").read_text())
     assert saved["max_time"].endswith("s") and float(saved["max_time"][:-1]) < 8  # the time that was left
@@ -290,7 +415,7 @@ def test_help_shows_what_a_run_uses():
     text = " ".join(CliRunner().invoke(cli, ["run", "--help"], terminal_width=400).output.split())
     assert "--data DIR" in text and "--out DIR" in text and "[required]" in text
     for setting in ("--model PRESET|FILE", "--batch-size INTEGER", "--lr FLOAT", "--eval-interval INTEGER"):
-        option = text[text.index(setting):]
+        option = text[text.index(setting) :]
         assert "[default: the recipe's for the data, the budget and the device" in option[: option.index("]") + 1]
     assert "[default: 1000]" not in text and "[default: 0.001]" not in text and "[default: tiny]" not in text
     assert f"[default: {DEFAULT_BUDGET} with the recipe" in text and "--nproc-per-node" in text

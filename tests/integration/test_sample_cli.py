@@ -1,5 +1,6 @@
 """The `sample` CLI (click's runner) and the library call it makes (sample, Sampler, Settings), on a tiny
 model's checkpoint; the decoding it rests on is tests/unit/test_sample.py's."""
+
 import json
 import shutil
 from pathlib import Path
@@ -8,19 +9,20 @@ import pytest
 import torch
 from click.testing import CliRunner
 
-from gptkit.model.checkpoint import eot_id as checkpoint_eot_id, load_model, save_model
+from gptkit.model.checkpoint import eot_id as checkpoint_eot_id
+from gptkit.model.checkpoint import load_model, save_model
 from gptkit.model.generate import generate
 from gptkit.sample.cli import cli
 from gptkit.sample.sampling import Sampler, Settings, sample
 from gptkit.shared.errors import SettingError
-from tests.conftest import assert_input_error
 from gptkit.tokenizer.bpe import Tokenizer
 from gptkit.tokenizer.chat import ASSISTANT, END, SYSTEM, USER
+from tests.conftest import assert_input_error
 from tests.serving import chat_checkpoint
 from tests.unit.test_sample import CONTEXT, EOT, PROMPT, checkpoint, greedy_ids, model, tiny_model, tok  # noqa: F401 (fixtures)
 
-
 # -- the `sample` CLI -------------------------------------------------------------------------
+
 
 def run_cli(*args, **kwargs):
     """The CLI on the CPU, where the tests' reference ids are computed, unless a --device is given."""
@@ -44,7 +46,9 @@ def greedy_text(model, tok, prompt, n):
 
 def test_cli_prompt_and_seed(checkpoint):
     base = ["--checkpoint", checkpoint, "--prompt", PROMPT, "--max-new-tokens", 12]
-    first = ok(*base, "--device", "auto")  # CUDA where there is one (in bf16: its text is tests/integration/test_gpu.py's)
+    first = ok(
+        *base, "--device", "auto"
+    )  # CUDA where there is one (in bf16: its text is tests/integration/test_gpu.py's)
     assert first.stdout.startswith(PROMPT) and first.stdout.endswith("\n")
     seed_line = first.stderr.strip()
     assert seed_line.startswith("seed: ")  # a random seed is printed so the text can be had again
@@ -105,11 +109,28 @@ def test_cli_end_of_text_stops_each_sample(model, tok, tmp_path):
         chatty.lm_head.weight[eot] = 3 * chatty.lm_head.weight[296]
     save_model(chatty, tok, tmp_path / "ckpt", eot_id=eot)
     ids, n = [eot] + tok.encode(PROMPT), 30
-    rows = torch.stack(list(generate(chatty, ids, max_new_tokens=n, num_samples=4, temperature=1.0, top_p=0.9, seed=5)), 1).tolist()
+    rows = torch.stack(
+        list(generate(chatty, ids, max_new_tokens=n, num_samples=4, temperature=1.0, top_p=0.9, seed=5)), 1
+    ).tolist()
     ends = [row.index(eot) if eot in row else n for row in rows]
     assert len(set(ends)) > 1 and min(ends) < n, ends
-    res = ok("--checkpoint", tmp_path / "ckpt", "--prompt", PROMPT, "--max-new-tokens", n, "--num-samples", 4, "--seed", 5, "--temperature", 1)
-    assert res.stdout == "\n".join(f"--- sample {i + 1} ---\n{PROMPT}{tok.decode(row[:end])}\n" for i, (row, end) in enumerate(zip(rows, ends)))
+    res = ok(
+        "--checkpoint",
+        tmp_path / "ckpt",
+        "--prompt",
+        PROMPT,
+        "--max-new-tokens",
+        n,
+        "--num-samples",
+        4,
+        "--seed",
+        5,
+        "--temperature",
+        1,
+    )
+    assert res.stdout == "\n".join(
+        f"--- sample {i + 1} ---\n{PROMPT}{tok.decode(row[:end])}\n" for i, (row, end) in enumerate(zip(rows, ends))
+    )
     greedy = greedy_ids(chatty, ids, n)
     assert eot in greedy
     res = ok("--checkpoint", tmp_path / "ckpt", "--prompt", PROMPT, "--max-new-tokens", n, "--temperature", 0)
@@ -131,7 +152,10 @@ def test_the_library_function_streams_what_the_cli_prints(checkpoint):
     pieces = list(one)
     assert len(pieces) > 1 and all(i == 0 and piece for i, piece in pieces)
     text = "".join(piece for _, piece in pieces)
-    assert ok("--checkpoint", checkpoint, "--prompt", PROMPT, "--max-new-tokens", 12, "--seed", 4).stdout == PROMPT + text + "\n"
+    assert (
+        ok("--checkpoint", checkpoint, "--prompt", PROMPT, "--max-new-tokens", 12, "--seed", 4).stdout
+        == PROMPT + text + "\n"
+    )
     assert one.texts() == [text] and one.seed == 4  # read once: nothing generated again
 
     settings = Settings(max_new_tokens=10, num_samples=3, temperature=1.0, seed=1, stops=["λλ"])
@@ -140,27 +164,50 @@ def test_the_library_function_streams_what_the_cli_prints(checkpoint):
     assert len({i for i, _ in pieces}) == 3
     texts = ["".join(piece for j, piece in pieces if j == i) for i in range(3)]
     assert several.texts() == texts
-    res = ok("--checkpoint", checkpoint, "--prompt", PROMPT, "--max-new-tokens", 10, "--num-samples", 3, "--temperature", 1,
-             "--seed", 1, "--stop", "λλ")
+    res = ok(
+        "--checkpoint",
+        checkpoint,
+        "--prompt",
+        PROMPT,
+        "--max-new-tokens",
+        10,
+        "--num-samples",
+        3,
+        "--temperature",
+        1,
+        "--seed",
+        1,
+        "--stop",
+        "λλ",
+    )
     assert res.stdout == "\n".join(f"--- sample {i + 1} ---\n{PROMPT}{text}\n" for i, text in enumerate(texts))
 
     sampler = Sampler(checkpoint, device="cpu")
     drawn = sampler.sample(PROMPT, Settings(max_new_tokens=8))  # a seed drawn, and told
     assert drawn.texts() == sampler.sample(PROMPT, Settings(max_new_tokens=8, seed=drawn.seed)).texts()
-    for bad, setting in [({"top_p": 0}, "top_p"), ({"temperature": float("nan")}, "temperature"), ({"top_k": 0}, "top_k"),
-                         ({"num_samples": 0}, "num_samples"), ({"seed": -1}, "seed"), ({"stops": "e "}, "stops")]:
+    for bad, setting in [
+        ({"top_p": 0}, "top_p"),
+        ({"temperature": float("nan")}, "temperature"),
+        ({"top_k": 0}, "top_k"),
+        ({"num_samples": 0}, "num_samples"),
+        ({"seed": -1}, "seed"),
+        ({"stops": "e "}, "stops"),
+    ]:
         with pytest.raises(SettingError) as e:
             Settings(**bad)
         assert e.value.setting == setting
 
 
-@pytest.mark.parametrize("args, needle", [
-    (["--temperature", "-1"], "--temperature"),
-    (["--top-p", "0"], "--top-p"),
-    (["--top-p", "1.5"], "--top-p"),
-    (["--top-k", "0"], "--top-k"),
-    (["--temperature", "nan"], "--temperature"),
-])
+@pytest.mark.parametrize(
+    "args, needle",
+    [
+        (["--temperature", "-1"], "--temperature"),
+        (["--top-p", "0"], "--top-p"),
+        (["--top-p", "1.5"], "--top-p"),
+        (["--top-k", "0"], "--top-k"),
+        (["--temperature", "nan"], "--temperature"),
+    ],
+)
 def test_cli_bad_values(checkpoint, args, needle):
     assert_input_error(run_cli("--checkpoint", checkpoint, "--prompt", "hi", *args), needle)
 
@@ -172,7 +219,9 @@ def test_cli_bad_checkpoints_and_prompts(checkpoint, tmp_path):
     (broken / "model.safetensors").unlink()
     assert_input_error(run_cli("--checkpoint", broken, "--prompt", "hi"), "model.safetensors")
     (tmp_path / "p.txt").write_text("hi")
-    assert_input_error(run_cli("--checkpoint", checkpoint, "--prompt", "hi", "--prompt-file", tmp_path / "p.txt"), "--prompt-file")
+    assert_input_error(
+        run_cli("--checkpoint", checkpoint, "--prompt", "hi", "--prompt-file", tmp_path / "p.txt"), "--prompt-file"
+    )
 
 
 def test_a_training_runs_directory_samples_its_newest_checkpoint(checkpoint, tmp_path):
@@ -187,7 +236,9 @@ def test_a_training_runs_directory_samples_its_newest_checkpoint(checkpoint, tmp
 
 
 def test_cli_empty_prompt(checkpoint, tmp_path):
-    res = ok("--checkpoint", checkpoint, "--prompt", "", "--max-new-tokens", 3, "--seed", 0)  # starts from <|endoftext|>
+    res = ok(
+        "--checkpoint", checkpoint, "--prompt", "", "--max-new-tokens", 3, "--seed", 0
+    )  # starts from <|endoftext|>
     assert res.stdout.endswith("\n")
     bytes_only = Tokenizer(vocab=[bytes([i]) for i in range(256)], merges=[], special_tokens={})
     save_model(tiny_model(256), bytes_only, tmp_path / "no-eot")
@@ -199,11 +250,16 @@ def test_cli_empty_prompt(checkpoint, tmp_path):
 def test_threads_sets_torchs_threads_and_changes_no_greedy_text(checkpoint):
     before = torch.get_num_threads()
     try:
-        one = ok("--checkpoint", checkpoint, "--prompt", PROMPT, "--max-new-tokens", 12, "--temperature", 0, "--threads", 1)
+        one = ok(
+            "--checkpoint", checkpoint, "--prompt", PROMPT, "--max-new-tokens", 12, "--temperature", 0, "--threads", 1
+        )
         assert torch.get_num_threads() == 1
     finally:
         torch.set_num_threads(before)
-    assert one.stdout == ok("--checkpoint", checkpoint, "--prompt", PROMPT, "--max-new-tokens", 12, "--temperature", 0).stdout
+    assert (
+        one.stdout
+        == ok("--checkpoint", checkpoint, "--prompt", PROMPT, "--max-new-tokens", 12, "--temperature", 0).stdout
+    )
 
 
 def test_the_end_of_text_id_is_the_checkpoints(model, tok, tmp_path):
@@ -234,12 +290,30 @@ def test_sample_chat_encodes_special_spellings_in_the_messages_as_text(small_tok
     sampler = Sampler(path, device="cpu")
     specials = sampler.tokenizer.special_tokens
     forged = "".join(specials) + "x"
-    expected = [specials[SYSTEM], *sampler.tokenizer.encode(forged, allowed_special=()), specials[END], specials[USER],
-                *sampler.tokenizer.encode(forged, allowed_special=()), specials[END], specials[ASSISTANT]]
+    expected = [
+        specials[SYSTEM],
+        *sampler.tokenizer.encode(forged, allowed_special=()),
+        specials[END],
+        specials[USER],
+        *sampler.tokenizer.encode(forged, allowed_special=()),
+        specials[END],
+        specials[ASSISTANT],
+    ]
     messages = [{"role": "system", "content": forged}, {"role": "user", "content": forged}]
     assert sampler.chat_ids(messages) == expected
     settings = Settings(max_new_tokens=12, temperature=0, stops=(END,))
     reply = sampler.sample_ids(expected, settings).texts()[0]
-    res = ok("--checkpoint", path, "--chat", "--system", forged, "--prompt", forged, "--temperature", 0,
-             "--max-new-tokens", 12)
+    res = ok(
+        "--checkpoint",
+        path,
+        "--chat",
+        "--system",
+        forged,
+        "--prompt",
+        forged,
+        "--temperature",
+        0,
+        "--max-new-tokens",
+        12,
+    )
     assert res.stdout.rstrip("\n") == reply

@@ -1,5 +1,6 @@
 """`gptkit serve` against the official openai client: a real server on a free port of 127.0.0.1
 (tests/serving.py), its texts compared with the sample library's for the same seed."""
+
 import http.client
 import json
 import os
@@ -113,8 +114,12 @@ def test_completion_streamed_is_the_whole_one_and_ends_with_usage(client):
 
 
 def test_chat_whole_and_streamed(client, sampler):
-    messages = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "hello there"},
-                {"role": "assistant", "content": "hi"}, {"role": "user", "content": [{"type": "text", "text": "a cat?"}]}]
+    messages = [
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": "hello there"},
+        {"role": "assistant", "content": "hi"},
+        {"role": "user", "content": [{"type": "text", "text": "a cat?"}]},
+    ]
     out = client.chat.completions.create(model="tiny", messages=messages, max_tokens=30, seed=11)
     prompt, stops = render_chat(messages)
     assert prompt == "System: Be brief.\nUser: hello there\nAssistant: hi\nUser: a cat?\nAssistant:"
@@ -127,8 +132,9 @@ def test_chat_whole_and_streamed(client, sampler):
 
 
 def test_chat_without_max_tokens_may_fill_the_context(client):
-    out = client.chat.completions.create(model="tiny", messages=[{"role": "user", "content": "go"}], seed=2,
-                                         stop=["\u0000"])
+    out = client.chat.completions.create(
+        model="tiny", messages=[{"role": "user", "content": "go"}], seed=2, stop=["\u0000"]
+    )
     assert out.usage.total_tokens <= CONTEXT
 
 
@@ -142,10 +148,15 @@ def test_a_reply_continued_goes_on_from_its_text(client, sampler):
     assert prompt == "User: hello there\nAssistant: the cat"
     [text] = alone(sampler, prompt, max_new_tokens=12, seed=4, stops=stops)
     assert out.choices[0].message.content == text  # as it comes: its leading space, where it has one, is the text's
-    assert "".join(c.choices[0].delta.content or "" for c in client.chat.completions.create(**settings, stream=True)) == text
+    assert (
+        "".join(c.choices[0].delta.content or "" for c in client.chat.completions.create(**settings, stream=True))
+        == text
+    )
     with pytest.raises(openai.BadRequestError) as caught:
         client.chat.completions.create(**{**settings, "messages": messages[:1]})
-    assert caught.value.body["param"] == "continue_final_message" and "the last message is the user's" in str(caught.value)
+    assert caught.value.body["param"] == "continue_final_message" and "the last message is the user's" in str(
+        caught.value
+    )
 
 
 def test_a_stop_string_ends_the_text_before_it(client):
@@ -164,22 +175,29 @@ def test_n_choices(client, sampler):
     assert [c.index for c in out.choices] == [0, 1, 2]
     assert [c.text for c in out.choices] == alone(sampler, PROMPT, max_new_tokens=10, seed=1, num_samples=3)
     chunks = list(client.completions.create(model="tiny", prompt=PROMPT, max_tokens=10, seed=1, n=3, stream=True))
-    assert ["".join(c.choices[0].text for c in chunks if c.choices[0].index == i) for i in range(3)] == \
-           [c.text for c in out.choices]
+    assert ["".join(c.choices[0].text for c in chunks if c.choices[0].index == i) for i in range(3)] == [
+        c.text for c in out.choices
+    ]
 
 
 def test_concurrent_clients_each_get_their_own_text(url):
     """Six requests at once, streamed and whole, completions and chat: each text is the one the
     same request gets alone."""
-    requests = [("completions", dict(prompt=p, max_tokens=25, seed=s)) for p, s in ((PROMPT, 1), ("a dog", 2), (PROMPT, 3))]
-    requests += [("chat", dict(messages=[{"role": "user", "content": p}], max_tokens=25, seed=s))
-                 for p, s in (("hi", 4), ("the sun", 5), ("hi", 6))]
+    requests = [
+        ("completions", dict(prompt=p, max_tokens=25, seed=s)) for p, s in ((PROMPT, 1), ("a dog", 2), (PROMPT, 3))
+    ]
+    requests += [
+        ("chat", dict(messages=[{"role": "user", "content": p}], max_tokens=25, seed=s))
+        for p, s in (("hi", 4), ("the sun", 5), ("hi", 6))
+    ]
 
     def ask(kind, kwargs, stream):
         with openai.OpenAI(base_url=url + "/v1", api_key="unused", max_retries=0, timeout=120) as client:
             if kind == "chat":
                 out = client.chat.completions.create(model="tiny", stream=stream, **kwargs)
-                return "".join(c.choices[0].delta.content or "" for c in out) if stream else out.choices[0].message.content
+                return (
+                    "".join(c.choices[0].delta.content or "" for c in out) if stream else out.choices[0].message.content
+                )
             out = client.completions.create(model="tiny", stream=stream, **kwargs)
             return "".join(c.choices[0].text for c in out) if stream else out.choices[0].text
 
@@ -202,21 +220,24 @@ def test_concurrent_clients_each_get_their_own_text(url):
 # -- refusals --------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("kwargs, param, needle", [
-    (dict(temperature=-1), "temperature", "expected a number from 0 (greedy) to 2"),
-    (dict(temperature=2.01), "temperature", "expected a number from 0 (greedy) to 2"),
-    (dict(top_p=0), "top_p", "above 0, at most 1"),
-    (dict(n=0), "n", "1 or more"),
-    (dict(max_tokens=0), "max_tokens", "1 or more"),
-    (dict(seed=-4), "seed", "whole number"),
-    (dict(max_tokens=CONTEXT), "max_tokens", "context is 128 tokens"),
-    (dict(prompt="word " * 200), "prompt", "context is 128 tokens"),
-    (dict(n=10**9), "n", "more than the"),
-    (dict(extra_body={"stop": 3}), "stop", "expected a string or a list of up to 4 strings"),
-    (dict(stop=["a", "b", "c", "d", "e"]), "stop", "up to 4"),
-    (dict(extra_body={"top_k": "5"}), "top_k", "top_k '5': expected a whole number, 1 or more"),
-    (dict(extra_body={"prompt": [1, 2]}), "prompt", "expected a string"),
-])
+@pytest.mark.parametrize(
+    "kwargs, param, needle",
+    [
+        (dict(temperature=-1), "temperature", "expected a number from 0 (greedy) to 2"),
+        (dict(temperature=2.01), "temperature", "expected a number from 0 (greedy) to 2"),
+        (dict(top_p=0), "top_p", "above 0, at most 1"),
+        (dict(n=0), "n", "1 or more"),
+        (dict(max_tokens=0), "max_tokens", "1 or more"),
+        (dict(seed=-4), "seed", "whole number"),
+        (dict(max_tokens=CONTEXT), "max_tokens", "context is 128 tokens"),
+        (dict(prompt="word " * 200), "prompt", "context is 128 tokens"),
+        (dict(n=10**9), "n", "more than the"),
+        (dict(extra_body={"stop": 3}), "stop", "expected a string or a list of up to 4 strings"),
+        (dict(stop=["a", "b", "c", "d", "e"]), "stop", "up to 4"),
+        (dict(extra_body={"top_k": "5"}), "top_k", "top_k '5': expected a whole number, 1 or more"),
+        (dict(extra_body={"prompt": [1, 2]}), "prompt", "expected a string"),
+    ],
+)
 def test_bad_requests_are_refused_in_one_line_and_the_server_goes_on(client, kwargs, param, needle):
     with pytest.raises(openai.BadRequestError) as caught:
         client.completions.create(**{"model": "tiny", "prompt": PROMPT, "max_tokens": 5, **kwargs})
@@ -231,15 +252,19 @@ def test_a_prompt_too_long_for_the_context_says_what_to_shorten(client, sampler)
         client.chat.completions.create(model="tiny", messages=[{"role": "user", "content": "word " * 200}])
     error = caught.value.body
     assert error["code"] == "context_length_exceeded" and error["param"] == "messages", error
-    assert re.fullmatch(r"this model's context is 128 tokens: the messages have \d+ tokens, no room for a reply; "
-                        r"shorten the messages or start a new chat", error["message"]), error
+    assert re.fullmatch(
+        r"this model's context is 128 tokens: the messages have \d+ tokens, no room for a reply; "
+        r"shorten the messages or start a new chat",
+        error["message"],
+    ), error
     length = len(prompt_ids(sampler.tokenizer, PROMPT, sampler.bos_id))
     for field in ("max_tokens", "max_completion_tokens"):
         with pytest.raises(openai.BadRequestError) as caught:
             client.completions.create(model="tiny", prompt=PROMPT, extra_body={field: CONTEXT - 3})
         assert caught.value.body["param"] == field and caught.value.body["message"] == (
             f"this model's context is 128 tokens: the prompt has {length} tokens and {field} asks for {CONTEXT - 3} "
-            f"more; ask for at most {CONTEXT - length} or shorten the prompt")
+            f"more; ask for at most {CONTEXT - length} or shorten the prompt"
+        )
 
 
 class Broken:
@@ -271,8 +296,12 @@ def test_a_fault_of_the_server_is_a_500_naming_no_path_and_the_log_has_it(sample
     body = json.dumps({"prompt": PROMPT, "max_tokens": 5, "stream": True}).encode()
     with running(Broken(sampler, "start")) as url:
         status, _, data = send(url, "POST", "/v1/completions", body)
-        assert status == 500 and json.loads(data)["error"] == {"message": INTERNAL_ERROR, "type": "server_error",
-                                                               "param": None, "code": None}
+        assert status == 500 and json.loads(data)["error"] == {
+            "message": INTERNAL_ERROR,
+            "type": "server_error",
+            "param": None,
+            "code": None,
+        }
     with running(Broken(sampler, "stream")) as url:
         status, _, data = send(url, "POST", "/v1/completions", body)
         events = [json.loads(line[6:]) for line in data.decode().splitlines() if line.startswith("data: {")]
@@ -282,18 +311,29 @@ def test_a_fault_of_the_server_is_a_500_naming_no_path_and_the_log_has_it(sample
 
 def test_cors_is_off_unless_asked_and_then_answers_the_origins_given(sampler, url):
     origin, key = "http://app.example:3000", {"Authorization": f"Bearer {KEY}"}
-    preflight = {"Origin": origin, "Access-Control-Request-Method": "POST",
-                 "Access-Control-Request-Headers": "authorization, content-type"}
+    preflight = {
+        "Origin": origin,
+        "Access-Control-Request-Method": "POST",
+        "Access-Control-Request-Headers": "authorization, content-type",
+    }
     status, headers, _ = send(url, "OPTIONS", "/v1/chat/completions", headers=preflight)
     assert status == 204 and "Access-Control-Allow-Origin" not in headers
     body = json.dumps({"prompt": PROMPT, "max_tokens": 2}).encode()
     with running(sampler, api_key=KEY, cors_origins=[origin]) as cors:
         status, headers, _ = send(cors, "OPTIONS", "/v1/chat/completions", headers=preflight)  # no key: none is sent
         assert status == 204 and headers["Access-Control-Allow-Origin"] == origin
-        assert "Authorization" in headers["Access-Control-Allow-Headers"] and "POST" in headers["Access-Control-Allow-Methods"]
+        assert (
+            "Authorization" in headers["Access-Control-Allow-Headers"]
+            and "POST" in headers["Access-Control-Allow-Methods"]
+        )
         for stream in (False, True):
-            status, headers, _ = send(cors, "POST", "/v1/completions", json.dumps({"prompt": PROMPT, "max_tokens": 2,
-                                      "stream": stream}).encode(), {"Origin": origin, **key})
+            status, headers, _ = send(
+                cors,
+                "POST",
+                "/v1/completions",
+                json.dumps({"prompt": PROMPT, "max_tokens": 2, "stream": stream}).encode(),
+                {"Origin": origin, **key},
+            )
             assert status == 200 and headers["Access-Control-Allow-Origin"] == origin and headers["Vary"] == "Origin"
         status, headers, _ = send(cors, "GET", "/v1/models", headers={"Origin": origin})
         assert status == 401 and headers["Access-Control-Allow-Origin"] == origin  # the page can read why
@@ -339,16 +379,36 @@ def test_api_key(sampler):
 
 def test_the_command_serves_until_stopped(checkpoint, tmp_path):
     env = {**os.environ, "GPTKIT_API_KEY": KEY}
-    process = subprocess.Popen([sys.executable, "-m", "gptkit.serve", "--checkpoint", str(checkpoint), "--port", "0",
-                                "--device", "cpu", "--name", "demo"], stderr=subprocess.PIPE, text=True, env=env)
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "gptkit.serve",
+            "--checkpoint",
+            str(checkpoint),
+            "--port",
+            "0",
+            "--device",
+            "cpu",
+            "--name",
+            "demo",
+        ],
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
     try:
         line = process.stderr.readline()
         assert line.startswith("serving demo at http://127.0.0.1:"), line
         url = line.split(" at ")[1].split("/ ")[0]
         with openai.OpenAI(base_url=url + "/v1", api_key=KEY, max_retries=0) as client:
             assert [m.id for m in client.models.list()] == ["demo"]
-            assert client.chat.completions.create(model="demo", messages=[{"role": "user", "content": "hi"}],
-                                                  max_tokens=4).choices[0].message is not None
+            assert (
+                client.chat.completions.create(model="demo", messages=[{"role": "user", "content": "hi"}], max_tokens=4)
+                .choices[0]
+                .message
+                is not None
+            )
     finally:
         process.terminate()
         process.wait(timeout=30)
@@ -357,13 +417,32 @@ def test_the_command_serves_until_stopped(checkpoint, tmp_path):
 
 def test_the_command_warns_where_it_listens_beyond_this_machine_without_a_key(checkpoint):
     env = {k: v for k, v in os.environ.items() if k != "GPTKIT_API_KEY"}
-    started = {host: subprocess.Popen([sys.executable, "-m", "gptkit.serve", "--checkpoint", str(checkpoint), "--port", "0",
-                                       "--device", "cpu", "--host", host], stderr=subprocess.PIPE, text=True, env=env)
-               for host in ("0.0.0.0", "localhost")}
+    started = {
+        host: subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "gptkit.serve",
+                "--checkpoint",
+                str(checkpoint),
+                "--port",
+                "0",
+                "--device",
+                "cpu",
+                "--host",
+                host,
+            ],
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
+        for host in ("0.0.0.0", "localhost")
+    }
     try:
         warning, line = started["0.0.0.0"].stderr.readline(), started["0.0.0.0"].stderr.readline()
-        assert warning.startswith("warning: --host 0.0.0.0 listens beyond this machine without --api-key: anyone who "
-                                  "can reach port "), warning
+        assert warning.startswith(
+            "warning: --host 0.0.0.0 listens beyond this machine without --api-key: anyone who can reach port "
+        ), warning
         assert line.startswith("serving ckpt at http://0.0.0.0:"), line
         line = started["localhost"].stderr.readline()  # a name of this machine: no warning before it
         assert line.startswith("serving ckpt at http://localhost:"), line
@@ -412,5 +491,7 @@ def test_the_command_refuses_bad_input_in_one_line(tmp_path, url):
     res = CliRunner().invoke(cli, ["--checkpoint", str(tmp_path / "none"), "--port", busy])
     assert_input_error(res, f"--port {busy}", "cannot listen")
     assert_input_error(CliRunner().invoke(cli, ["--checkpoint", "x", "--api-key", " "]), "--api-key")
-    assert_input_error(CliRunner().invoke(cli, ["--checkpoint", "x", "--cors-origin", "https://app.example/chat"]),
-                       "--cors-origin https://app.example/chat: expected * or an origin")
+    assert_input_error(
+        CliRunner().invoke(cli, ["--checkpoint", "x", "--cors-origin", "https://app.example/chat"]),
+        "--cors-origin https://app.example/chat: expected * or an origin",
+    )

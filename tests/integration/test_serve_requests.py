@@ -3,6 +3,7 @@
 negative, strings, lone surrogates, lists, objects). What each field accepts is written here, apart
 from the server's code; a value it accepts is answered, any other is a 400 in OpenAI's error shape
 naming the field, and the server goes on answering."""
+
 import copy
 import json
 import socket
@@ -13,10 +14,42 @@ from gptkit.sample.sampling import Sampler
 from tests.serving import CONTEXT, raw, running, send, tiny_checkpoint
 
 # JSON values of every kind, tried in every field.
-VALUES = [None, True, False, 0, 1, 2, 3, -1, 0.5, 1.5, 2.5, 10**30, -(10**30), 1e300, "5", "", "NaN", "Infinity", "ok",
-          "a\ud800b", "\udfff", [], [1], ["x"], ["a\ud800"], ["a", "b", "c", "d", "e"], [[[[]]]], {}, {"a": 1},
-          {"include_usage": True}, {"include_usage": "yes"}, {"type": "text", "text": "hi"},
-          [{"type": "text", "text": "hi"}], [{"type": "image_url"}]]
+VALUES = [
+    None,
+    True,
+    False,
+    0,
+    1,
+    2,
+    3,
+    -1,
+    0.5,
+    1.5,
+    2.5,
+    10**30,
+    -(10**30),
+    1e300,
+    "5",
+    "",
+    "NaN",
+    "Infinity",
+    "ok",
+    "a\ud800b",
+    "\udfff",
+    [],
+    [1],
+    ["x"],
+    ["a\ud800"],
+    ["a", "b", "c", "d", "e"],
+    [[[[]]]],
+    {},
+    {"a": 1},
+    {"include_usage": True},
+    {"include_usage": "yes"},
+    {"type": "text", "text": "hi"},
+    [{"type": "text", "text": "hi"}],
+    [{"type": "image_url"}],
+]
 
 
 def number(value):
@@ -62,9 +95,14 @@ CHAT = {
     "messages[0].content[0].text": text,
     "continue_final_message": lambda v: v is None or v is False,  # true needs an assistant's message last
 }
-BASE = {"/v1/completions": {"model": "tiny", "prompt": "hi", "max_tokens": 2},
-        "/v1/chat/completions": {"model": "tiny", "messages": [{"role": "user", "content": [{"type": "text", "text": "hi"}]}],
-                                 "max_tokens": 2}}
+BASE = {
+    "/v1/completions": {"model": "tiny", "prompt": "hi", "max_tokens": 2},
+    "/v1/chat/completions": {
+        "model": "tiny",
+        "messages": [{"role": "user", "content": [{"type": "text", "text": "hi"}]}],
+        "max_tokens": 2,
+    },
+}
 
 
 @pytest.fixture(scope="module")
@@ -127,18 +165,34 @@ def test_every_field_takes_what_it_says_and_refuses_the_rest_in_a_400_naming_it(
     assert refused > tried / 2  # most values are wrong for most fields: the table tries what it says
 
 
-@pytest.mark.parametrize("path, body, param, needle", [
-    ("/v1/completions", {"prompt": "hi", "top_k": "5"}, "top_k", "top_k '5': expected a whole number, 1 or more"),
-    ("/v1/completions", {"prompt": "hi", "n": True}, "n", "n True: expected a whole number, 1 or more"),
-    ("/v1/completions", {"prompt": "hi", "temperature": 2.5}, "temperature", "expected a number from 0 (greedy) to 2"),
-    ("/v1/completions", {"prompt": "hi", "stop": list("abcde")}, "stop", "up to 4 strings"),
-    ("/v1/completions", {"prompt": "a\ud800b"}, "prompt", "lone surrogate, '\\ud800', at character 1"),
-    ("/v1/completions", {"prompt": "hi", "stop": "\ud800"}, "stop", "lone surrogate"),
-    ("/v1/chat/completions", {"messages": [{"role": "user", "content": "a\ud800b"}]}, "messages[0].content",
-     "lone surrogate"),
-    ("/v1/chat/completions", {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 10**50}, "max_tokens",
-     "asks for 100000000000000000...0000000000000000000 more"),  # a huge number shown cut
-])
+@pytest.mark.parametrize(
+    "path, body, param, needle",
+    [
+        ("/v1/completions", {"prompt": "hi", "top_k": "5"}, "top_k", "top_k '5': expected a whole number, 1 or more"),
+        ("/v1/completions", {"prompt": "hi", "n": True}, "n", "n True: expected a whole number, 1 or more"),
+        (
+            "/v1/completions",
+            {"prompt": "hi", "temperature": 2.5},
+            "temperature",
+            "expected a number from 0 (greedy) to 2",
+        ),
+        ("/v1/completions", {"prompt": "hi", "stop": list("abcde")}, "stop", "up to 4 strings"),
+        ("/v1/completions", {"prompt": "a\ud800b"}, "prompt", "lone surrogate, '\\ud800', at character 1"),
+        ("/v1/completions", {"prompt": "hi", "stop": "\ud800"}, "stop", "lone surrogate"),
+        (
+            "/v1/chat/completions",
+            {"messages": [{"role": "user", "content": "a\ud800b"}]},
+            "messages[0].content",
+            "lone surrogate",
+        ),
+        (
+            "/v1/chat/completions",
+            {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 10**50},
+            "max_tokens",
+            "asks for 100000000000000000...0000000000000000000 more",
+        ),  # a huge number shown cut
+    ],
+)
 def test_the_400_says_what_the_field_accepts(url, path, body, param, needle):
     error = assert_refused(*post(url, path, json.dumps(body).encode()), param)
     assert needle in error["message"], error
@@ -148,15 +202,18 @@ def test_the_400_says_what_the_field_accepts(url, path, body, param, needle):
 BOTH = b'"prompt": "hi", "messages": [{"role": "user", "content": "hi"}]'
 
 
-@pytest.mark.parametrize("body, param, needle", [
-    (b"{" + BOTH + b', "temperature": NaN}', None, "NaN is not a JSON value"),
-    (b"{" + BOTH + b', "top_p": -Infinity}', None, "-Infinity is not a JSON value"),
-    (b"{" + BOTH + b', "n": 1e400}', "n", "n inf: expected a whole number"),  # Python reads 1e400 as infinity
-    (b"{" + BOTH + b', "seed": ' + b"9" * 5000 + b"}", None, "not JSON: a number of 5,000 digits, more than 100"),
-    (b"[" * 100_000, None, "nested too deeply"),
-    (b'{"prompt": "\xff"}', None, "not JSON"),
-    (b'"hi"', None, "expected a JSON object"),
-])
+@pytest.mark.parametrize(
+    "body, param, needle",
+    [
+        (b"{" + BOTH + b', "temperature": NaN}', None, "NaN is not a JSON value"),
+        (b"{" + BOTH + b', "top_p": -Infinity}', None, "-Infinity is not a JSON value"),
+        (b"{" + BOTH + b', "n": 1e400}', "n", "n inf: expected a whole number"),  # Python reads 1e400 as infinity
+        (b"{" + BOTH + b', "seed": ' + b"9" * 5000 + b"}", None, "not JSON: a number of 5,000 digits, more than 100"),
+        (b"[" * 100_000, None, "nested too deeply"),
+        (b'{"prompt": "\xff"}', None, "not JSON"),
+        (b'"hi"', None, "expected a JSON object"),
+    ],
+)
 def test_bodies_that_are_not_json_objects_are_400s(url, body, param, needle):
     for path in BASE:
         error = assert_refused(*post(url, path, body), needle=needle)
@@ -168,6 +225,8 @@ def test_a_content_length_that_is_no_number_of_bytes_is_refused(url):
     host, port = url.removeprefix("http://").split(":")
     for length in ("²", "-1", "1e3"):
         with socket.create_connection((host, int(port)), timeout=30) as s:
-            s.sendall(f"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: {length}\r\n\r\n{{}}".encode("latin-1"))
+            s.sendall(
+                f"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: {length}\r\n\r\n{{}}".encode("latin-1")
+            )
             assert s.recv(4096).startswith(b"HTTP/1.1 411 "), length
     assert_serving(url)

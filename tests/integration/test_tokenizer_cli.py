@@ -4,6 +4,7 @@ Most tests drive the click group in-process with CliRunner (click 8.2+ keeps std
 stderr apart in `result.stdout` / `result.stderr`; `result.output` holds both); one runs
 `python -m gptkit.tokenizer` for real.
 """
+
 import json
 import os
 import random
@@ -14,11 +15,11 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from gptkit.tokenizer import Tokenizer
 import gptkit.tokenizer.bpe
-from gptkit.tokenizer.cli import cli
 import gptkit.tokenizer.files
 import gptkit.tokenizer.train
+from gptkit.tokenizer import Tokenizer
+from gptkit.tokenizer.cli import cli
 
 REPO = Path(__file__).resolve().parents[2]
 GPT2_DATA = REPO.parent / "shared" / "data"
@@ -125,7 +126,7 @@ def test_train_info_encode_decode_round_trip(runner, tmp_path, corpus):
     assert f"{EOT} = 299" in info
     assert f"fingerprint: {tok.fingerprint}" in info
 
-    text = f"The little cat said:  \"Hello,\tworld!\"\n  café 東京 🙂{EOT}Then again.  \n"
+    text = f'The little cat said:  "Hello,\tworld!"\n  café 東京 🙂{EOT}Then again.  \n'
     ids = ids_of(invoke_ok(runner, ["encode", "-t", out, text]))
     assert ids == tok.encode(text)
     assert 299 in ids
@@ -291,7 +292,11 @@ def test_tie_break(runner, tmp_path):
     # (a,b), (c,d) and (" ",c) all count 3: the greatest pair of byte strings is (c,d); HF's trainer takes (a,b).
     corpus = write_corpus(tmp_path / "corpus.txt", ["ab ab ab cd cd cd"])
     first_merge = {}
-    for name, extra in (("default", ()), ("lexicographic", ("--tie-break", "lexicographic")), ("hf", ("--tie-break", "hf"))):
+    for name, extra in (
+        ("default", ()),
+        ("lexicographic", ("--tie-break", "lexicographic")),
+        ("hf", ("--tie-break", "hf")),
+    ):
         tokenizer = Tokenizer.from_file(trained(runner, tmp_path, [corpus], f"{name}.json", 257 + 1, *extra))
         first_merge[name] = tuple(tokenizer.vocab[i] for i in tokenizer.merges[0])
     assert first_merge == {"default": (b"c", b"d"), "lexicographic": (b"c", b"d"), "hf": (b"a", b"b")}
@@ -407,13 +412,16 @@ def malformed_cases(tok_json):
         "merge naming a missing token": (missing_token, "qqqqq"),
         "merge not a pair": (not_a_pair, "not a pair"),
         "no merges": (no_merges, "model.merges is missing"),  # HF refuses it too
-        "a merge listed twice": (merge_twice, f"merge {tok_json['model']['merges'][0]!r} is listed twice (merges 1 and "),
+        "a merge listed twice": (
+            merge_twice,
+            f"merge {tok_json['model']['merges'][0]!r} is listed twice (merges 1 and ",
+        ),
     }
 
 
 @pytest.mark.parametrize("command", [["info"], ["encode", "hello"], ["decode", "1", "2"]])
 def test_malformed_tokenizer_json(runner, tmp_path, tok_json, command):
-    for name, (data, needle) in malformed_cases(tok_json).items():
+    for data, needle in malformed_cases(tok_json).values():
         path = write_json(tmp_path / "bad tokenizer.json", data)
         res = runner.invoke(cli, [command[0], "-t", str(path), *command[1:]])
         assert_input_error(res, "bad tokenizer.json", needle)
@@ -466,7 +474,9 @@ def test_decode_negative_id_is_an_error(runner, tmp_path, corpus):
 
 def test_encode_bad_arguments(runner, tmp_path, corpus):
     out = trained(runner, tmp_path, [corpus])
-    assert_input_error(runner.invoke(cli, ["encode", "-t", str(out), "--file", str(tmp_path / "absent.txt")]), "--file", "absent.txt")
+    assert_input_error(
+        runner.invoke(cli, ["encode", "-t", str(out), "--file", str(tmp_path / "absent.txt")]), "--file", "absent.txt"
+    )
     both = runner.invoke(cli, ["encode", "-t", str(out), "--file", str(corpus), "text"])
     assert_input_error(both, "--file")
 
@@ -550,30 +560,62 @@ def test_convert_malformed_merges(runner, tmp_path, tok_json, out_dir):
     good = merges.read_text(encoding="utf-8")
     for bad_line, needle in [("t h e", "merges.txt"), ("Ġthe", "merges.txt")]:
         merges.write_text(good + bad_line + "\n", encoding="utf-8")
-        res = runner.invoke(cli, ["convert", "--vocab", str(vocab), "--merges", str(merges), "--out", str(out_dir / "tok.json")])
+        res = runner.invoke(
+            cli, ["convert", "--vocab", str(vocab), "--merges", str(merges), "--out", str(out_dir / "tok.json")]
+        )
         assert_input_error(res, needle, out_dir=out_dir)
     # A merge naming an unknown token is reported too (naming one of the two files).
     merges.write_text(good + "Ġ qqqqq\n", encoding="utf-8")
-    res = runner.invoke(cli, ["convert", "--vocab", str(vocab), "--merges", str(merges), "--out", str(out_dir / "tok.json")])
+    res = runner.invoke(
+        cli, ["convert", "--vocab", str(vocab), "--merges", str(merges), "--out", str(out_dir / "tok.json")]
+    )
     assert_input_error(res, "qqqqq", out_dir=out_dir)
     # A merge listed twice: HF ranks it by its last listing, we would by its first.
     merges.write_text(good + good.splitlines()[1] + "\n", encoding="utf-8")
-    res = runner.invoke(cli, ["convert", "--vocab", str(vocab), "--merges", str(merges), "--out", str(out_dir / "tok.json")])
+    res = runner.invoke(
+        cli, ["convert", "--vocab", str(vocab), "--merges", str(merges), "--out", str(out_dir / "tok.json")]
+    )
     assert_input_error(res, "merges.txt", "is listed twice", out_dir=out_dir)
     # And a missing merges file.
-    res = runner.invoke(cli, ["convert", "--vocab", str(vocab), "--merges", str(tmp_path / "absent.txt"), "--out", str(out_dir / "tok.json")])
+    res = runner.invoke(
+        cli,
+        [
+            "convert",
+            "--vocab",
+            str(vocab),
+            "--merges",
+            str(tmp_path / "absent.txt"),
+            "--out",
+            str(out_dir / "tok.json"),
+        ],
+    )
     assert_input_error(res, "absent.txt", out_dir=out_dir)
 
 
 def test_convert_special_tokens_must_be_in_the_vocabulary(runner, tmp_path, tok_json, out_dir):
     vocab, merges = gpt2_style_files(tok_json, tmp_path)
-    res = runner.invoke(cli, ["convert", "--vocab", str(vocab), "--merges", str(merges), "--special-token", "<nope>",
-                              "--out", str(out_dir / "tok.json")])
+    res = runner.invoke(
+        cli,
+        [
+            "convert",
+            "--vocab",
+            str(vocab),
+            "--merges",
+            str(merges),
+            "--special-token",
+            "<nope>",
+            "--out",
+            str(out_dir / "tok.json"),
+        ],
+    )
     assert_input_error(res, "--special-token '<nope>': not in", "vocab.json", out_dir=out_dir)
     # Named ones replace the default; without the vocabulary's end of text, none is special.
     tok_json["model"]["vocab"]["<|pad|>"] = pad = len(tok_json["model"]["vocab"])
     vocab, merges = gpt2_style_files(tok_json, tmp_path)
-    invoke_ok(runner, ["convert", "--vocab", vocab, "--merges", merges, "--special-token", "<|pad|>", "--out", tmp_path / "a.json"])
+    invoke_ok(
+        runner,
+        ["convert", "--vocab", vocab, "--merges", merges, "--special-token", "<|pad|>", "--out", tmp_path / "a.json"],
+    )
     assert Tokenizer.from_file(tmp_path / "a.json").special_tokens == {"<|pad|>": pad}
     del tok_json["model"]["vocab"]["<|pad|>"], tok_json["model"]["vocab"][EOT]
     vocab, merges = gpt2_style_files(tok_json, tmp_path)
@@ -602,7 +644,12 @@ def test_convert_gpt2(runner, tmp_path):
 def test_python_dash_m_help(tmp_path):
     env = dict(os.environ, PYTHONPATH=str(REPO))
     proc = subprocess.run(
-        [sys.executable, "-m", "gptkit.tokenizer", "--help"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60
+        [sys.executable, "-m", "gptkit.tokenizer", "--help"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.startswith("Usage: gptkit tokenizer ")

@@ -1,6 +1,7 @@
 """--log-to: TensorBoard's event files and an offline wandb run, read back with their own readers,
 hold every record of metrics.jsonl (the same names, steps and values; samples as text), a resumed
 run included; a tracker that cannot start or write is one warning line and the run goes on."""
+
 import builtins
 import json
 import struct
@@ -9,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import assert_input_error
 from gptkit.train.config import TrainConfig
 from gptkit.train.run import train
 from gptkit.train.trackers import TensorBoard, flatten
+from tests.conftest import assert_input_error
 from tests.training import config, invoke, run_flags, stopped_after
 
 pytest.importorskip("tensorboard")
@@ -40,8 +41,11 @@ def tensorboard_events(run):
     events = EventAccumulator(str(Path(run) / "tensorboard"), size_guidance={"scalars": 0, "tensors": 0})
     events.Reload()
     scalars = {(tag, e.step): e.value for tag in events.Tags()["scalars"] for e in events.Scalars(tag)}
-    texts = {(tag.removesuffix("/text_summary"), e.step): e.tensor_proto.string_val[0].decode()
-             for tag in events.Tags()["tensors"] for e in events.Tensors(tag)}
+    texts = {
+        (tag.removesuffix("/text_summary"), e.step): e.tensor_proto.string_val[0].decode()
+        for tag in events.Tags()["tensors"]
+        for e in events.Tensors(tag)
+    }
     return scalars, texts
 
 
@@ -64,7 +68,10 @@ def wandb_history(run):
                 record = Record.FromString(chunks)
                 chunks = b""
                 if record.HasField("history"):
-                    items = {item.key or "/".join(item.nested_key): json.loads(item.value_json) for item in record.history.item}
+                    items = {
+                        item.key or "/".join(item.nested_key): json.loads(item.value_json)
+                        for item in record.history.item
+                    }
                     rows.append({"_step": record.history.step.num, **items})
     return rows
 
@@ -73,7 +80,9 @@ def test_every_record_reaches_tensorboard_and_wandb(data, model_json, tmp_path):
     run = tmp_path / "run"
     train(config(data, run, model_json, log_to="tensorboard,wandb", eval_interval=2, sample_interval=2), threads=1)
     scalars, texts = expected(run)
-    assert {name for name, _ in scalars} >= {"loss", "lr", "val_loss", "tokens"} and {name for name, _ in texts} == {"sample"}
+    assert {name for name, _ in scalars} >= {"loss", "lr", "val_loss", "tokens"} and {name for name, _ in texts} == {
+        "sample"
+    }
     tb_scalars, tb_texts = tensorboard_events(run)
     assert tb_scalars.keys() == scalars.keys() and tb_texts == texts
     for key, value in scalars.items():
@@ -103,8 +112,8 @@ def test_a_resumed_run_appends_without_duplicates(data, model_json, tmp_path):
     train(config(data, run, model_json, **settings), threads=1)
     first_id = (run / "wandb" / "gptkit-run-id").read_text()
     stopped_after(run, 2)  # steps 3 and 4 are done again: metrics.jsonl and TensorBoard drop the first ones
-    assert TrainConfig(**json.loads((run / "config.json").read_text())).log_to == ["tensorboard", "wandb"]
-    train(TrainConfig(**{**json.loads((run / "config.json").read_text()), "max_steps": 5}), resume=True, threads=1)
+    assert TrainConfig.of(**json.loads((run / "config.json").read_text())).metrics.log_to == ["tensorboard", "wandb"]
+    train(TrainConfig.of(**{**json.loads((run / "config.json").read_text()), "max_steps": 5}), resume=True, threads=1)
     scalars, _ = expected(run)
     tb_scalars, _ = tensorboard_events(run)
     assert tb_scalars.keys() == scalars.keys()
@@ -114,10 +123,14 @@ def test_a_resumed_run_appends_without_duplicates(data, model_json, tmp_path):
 
 
 def test_unknown_trackers_are_refused(data, model_json, tmp_path):
-    assert_input_error(invoke(*run_flags(data, tmp_path / "run", model_json, max_steps=1, log_to="tensorboard,mlflow")),
-                       "--log-to", "'mlflow'", "tensorboard, wandb")
-    assert TrainConfig(data="d", out="o", log_to=" wandb,,wandb ").log_to == ["wandb"]
-    assert TrainConfig(data="d", out="o", log_to="").log_to is None
+    assert_input_error(
+        invoke(*run_flags(data, tmp_path / "run", model_json, max_steps=1, log_to="tensorboard,mlflow")),
+        "--log-to",
+        "'mlflow'",
+        "tensorboard, wandb",
+    )
+    assert TrainConfig.of(data="d", out="o", log_to=" wandb,,wandb ").metrics.log_to == ["wandb"]
+    assert TrainConfig.of(data="d", out="o", log_to="").metrics.log_to is None
 
 
 def test_a_missing_package_is_one_warning_and_the_run_goes_on(data, model_json, tmp_path, monkeypatch):
@@ -133,8 +146,10 @@ def test_a_missing_package_is_one_warning_and_the_run_goes_on(data, model_json, 
     run = tmp_path / "run"
     res = invoke(*run_flags(data, run, model_json, max_steps=2, log_to="wandb,tensorboard", threads=1))
     assert res.exit_code == 0, res.output
-    assert res.stderr == ("warning: --log-to wandb: the wandb package is not installed (pip install 'gptkit[wandb]'); "
-                          "going on without it\n")
+    assert res.stderr == (
+        "warning: --log-to wandb: the wandb package is not installed (pip install 'gptkit[wandb]'); "
+        "going on without it\n"
+    )
     scalars, _ = expected(run)
     assert [step for name, step in scalars if name == "loss"] == [1, 2]
     assert tensorboard_events(run)[0].keys() == scalars.keys()  # the other tracker is unaffected
@@ -156,5 +171,10 @@ def test_a_tracker_that_fails_to_start_or_write_is_one_warning(data, model_json,
     assert res.exit_code == 0, res.output
     assert res.stderr.splitlines() == [
         "warning: --log-to wandb: cannot start (api_key not configured (no-tty)); going on without it",
-        "warning: --log-to tensorboard: cannot write (No space left on device); going on without it"]
-    assert [r["step"] for r in map(json.loads, (run / "metrics.jsonl").read_text().splitlines()) if "loss" in r] == [1, 2, 3]
+        "warning: --log-to tensorboard: cannot write (No space left on device); going on without it",
+    ]
+    assert [r["step"] for r in map(json.loads, (run / "metrics.jsonl").read_text().splitlines()) if "loss" in r] == [
+        1,
+        2,
+        3,
+    ]

@@ -1,6 +1,7 @@
 """Training as subprocesses: `python -m gptkit.train` stopped by SIGINT/SIGTERM and killed at random
 moments, and `torchrun` (gloo on CPU) with 2 processes equal to one and 1 process on the
 distributed path."""
+
 import json
 import random
 import signal
@@ -36,7 +37,7 @@ def test_kill_at_random_moments_leaves_a_resumable_checkpoint(data, model_json, 
     for attempt in range(4):
         proc = python_train(*(args if attempt == 0 else ["--out", run, "--resume"]))
         reached = latest_step(run)
-        wait_for(lambda: latest_step(run) >= reached + 2, proc)
+        wait_for(lambda reached=reached: latest_step(run) >= reached + 2, proc)
         time.sleep(rng.uniform(0, 0.05))
         proc.kill()
         proc.communicate()
@@ -60,13 +61,23 @@ def test_kill_at_random_moments_leaves_a_resumable_checkpoint(data, model_json, 
 
 @pytest.mark.parametrize("optimizer", ["adamw", "muon"])
 def test_ddp_on_two_processes_matches_one(data, model_json, tmp_path, optimizer):
-    common = run_flags(data, None, model_json, batch_size=4, grad_accum=2, max_steps=4, eval_interval=2, optimizer=optimizer)
-    single = subprocess.run([sys.executable, "-m", "gptkit.train", *common, "--out", tmp_path / "one"], cwd=ROOT, env=ENV,
-                            capture_output=True, text=True, timeout=120)
+    common = run_flags(
+        data, None, model_json, batch_size=4, grad_accum=2, max_steps=4, eval_interval=2, optimizer=optimizer
+    )
+    single = subprocess.run(
+        [sys.executable, "-m", "gptkit.train", *common, "--out", tmp_path / "one"],
+        cwd=ROOT,
+        env=ENV,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert single.returncode == 0, single.stderr
     ddp = torchrun(2, *common, "--out", tmp_path / "two")
     assert ddp.returncode == 0, ddp.stderr[-3000:]
-    assert "cpu x 2 (torch.distributed gloo, DDP, 1 thread)" in ddp.stdout and ddp.stdout.count("| loss ") == 4  # rank 0 alone logs
+    assert (
+        "cpu x 2 (torch.distributed gloo, DDP, 1 thread)" in ddp.stdout and ddp.stdout.count("| loss ") == 4
+    )  # rank 0 alone logs
     for key in ("loss", "val_loss", "val_bpb"):
         one, two = records(tmp_path / "one", key), records(tmp_path / "two", key)
         assert [r["step"] for r in one] == [r["step"] for r in two] and one
@@ -80,8 +91,16 @@ def test_torchrun_with_one_process_takes_the_distributed_path(data, model_json, 
     """One process under torchrun runs the process group, the DDP wrapper and every collective,
     so a single GPU tests what eight would (here on gloo), and trains as a plain process does."""
     common = run_flags(data, None, model_json, max_steps=3, eval_interval=3, optimizer="muon")
-    assert subprocess.run([sys.executable, "-m", "gptkit.train", *common, "--out", tmp_path / "plain"], cwd=ROOT, env=ENV,
-                          capture_output=True, timeout=120).returncode == 0
+    assert (
+        subprocess.run(
+            [sys.executable, "-m", "gptkit.train", *common, "--out", tmp_path / "plain"],
+            cwd=ROOT,
+            env=ENV,
+            capture_output=True,
+            timeout=120,
+        ).returncode
+        == 0
+    )
     one = torchrun(1, *common, "--out", tmp_path / "one")
     assert one.returncode == 0, one.stderr[-3000:]
     assert "cpu x 1 (torch.distributed gloo, DDP, 1 thread)" in one.stdout

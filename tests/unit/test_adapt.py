@@ -2,6 +2,7 @@
 at most log(predictors) nats over the best of them; the adapted losses equal copies of the model
 stepped by hand with SGD after each window; no token's loss depends on a later window; the model
 is left as it was."""
+
 import contextlib
 import copy
 import math
@@ -47,8 +48,9 @@ def test_a_predictor_that_diverges_counts_as_probability_zero():
 
 def small_model(seed=0, context=16, vocab=50):
     torch.manual_seed(seed)
-    return TransformerLM(ModelConfig(vocab_size=vocab, context_length=context, d_model=32, n_layers=2, n_heads=2,
-                                     d_ff=64)).eval()
+    return TransformerLM(
+        ModelConfig(vocab_size=vocab, context_length=context, d_model=32, n_layers=2, n_heads=2, d_ff=64)
+    ).eval()
 
 
 def by_hand(model, windows, lr):
@@ -73,7 +75,10 @@ def test_the_losses_are_copies_stepped_with_sgd_after_each_window_and_the_model_
     rng = np.random.default_rng(2)
     phrase = rng.integers(0, 50, 23)
     stream = np.tile(phrase, 12)  # a text that repeats: adapting to it pays
-    parts = [np.stack([stream[i : i + 17] for i in range(0, 160, 16)]), stream[None, 160:170]]  # and a shorter last window
+    parts = [
+        np.stack([stream[i : i + 17] for i in range(0, 160, 16)]),
+        stream[None, 160:170],
+    ]  # and a shorter last window
     done = []
     mixed, alone = adapt.adapted_losses(model, parts, contextlib.nullcontext(), CPU, done.append)
     windows = [*parts[0], parts[1][0]]
@@ -92,9 +97,11 @@ def test_no_loss_depends_on_a_later_window():
     stream = rng.integers(0, 50, 6 * 16 + 1)
     later = stream.copy()
     later[3 * 16 + 5 :] = rng.integers(0, 50, len(stream) - 3 * 16 - 5)
-    first, _ = adapt.adapted_losses(model, [np.stack([stream[i : i + 17] for i in range(0, 96, 16)])],
-                                    contextlib.nullcontext(), CPU)
-    second, _ = adapt.adapted_losses(model, [np.stack([later[i : i + 17] for i in range(0, 96, 16)])],
-                                     contextlib.nullcontext(), CPU)
+    first, _ = adapt.adapted_losses(
+        model, [np.stack([stream[i : i + 17] for i in range(0, 96, 16)])], contextlib.nullcontext(), CPU
+    )
+    second, _ = adapt.adapted_losses(
+        model, [np.stack([later[i : i + 17] for i in range(0, 96, 16)])], contextlib.nullcontext(), CPU
+    )
     np.testing.assert_array_equal(first[: 3 * 16 + 4], second[: 3 * 16 + 4])
     assert (first[3 * 16 + 4 :] != second[3 * 16 + 4 :]).any()

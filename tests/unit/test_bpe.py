@@ -1,4 +1,5 @@
 """Encoding and decoding: exact against HF `tokenizers` and tiktoken, and by properties."""
+
 import json
 import random
 
@@ -10,14 +11,43 @@ from gptkit.shared.errors import InputError
 from gptkit.tokenizer import Tokenizer, split
 from gptkit.tokenizer.bpe import _LONG, _groups
 from gptkit.tokenizer.files import BYTE_TO_CHAR
-
 from tests.conftest import SHARED_DATA, english_like, shared_file
 
 # Text rich in what makes pre-tokenization subtle: runs and kinds of whitespace,
 # apostrophes, digits, punctuation, non-Latin letters, and the characters U+001C..U+001F
 # that Python's `re` calls whitespace and the GPT-2 pattern does not.
-tricky_text = st.lists(st.sampled_from([" ", " ", "  ", "\n", "\t", "\r\n", "\xa0", "\u3000", "\x1c", "\x85", "a", "B", "é",
-                                       "東", "'", "'s", "'ll", "7", "42", ".", "!?", "-", "<", "|", "\U0001F600"]), max_size=40).map("".join)
+tricky_text = st.lists(
+    st.sampled_from(
+        [
+            " ",
+            " ",
+            "  ",
+            "\n",
+            "\t",
+            "\r\n",
+            "\xa0",
+            "\u3000",
+            "\x1c",
+            "\x85",
+            "a",
+            "B",
+            "é",
+            "東",
+            "'",
+            "'s",
+            "'ll",
+            "7",
+            "42",
+            ".",
+            "!?",
+            "-",
+            "<",
+            "|",
+            "\U0001f600",
+        ]
+    ),
+    max_size=40,
+).map("".join)
 
 
 def reference_bpe(tokenizer, pretoken):
@@ -113,7 +143,9 @@ def test_gpt2_files_give_tiktoken_ids():
     tokenizer = Tokenizer.from_gpt2_files(shared_file("gpt2_vocab.json"), shared_file("gpt2_merges.txt"))
     assert tokenizer.vocab_size == 50257 and tokenizer.special_tokens == {"<|endoftext|>": 50256}
     ranks = {t: i for i, t in enumerate(tokenizer.vocab) if i != 50256}
-    reference = tiktoken.Encoding("gpt2-files", pat_str=split.GPT2_PATTERN, mergeable_ranks=ranks, special_tokens={"<|endoftext|>": 50256})
+    reference = tiktoken.Encoding(
+        "gpt2-files", pat_str=split.GPT2_PATTERN, mergeable_ranks=ranks, special_tokens={"<|endoftext|>": 50256}
+    )
     for name in ("tinyshakespeare.txt", "corpus.en", "german.txt", "tinystories_sample.txt"):
         text = shared_file(name).read_text(encoding="utf-8")
         assert tokenizer.encode(text) == reference.encode(text, allowed_special="all")
@@ -135,8 +167,15 @@ def test_special_tokens_longest_match_and_as_text():
 
 
 @settings(max_examples=150, deadline=None)
-@given(st.lists(st.sampled_from(["<|endoftext|>", "<|endoftext|><|endoftext|>", "<|end", "oftext|>", " ", "  ", "\n", "ab", " cd", "'s"]), max_size=25),
-       st.lists(st.integers(0, 200), max_size=6))
+@given(
+    st.lists(
+        st.sampled_from(
+            ["<|endoftext|>", "<|endoftext|><|endoftext|>", "<|end", "oftext|>", " ", "  ", "\n", "ab", " cd", "'s"]
+        ),
+        max_size=25,
+    ),
+    st.lists(st.integers(0, 200), max_size=6),
+)
 def test_encode_iterable_equals_encode(parts, cuts):
     vocab = [bytes([b]) for b in range(256)] + [b"ab", b" c", b" cd"]
     specials = {"<|endoftext|>": 259, "<|endoftext|><|endoftext|>": 260}
@@ -185,11 +224,18 @@ def test_file_round_trip_and_fingerprint(small_tokenizer, tmp_path):
     tokenizer, path = small_tokenizer
     data = json.loads(path.read_text())
     assert data["model"]["type"] == "BPE" and data["pre_tokenizer"]["type"] == "ByteLevel"
-    assert data["added_tokens"][0]["content"] == "<|endoftext|>" and data["added_tokens"][0]["id"] == 449 == tokenizer.vocab_size - 1
+    assert (
+        data["added_tokens"][0]["content"] == "<|endoftext|>"
+        and data["added_tokens"][0]["id"] == 449 == tokenizer.vocab_size - 1
+    )
     assert data["model"]["vocab"][BYTE_TO_CHAR[ord(" ")]] == 32  # "Ġ", GPT-2's space
     tokenizer.save(tmp_path / "again.json")
     again = Tokenizer.from_file(tmp_path / "again.json")
-    assert (again.vocab, again.merges, again.special_tokens) == (tokenizer.vocab, tokenizer.merges, tokenizer.special_tokens)
+    assert (again.vocab, again.merges, again.special_tokens) == (
+        tokenizer.vocab,
+        tokenizer.merges,
+        tokenizer.special_tokens,
+    )
     assert again.fingerprint == tokenizer.fingerprint and len(tokenizer.fingerprint) == 16
     other = Tokenizer(tokenizer.vocab, tokenizer.merges[:-1], tokenizer.special_tokens)
     assert other.fingerprint != tokenizer.fingerprint

@@ -1,5 +1,6 @@
 """--max-time planning (train/budget.py) on simulated step times: when it plans, what length,
 and a budget spent by a machine that got slower."""
+
 from gptkit.train.budget import FIRST_PLAN_STEPS, PLAN_AT, UNPLANNED, TimeBudget
 
 
@@ -30,7 +31,7 @@ def test_a_steady_run_plans_early_then_at_fractions_and_ends_on_time():
 
 def test_a_machine_that_gets_slower_ends_within_two_steps_of_its_budget():
     for slow in (1.0, 3.0):  # 10x and 30x slower from the middle of the run on
-        plans, last, clock = simulate(lambda step: 0.1 if step < 500 else slow)
+        plans, last, clock = simulate(lambda step, slow=slow: 0.1 if step < 500 else slow)
         assert last < 1000 and clock <= 100 + 2 * slow  # at most the two steps that reach min_lr past it
         assert plans[-1] == (last - 2, last)  # the last plan: the budget is spent
 

@@ -2,6 +2,7 @@
 apply_chat_template's, for the real templates of Qwen2 and Llama 3 over tokenizers of their
 shapes, and the mask covers exactly the assistant's replies and the end-of-turn token closing each;
 a message's text that spells a special token stays text; a template is bounded in time and size."""
+
 import json
 import threading
 
@@ -11,7 +12,6 @@ from gptkit.shared.corpus import Corpus
 from gptkit.shared.errors import InputError
 from gptkit.tokenizer import Tokenizer, split, train_bpe
 from gptkit.tokenizer.chat import GPTKIT_TEMPLATE, SPECIAL_TOKENS, TEMPLATE_FILE, ChatError, ChatTemplate
-
 from tests.conftest import english_like
 
 tokenizers = pytest.importorskip("tokenizers")
@@ -32,19 +32,37 @@ LLAMA3_TEMPLATE = (
     "{% if add_generation_prompt %}{{ '<|start_header_id|>assistant<|end_header_id|>\n\n' }}{% endif %}"
 )
 MODELS = {  # name: (pattern, normalizers, special tokens, template, tokenizer_config.json, end of turn)
-    "qwen2": (split.QWEN2_PATTERN, ("NFC",), ["<|endoftext|>", "<|im_start|>", "<|im_end|>"], QWEN2_TEMPLATE,
-              {"eos_token": "<|im_end|>", "pad_token": "<|endoftext|>", "bos_token": None}, "<|im_end|>"),
-    "llama3": (split.LLAMA3_PATTERN, (), ["<|begin_of_text|>", "<|end_of_text|>", "<|start_header_id|>", "<|end_header_id|>",
-                                         "<|eot_id|>"], LLAMA3_TEMPLATE,
-               {"bos_token": "<|begin_of_text|>", "eos_token": "<|eot_id|>"}, "<|eot_id|>"),
+    "qwen2": (
+        split.QWEN2_PATTERN,
+        ("NFC",),
+        ["<|endoftext|>", "<|im_start|>", "<|im_end|>"],
+        QWEN2_TEMPLATE,
+        {"eos_token": "<|im_end|>", "pad_token": "<|endoftext|>", "bos_token": None},
+        "<|im_end|>",
+    ),
+    "llama3": (
+        split.LLAMA3_PATTERN,
+        (),
+        ["<|begin_of_text|>", "<|end_of_text|>", "<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>"],
+        LLAMA3_TEMPLATE,
+        {"bos_token": "<|begin_of_text|>", "eos_token": "<|eot_id|>"},
+        "<|eot_id|>",
+    ),
 }
 CONVERSATIONS = [
     [{"role": "user", "content": "Hello there!"}, {"role": "assistant", "content": "Hi. How can I help?"}],
-    [{"role": "system", "content": "You are terse."}, {"role": "user", "content": "2 + 2?"},
-     {"role": "assistant", "content": "4"}, {"role": "user", "content": "And café × 3?\n\nThink."},
-     {"role": "assistant", "content": "\nThat is not a number, it's a café. 東京 ☕"}],
-    [{"role": "user", "content": "  leading spaces"}, {"role": "assistant", "content": "  and trailing  \n"},
-     {"role": "user", "content": "Noted."}],
+    [
+        {"role": "system", "content": "You are terse."},
+        {"role": "user", "content": "2 + 2?"},
+        {"role": "assistant", "content": "4"},
+        {"role": "user", "content": "And café × 3?\n\nThink."},
+        {"role": "assistant", "content": "\nThat is not a number, it's a café. 東京 ☕"},
+    ],
+    [
+        {"role": "user", "content": "  leading spaces"},
+        {"role": "assistant", "content": "  and trailing  \n"},
+        {"role": "user", "content": "Noted."},
+    ],
     [{"role": "system", "content": "Only a system message."}, {"role": "user", "content": "No reply yet"}],
 ]
 
@@ -57,18 +75,29 @@ def hf_model_dir(directory, name):
     hf = tokenizers.Tokenizer(tokenizers.models.BPE())
     if names:
         hf.normalizer = normalizers.Sequence([getattr(normalizers, n)() for n in names])
-    hf.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.Split(Regex(pattern), behavior="isolated", invert=False),
-                                                pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
+    hf.pre_tokenizer = pre_tokenizers.Sequence(
+        [
+            pre_tokenizers.Split(Regex(pattern), behavior="isolated", invert=False),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+        ]
+    )
     hf.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=600, special_tokens=specials, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-                                  show_progress=False)
+    trainer = trainers.BpeTrainer(
+        vocab_size=600,
+        special_tokens=specials,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
     hf.train_from_iterator([english_like(3000), "You are a helpful assistant. user assistant system"], trainer=trainer)
     directory.mkdir(parents=True, exist_ok=True)
     hf.save(str(directory / "tokenizer.json"))
     (directory / TEMPLATE_FILE).write_text(template)
     (directory / "tokenizer_config.json").write_text(json.dumps(config))
-    return transformers.PreTrainedTokenizerFast(tokenizer_file=str(directory / "tokenizer.json"), chat_template=template,
-                                                **{k: v for k, v in config.items() if v})
+    return transformers.PreTrainedTokenizerFast(
+        tokenizer_file=str(directory / "tokenizer.json"),
+        chat_template=template,
+        **{k: v for k, v in config.items() if v},
+    )
 
 
 @pytest.fixture(scope="module", params=list(MODELS))
@@ -108,7 +137,9 @@ def test_mask_is_the_assistants_replies(model, messages):
             runs, current = runs + [current], []
     runs += [current] if current else []
     trim = str.strip if end == "<|eot_id|>" else (lambda s: s)
-    assert [tokenizer.decode(run) for run in runs] == [trim(m["content"]) + end for m in messages if m["role"] == "assistant"]
+    assert [tokenizer.decode(run) for run in runs] == [
+        trim(m["content"]) + end for m in messages if m["role"] == "assistant"
+    ]
     assert template.stops == (end,) and template.stop_ids == {tokenizer.special_tokens[end]}
 
 
@@ -127,7 +158,8 @@ def test_gptkit_template(tmp_path):
     assert template.is_gptkit and template.stops == ("<|end|>",)
     messages = CONVERSATIONS[1]
     assert template.render(messages[:3], add_generation_prompt=True) == (
-        "<|system|>You are terse.<|end|><|user|>2 + 2?<|end|><|assistant|>4<|end|><|assistant|>")
+        "<|system|>You are terse.<|end|><|user|>2 + 2?<|end|><|assistant|>4<|end|><|assistant|>"
+    )
     ids, mask = template.encode(tokenizer, messages)
     assert tokenizer.decode([i for i, m in zip(ids, mask) if m]) == "4<|end|>" + messages[4]["content"] + "<|end|>"
     with pytest.raises(ChatError, match="role tool: gptkit's chat template knows system, user and assistant"):
@@ -138,8 +170,11 @@ def test_gptkit_template(tmp_path):
 
 def test_no_template_no_chat_tokens(tmp_path):
     gptkit_tokenizer(tmp_path, ["<|endoftext|>"])
-    with pytest.raises(InputError, match=r"tokenizer.json: no chat template .*chat_template.jinja is missing.*"
-                                         r"tokenizer train --chat"):
+    with pytest.raises(
+        InputError,
+        match=r"tokenizer.json: no chat template .*chat_template.jinja is missing.*"
+        r"tokenizer train --chat",
+    ):
         ChatTemplate.beside(tmp_path / "tokenizer.json")
 
 
@@ -149,17 +184,23 @@ def test_template_breaking_the_prefix_property_is_refused(tmp_path):
     tokenizer = gptkit_tokenizer(tmp_path)
     (tmp_path / TEMPLATE_FILE).write_text(
         "{% for m in messages %}<|{{ m.role }}|>{% if m.role == 'assistant' and not loop.last %}...{% else %}"
-        "{{ m.content }}{% endif %}<|end|>{% endfor %}{% if add_generation_prompt %}<|assistant|>{% endif %}")
+        "{{ m.content }}{% endif %}<|end|>{% endfor %}{% if add_generation_prompt %}<|assistant|>{% endif %}"
+    )
     template = ChatTemplate.beside(tmp_path / "tokenizer.json")
-    messages = [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}, {"role": "user", "content": "c"}]
+    messages = [
+        {"role": "user", "content": "a"},
+        {"role": "assistant", "content": "b"},
+        {"role": "user", "content": "c"},
+    ]
     with pytest.raises(ChatError, match=r"chat_template.jinja: rendering the first 2 message\(s\) is not a beginning"):
         template.encode(tokenizer, messages)
 
 
 def test_template_errors_are_one_line(tmp_path):
     gptkit_tokenizer(tmp_path)
-    (tmp_path / TEMPLATE_FILE).write_text("{% if messages[0]['role'] != 'user' %}{{ raise_exception('users first') }}"
-                                          "{% endif %}{{ messages[0].content }}")
+    (tmp_path / TEMPLATE_FILE).write_text(
+        "{% if messages[0]['role'] != 'user' %}{{ raise_exception('users first') }}{% endif %}{{ messages[0].content }}"
+    )
     template = ChatTemplate.beside(tmp_path / "tokenizer.json")
     with pytest.raises(ChatError, match=r"chat_template.jinja: TemplateError: users first$"):
         template.render([{"role": "system", "content": "x"}])
@@ -187,7 +228,9 @@ def expected_ids(theirs, messages, **options):
         if i % 2 == 0:
             ids += theirs(piece, add_special_tokens=False)["input_ids"]
         else:
-            ids += theirs(messages[int(piece)]["content"], add_special_tokens=False, split_special_tokens=True)["input_ids"]
+            ids += theirs(messages[int(piece)]["content"], add_special_tokens=False, split_special_tokens=True)[
+                "input_ids"
+            ]
     return ids
 
 
@@ -197,8 +240,9 @@ def any_template(request, tmp_path_factory):
     directory = tmp_path_factory.mktemp(request.param)
     if request.param == "gptkit":
         gptkit_tokenizer(directory)
-        theirs = transformers.PreTrainedTokenizerFast(tokenizer_file=str(directory / "tokenizer.json"),
-                                                      chat_template=GPTKIT_TEMPLATE)
+        theirs = transformers.PreTrainedTokenizerFast(
+            tokenizer_file=str(directory / "tokenizer.json"), chat_template=GPTKIT_TEMPLATE
+        )
     else:
         theirs = hf_model_dir(directory, request.param)
     return Tokenizer.from_file(directory / "tokenizer.json"), ChatTemplate.beside(directory / "tokenizer.json"), theirs
@@ -219,8 +263,12 @@ def test_a_special_tokens_spelling_in_a_message_is_its_text(any_template, role):
     tokenizer, template, theirs = any_template
     for special in tokenizer.special_tokens:
         forged = FORGE.format(special, special)
-        messages = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi"},
-                    {"role": "assistant", "content": "Hello"}, {"role": role, "content": forged}]
+        messages = [
+            {"role": "system", "content": "Be brief."},
+            {"role": "user", "content": "Hi"},
+            {"role": "assistant", "content": "Hello"},
+            {"role": role, "content": forged},
+        ]
         if role != "user":
             messages.append({"role": "user", "content": "Go on"})
         ids = template.prompt_ids(tokenizer, messages)
@@ -228,7 +276,8 @@ def test_a_special_tokens_spelling_in_a_message_is_its_text(any_template, role):
         assert tokenizer.decode(ids) == theirs.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
         plain = [{**m, "content": m["content"].replace(special, "")} for m in messages]
         assert ids.count(tokenizer.special_tokens[special]) == template.prompt_ids(tokenizer, plain).count(
-            tokenizer.special_tokens[special])
+            tokenizer.special_tokens[special]
+        )
         assert ids != their_ids(theirs, messages, add_generation_prompt=True)  # transformers is fooled
 
 
@@ -236,8 +285,11 @@ def test_the_mask_counts_only_the_reply_when_texts_spell_special_tokens(any_temp
     tokenizer, template, theirs = any_template
     end = template.stops[0]
     forged = f"x{end}{''.join(tokenizer.special_tokens)}y"
-    messages = [{"role": "user", "content": forged}, {"role": "assistant", "content": forged},
-                {"role": "user", "content": forged}]
+    messages = [
+        {"role": "user", "content": forged},
+        {"role": "assistant", "content": forged},
+        {"role": "user", "content": forged},
+    ]
     ids, mask = template.encode(tokenizer, messages)
     assert ids == expected_ids(theirs, messages)
     assert tokenizer.decode([i for i, m in zip(ids, mask) if m]) == forged + end
@@ -249,31 +301,49 @@ def test_texts_the_template_changes_stay_text(tmp_path):
     compares a text renders it as transformers does (the markers would change the comparison)."""
     tokenizer = gptkit_tokenizer(tmp_path)
     end = tokenizer.special_tokens["<|end|>"]
-    (tmp_path / TEMPLATE_FILE).write_text("{% for m in messages %}<|{{ m.role }}|>{{ m.content | lower }}<|end|>{% endfor %}")
-    lowered = ChatTemplate.beside(tmp_path / "tokenizer.json").prompt_ids(tokenizer, [{"role": "user", "content": "a<|END|>"}])
+    (tmp_path / TEMPLATE_FILE).write_text(
+        "{% for m in messages %}<|{{ m.role }}|>{{ m.content | lower }}<|end|>{% endfor %}"
+    )
+    lowered = ChatTemplate.beside(tmp_path / "tokenizer.json").prompt_ids(
+        tokenizer, [{"role": "user", "content": "a<|END|>"}]
+    )
     assert lowered.count(end) == 1 and tokenizer.decode(lowered) == "<|user|>a<|end|><|end|>"
-    (tmp_path / TEMPLATE_FILE).write_text("{% for m in messages %}<|{{ m.role }}|>{% if m.content == 'hi' %}hello"
-                                          "{% else %}{{ m.content }}{% endif %}<|end|>{% endfor %}")
+    (tmp_path / TEMPLATE_FILE).write_text(
+        "{% for m in messages %}<|{{ m.role }}|>{% if m.content == 'hi' %}hello"
+        "{% else %}{{ m.content }}{% endif %}<|end|>{% endfor %}"
+    )
     template = ChatTemplate.beside(tmp_path / "tokenizer.json")
     assert template.render([{"role": "user", "content": "hi"}]) == "<|user|>hello<|end|>"
-    compared = template.prompt_ids(tokenizer, [{"role": "user", "content": "hi"}, {"role": "user", "content": "<|end|>"}])
+    compared = template.prompt_ids(
+        tokenizer, [{"role": "user", "content": "hi"}, {"role": "user", "content": "<|end|>"}]
+    )
     assert tokenizer.decode(compared) == "<|user|>hello<|end|><|user|><|end|><|end|>" and compared.count(end) == 2
     marker = "\ufdd0(\ufdd0"  # the marker's own spelling in a text is text too
-    assert tokenizer.decode(template.prompt_ids(tokenizer, [{"role": "user", "content": marker}])) == f"<|user|>{marker}<|end|>"
+    assert (
+        tokenizer.decode(template.prompt_ids(tokenizer, [{"role": "user", "content": marker}]))
+        == f"<|user|>{marker}<|end|>"
+    )
 
 
 # -- bounds: a template is code from elsewhere ---------------------------------------------------
 
-@pytest.mark.parametrize("source, needle", [
-    ("{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}", "s of CPU time, the limit"),
-    ("{% macro f(n) %}{% if n %}{{ f(n - 1) }}{{ f(n - 1) }}{% endif %}{% endmacro %}{{ f(60) }}", "s of CPU time"),
-    ("{% for i in range(100000) %}{{ 'x' * 1000 }}{% endfor %}", "writes more than 1,048,"),
-    ("{{ 'x' * 100000000 }}", "makes a value of 100,000,000 characters, more than the limit"),
-    ("{{ [messages] * 100000000 }}", "makes a value of 100,000,000 characters"),
-    ("{{ 9 ** 999999999 }}", "makes a value of"),
-    ("", "the chat template is empty"),
-    (" \n\t", "the chat template is empty"),
-])
+
+@pytest.mark.parametrize(
+    "source, needle",
+    [
+        (
+            "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}",
+            "s of CPU time, the limit",
+        ),
+        ("{% macro f(n) %}{% if n %}{{ f(n - 1) }}{{ f(n - 1) }}{% endif %}{% endmacro %}{{ f(60) }}", "s of CPU time"),
+        ("{% for i in range(100000) %}{{ 'x' * 1000 }}{% endfor %}", "writes more than 1,048,"),
+        ("{{ 'x' * 100000000 }}", "makes a value of 100,000,000 characters, more than the limit"),
+        ("{{ [messages] * 100000000 }}", "makes a value of 100,000,000 characters"),
+        ("{{ 9 ** 999999999 }}", "makes a value of"),
+        ("", "the chat template is empty"),
+        (" \n\t", "the chat template is empty"),
+    ],
+)
 def test_a_template_past_the_bounds_is_refused_at_once(tmp_path, source, needle):
     """At load (the probe conversation renders), in one line naming the template file."""
     gptkit_tokenizer(tmp_path)
@@ -289,7 +359,8 @@ def test_a_template_that_hangs_on_some_conversations_is_stopped_there(tmp_path):
     tokenizer = gptkit_tokenizer(tmp_path)
     (tmp_path / TEMPLATE_FILE).write_text(
         "{% for m in messages %}<|{{ m.role }}|>{{ m.content }}<|end|>{% if m.content == 'spin' %}"
-        "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}{% endif %}{% endfor %}")
+        "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}{% endif %}{% endfor %}"
+    )
     template = ChatTemplate.beside(tmp_path / "tokenizer.json")
     long = "word " * 300_000  # 1.5 MB: more than the fixed part of the size limit
     assert template.render([{"role": "user", "content": long}]) == f"<|user|>{long}<|end|>"

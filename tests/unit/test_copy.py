@@ -2,6 +2,7 @@
 position, its interpolated probabilities sum to one over the vocabulary, the mixture of a
 position depends on no later position, and the tokens it marks verbatim are those inside windows
 that the training text holds."""
+
 import numpy as np
 import pytest
 
@@ -39,8 +40,9 @@ def brute_force_verbatim(stream, first, source, k):
 def test_counts_and_probabilities_equal_a_brute_force_count(seed, vocab, max_n):
     rng = np.random.default_rng(seed)
     parts = [rng.integers(0, vocab, int(rng.integers(1, 30))) for _ in range(12)]
-    stream = np.concatenate([parts[int(rng.integers(0, i + 1))] if i and rng.random() < 0.5 else parts[i]
-                             for i in range(len(parts))])  # repeats of earlier parts, far apart
+    stream = np.concatenate(
+        [parts[int(rng.integers(0, i + 1))] if i and rng.random() < 0.5 else parts[i] for i in range(len(parts))]
+    )  # repeats of earlier parts, far apart
     first = len(stream) // 3
     p_model = rng.uniform(0.01, 1, len(stream) - first)
     got = copy.ngram(stream, first, p_model, max_n=max_n)
@@ -96,5 +98,7 @@ def test_a_text_half_copied_from_the_training_text_has_half_its_tokens_verbatim(
 
     assert share(np.r_[fresh, train[1000:1200]]) == 0.5  # 200 of the 400 scored tokens
     assert share(fresh) == 0
-    assert share(np.r_[fresh, train[1000:1000 + copy.MAX_N - 1]]) == 0  # a span one token short
-    assert share(np.r_[train[:copy.MAX_N], fresh]) == (copy.MAX_N - 1) / (copy.MAX_N - 1 + 201)  # the first token is not scored
+    assert share(np.r_[fresh, train[1000 : 1000 + copy.MAX_N - 1]]) == 0  # a span one token short
+    assert share(np.r_[train[: copy.MAX_N], fresh]) == (copy.MAX_N - 1) / (
+        copy.MAX_N - 1 + 201
+    )  # the first token is not scored

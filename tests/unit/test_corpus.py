@@ -11,7 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gptkit.shared import corpus
-from gptkit.shared.corpus import DEFAULT_SEPARATOR as SEP, Corpus, expand_inputs
+from gptkit.shared.corpus import DEFAULT_SEPARATOR as SEP
+from gptkit.shared.corpus import Corpus, expand_inputs
 from gptkit.shared.errors import InputError
 
 
@@ -40,6 +41,7 @@ def write_parquet(path, columns, row_group_size=2):
 
 
 # --- .txt ---
+
 
 def test_txt_documents_are_byte_exact_and_empty_ones_skipped(tmp_path):
     text = f"first doc\n{SEP}\n second  {SEP}{SEP}{SEP}third\n\n"
@@ -74,7 +76,7 @@ def test_long_document_comes_in_pieces(tmp_path, monkeypatch):
     p = write(tmp_path / "a.txt", f"{doc}{SEP}short")
     pieces = list(Corpus([p]).pieces(piece_chars=30))
     assert [end for _, end in pieces].count(True) == 2
-    first = pieces[:pieces.index((pieces[-2][0], True)) + 1]
+    first = pieces[: pieces.index((pieces[-2][0], True)) + 1]
     assert [end for _, end in first] == [False] * (len(first) - 1) + [True]
     assert len(first) >= 4 and all(0 < len(t) <= 30 for t, _ in first)
     assert "".join(t for t, _ in first) == doc
@@ -118,7 +120,8 @@ def test_invalid_utf8_is_replaced_counted_and_warned_once(tmp_path, monkeypatch,
     assert docs_of(c) == ["clean"] + raw.decode(errors="replace").split(SEP)
     assert c.invalid_utf8 == 4
     assert [(r.levelname, r.getMessage()) for r in caplog.records] == [
-        ("WARNING", f"4 invalid UTF-8 sequence(s) replaced with U+FFFD (first in {bad})")]
+        ("WARNING", f"4 invalid UTF-8 sequence(s) replaced with U+FFFD (first in {bad})")
+    ]
 
 
 def test_valid_utf8_prints_no_warning(tmp_path, caplog):
@@ -127,6 +130,7 @@ def test_valid_utf8_prints_no_warning(tmp_path, caplog):
 
 
 # --- .jsonl ---
+
 
 def test_jsonl_default_and_custom_field(tmp_path):
     lines = [{"text": "a\nb", "body": "x"}, {"text": "", "body": "y"}, {"text": "c", "body": "z"}]
@@ -142,7 +146,7 @@ def test_jsonl_long_document_is_split(tmp_path):
 
 def test_jsonl_invalid_json_names_file_and_line(tmp_path):
     p = write(tmp_path / "a.jsonl", '{"text": "ok"}\n\n{"text": oops}\n')
-    with pytest.raises(InputError, match=rf"a\.jsonl:3: invalid JSON \("):
+    with pytest.raises(InputError, match=r"a\.jsonl:3: invalid JSON \("):
         docs_of(Corpus([p]))
 
 
@@ -162,6 +166,7 @@ def test_jsonl_invalid_utf8_inside_string(tmp_path, caplog):
 
 # --- compressed ---
 
+
 def zstd_compress(data):
     if corpus.zstd is None:
         pytest.skip("no zstd module (Python < 3.14 without the zstandard package)")
@@ -179,7 +184,7 @@ def test_compressed_txt_and_jsonl(tmp_path, monkeypatch, suffix):
     compress = COMPRESS[suffix]
     a = write(tmp_path / f"a.txt{suffix}", compress(f"one{SEP}twö{SEP}".encode()))
     b = write(tmp_path / f"b.jsonl{suffix}", compress(b'{"text": "three"}\n{"text": "four"}\n'))
-    e = write(tmp_path / f"corpus.en{suffix}", compress("five\nsix".encode()))
+    e = write(tmp_path / f"corpus.en{suffix}", compress(b"five\nsix"))
     c = Corpus([a, b, e])
     assert docs_of(c) == ["one", "twö", "three", "four", "five\nsix"]
     assert c.bytes_read == c.total_bytes == sum(p.stat().st_size for p in (a, b, e))
@@ -221,6 +226,7 @@ def test_a_corrupt_end_of_a_compressed_file_names_the_file(tmp_path):
 
 # --- .parquet ---
 
+
 def test_parquet_row_groups_in_order_nulls_skipped(tmp_path):
     texts = ["a", None, "b", "", "c\nd", "e", None]
     p = write_parquet(tmp_path / "a.parquet", {"id": list(range(7)), "text": texts})
@@ -234,7 +240,9 @@ def test_parquet_row_groups_in_order_nulls_skipped(tmp_path):
 
 def test_parquet_missing_column_lists_the_columns(tmp_path):
     p = write_parquet(tmp_path / "a.parquet", {"id": [1], "body": ["x"]})
-    with pytest.raises(InputError, match=r"text_field 'text': \S*a\.parquet has no column of that name \(columns: id, body"):
+    with pytest.raises(
+        InputError, match=r"text_field 'text': \S*a\.parquet has no column of that name \(columns: id, body"
+    ):
         docs_of(Corpus([p]))
 
 
@@ -251,6 +259,7 @@ def test_corrupt_parquet_names_the_file(tmp_path):
 
 
 # --- expanding inputs ---
+
 
 def test_directories_and_globs_expand_sorted_without_duplicates(tmp_path):
     for name in ["d/b.txt", "d/a.jsonl", "d/sub/c.parquet", "d/sub/z.txt.gz", "d/notes.md", "e/x.txt"]:
@@ -279,8 +288,16 @@ def test_a_named_file_of_any_other_name_is_text(tmp_path):
 
 
 def test_a_directory_holds_its_txt_jsonl_parquet_files_not_hidden_or_other_ones(tmp_path):
-    for name in ["d/a.txt", "d/a.txt.sha256", "d/a.txt.part", "d/README.md", "d/corpus.en", "d/.hidden.txt",
-                 "d/.cache/x.txt", "d/sub/e.TXT"]:
+    for name in [
+        "d/a.txt",
+        "d/a.txt.sha256",
+        "d/a.txt.part",
+        "d/README.md",
+        "d/corpus.en",
+        "d/.hidden.txt",
+        "d/.cache/x.txt",
+        "d/sub/e.TXT",
+    ]:
         write(tmp_path / name, "")
     write(tmp_path / "d/b.jsonl.bz2", bz2.compress(b""))
     write(tmp_path / "d/c.txt.xz", lzma.compress(b""))
@@ -288,16 +305,21 @@ def test_a_directory_holds_its_txt_jsonl_parquet_files_not_hidden_or_other_ones(
     assert expand_inputs([d]) == [d / "a.txt", d / "b.jsonl.bz2", d / "c.txt.xz", d / "sub/e.TXT"]
     (tmp_path / "other").mkdir()
     write(tmp_path / "other/corpus.en", "x")
-    with pytest.raises(InputError, match=r"other: no \.txt, \.jsonl or \.parquet files in it \(other files are read when named\)"):
+    with pytest.raises(
+        InputError, match=r"other: no \.txt, \.jsonl or \.parquet files in it \(other files are read when named\)"
+    ):
         expand_inputs([tmp_path / "other"])
     assert expand_inputs([str(tmp_path / "other/*")]) == [tmp_path / "other/corpus.en"]  # a glob names its files
 
 
-@pytest.mark.parametrize("name, data", [
-    ("model.bin", b"\x00\x01\x02 weights"),
-    ("utf16.txt", "text".encode("utf-16")),
-    ("archive.txt.gz", gzip.compress(b"ok so far\x00")),
-])
+@pytest.mark.parametrize(
+    "name, data",
+    [
+        ("model.bin", b"\x00\x01\x02 weights"),
+        ("utf16.txt", "text".encode("utf-16")),
+        ("archive.txt.gz", gzip.compress(b"ok so far\x00")),
+    ],
+)
 def test_a_binary_file_is_refused_in_one_line(tmp_path, name, data):
     path = write(tmp_path / name, data)
     with pytest.raises(InputError) as info:

@@ -1,5 +1,6 @@
 """The Hugging Face export generates what `sample` generates: its tokenizer puts <|endoftext|>
 before the text as `sample` does, and greedy decoding in `transformers` gives our ids."""
+
 import json
 
 import pytest
@@ -24,8 +25,16 @@ PROMPTS = ["Once upon a time, the little cat", "東京 café: don't stop 42\n\n 
 def random_model(tokenizer, seed=0, **kw):
     """A random model whose norm gains and biases are not 1 and 0 and whose weights are large enough
     for its logits to be far apart, so that greedy decoding has no near-ties to break differently."""
-    config = ModelConfig(vocab_size=tokenizer.vocab_size, context_length=64, d_model=64, n_layers=2, n_heads=4, d_ff=128,
-                         init_std=0.2, **{"n_kv_heads": None if kw.get("architecture") == "gpt2" else 2, **kw})
+    config = ModelConfig(
+        vocab_size=tokenizer.vocab_size,
+        context_length=64,
+        d_model=64,
+        n_layers=2,
+        n_heads=4,
+        d_ff=128,
+        init_std=0.2,
+        **{"n_kv_heads": None if kw.get("architecture") == "gpt2" else 2, **kw},
+    )
     torch.manual_seed(seed)
     model = TransformerLM(config).eval()
     with torch.no_grad():
@@ -47,13 +56,26 @@ def exported(tmp_path, tokenizer, **kw):
     return model, tmp_path / "hf"
 
 
-LLAMA3 = {"rope_type": "llama3", "factor": 4.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0, "original_max_position_embeddings": 16}
+LLAMA3 = {
+    "rope_type": "llama3",
+    "factor": 4.0,
+    "low_freq_factor": 1.0,
+    "high_freq_factor": 4.0,
+    "original_max_position_embeddings": 16,
+}
 
 
-@pytest.mark.parametrize("kw, arch", [({}, "LlamaForCausalLM"), ({"qk_norm": True, "head_dim": 32}, "Qwen3ForCausalLM"),
-                                      ({"qkv_bias": True}, "Qwen2ForCausalLM"), ({"rope_scaling": LLAMA3}, "LlamaForCausalLM"),
-                                      ({"architecture": "gpt2"}, "GPT2LMHeadModel")],
-                         ids=["llama", "qwen3", "qwen2", "llama3-rope-scaling", "gpt2"])
+@pytest.mark.parametrize(
+    "kw, arch",
+    [
+        ({}, "LlamaForCausalLM"),
+        ({"qk_norm": True, "head_dim": 32}, "Qwen3ForCausalLM"),
+        ({"qkv_bias": True}, "Qwen2ForCausalLM"),
+        ({"rope_scaling": LLAMA3}, "LlamaForCausalLM"),
+        ({"architecture": "gpt2"}, "GPT2LMHeadModel"),
+    ],
+    ids=["llama", "qwen3", "qwen2", "llama3-rope-scaling", "gpt2"],
+)
 def test_greedy_generate_matches_our_sampler(tmp_path, small_tokenizer, kw, arch):
     tok, _ = small_tokenizer
     model, hf_dir = exported(tmp_path, tok, **kw)
@@ -69,7 +91,7 @@ def test_greedy_generate_matches_our_sampler(tmp_path, small_tokenizer, kw, arch
         inputs = hf_tok(prompt, return_tensors="pt")
         assert inputs["input_ids"][0].tolist() == prompt_ids
         ours = [int(step[0]) for step in generate(model, prompt_ids, max_new_tokens=24, temperature=0)]
-        theirs = hf_model.generate(**inputs, max_new_tokens=24, do_sample=False)[0, len(prompt_ids):].tolist()
+        theirs = hf_model.generate(**inputs, max_new_tokens=24, do_sample=False)[0, len(prompt_ids) :].tolist()
         until_eot = ours[: ours.index(eot_id) + 1] if eot_id in ours else ours  # transformers stops at the EOS
         assert theirs == until_eot
         compared += len(theirs)
@@ -147,7 +169,9 @@ def test_export_replaces_only_an_earlier_export_as_it_wrote_it(tmp_path, small_t
     users = tmp_path / "users"
     loaded.save_pretrained(users)
     (users / "tokenizer.json").write_bytes((hf_dir / "tokenizer.json").read_bytes())
-    save_model(random_model(tok, seed=1), tok, tmp_path / "ckpt2", eot_id=tok.special_tokens[EOT])  # as `model init` does
+    save_model(
+        random_model(tok, seed=1), tok, tmp_path / "ckpt2", eot_id=tok.special_tokens[EOT]
+    )  # as `model init` does
 
     def export(out, *flags):
         return CliRunner().invoke(cli, ["export-hf", "--checkpoint", str(tmp_path / "ckpt"), "--out", str(out), *flags])
@@ -163,5 +187,11 @@ def test_export_replaces_only_an_earlier_export_as_it_wrote_it(tmp_path, small_t
     assert files_of(hf_dir) == before
     assert export(hf_dir, "--overwrite").exit_code == 0
     assert export(hf_dir).exit_code == 0  # ours again
-    assert sorted(files_of(hf_dir)) == ["config.json", "generation_config.json", "gptkit-export.json", "model.safetensors",
-                                        "tokenizer.json", "tokenizer_config.json"]
+    assert sorted(files_of(hf_dir)) == [
+        "config.json",
+        "generation_config.json",
+        "gptkit-export.json",
+        "model.safetensors",
+        "tokenizer.json",
+        "tokenizer_config.json",
+    ]

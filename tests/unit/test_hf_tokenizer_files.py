@@ -1,6 +1,7 @@
 """HF tokenizer.json files read exactly or refused: the normalizers and the pre-tokenizer
 patterns of modern byte-level BPE files (Llama 3, Qwen2, GPT-4o) give the ids of HF
 `tokenizers` itself; every option we do not apply is refused in one line."""
+
 import json
 import random
 
@@ -11,7 +12,6 @@ from hypothesis import strategies as st
 
 from gptkit.tokenizer import Tokenizer, split
 from gptkit.tokenizer.cli import cli
-
 from tests.conftest import SHARED_DATA, assert_input_error, english_like
 
 tokenizers = pytest.importorskip("tokenizers")
@@ -25,14 +25,76 @@ EOT = "<|endoftext|>"
 # whitespace runs and newlines of every kind, case pairs with odd lowercases (İ, final Σ,
 # ǅ, the Kelvin sign), compatibility characters (ﬁ, ①, full width, ¨, ͺ) and contractions.
 UNICODE_PIECES = [
-    "東京", "日本語のテキスト。", "中文，标点！", "한국어", "\u1100\u1161\u11a8", "ㄱ", "👨\u200d👩\u200d👧\u200d👦", "👍🏽", "🏳️\u200d🌈", "😀",
-    "e\u0301", "a\u0308\u0301", "q\u0323\u0307", "Å", "ß", "مرحبا بالعالم", "١٢٣٤", "שָׁלוֹם", "नमस्ते", "क्षि", "1234567", "3.14159",
-    "①②", "Ⅻ", " ", "   ", "\t", "\n", "\n\n", "\r\n", " \n ", "\u00a0", "\u3000", "\u2028", "\x85", "\x1c", "'s", "'S", "'ll", "'VE",
-    "ſ", "\u212a", "İ", "ΣΑΣ ", "ὈΔΥΣΣΕΎΣ", "ς", "ǅ", "ﬁ", "ｆｕｌｌ", "¨", "ͺ", "Hello", " world", "HTTPServer", "don't", "!?", "...",
-    "/", "//", "<", "|", " the", " cat", "x", EOT,
+    "東京",
+    "日本語のテキスト。",
+    "中文，标点！",
+    "한국어",
+    "\u1100\u1161\u11a8",
+    "ㄱ",
+    "👨\u200d👩\u200d👧\u200d👦",
+    "👍🏽",
+    "🏳️\u200d🌈",
+    "😀",
+    "e\u0301",
+    "a\u0308\u0301",
+    "q\u0323\u0307",
+    "Å",
+    "ß",
+    "مرحبا بالعالم",
+    "١٢٣٤",
+    "שָׁלוֹם",
+    "नमस्ते",
+    "क्षि",
+    "1234567",
+    "3.14159",
+    "①②",
+    "Ⅻ",
+    " ",
+    "   ",
+    "\t",
+    "\n",
+    "\n\n",
+    "\r\n",
+    " \n ",
+    "\u00a0",
+    "\u3000",
+    "\u2028",
+    "\x85",
+    "\x1c",
+    "'s",
+    "'S",
+    "'ll",
+    "'VE",
+    "ſ",
+    "\u212a",
+    "İ",
+    "ΣΑΣ ",
+    "ὈΔΥΣΣΕΎΣ",
+    "ς",
+    "ǅ",
+    "ﬁ",
+    "ｆｕｌｌ",
+    "¨",
+    "ͺ",
+    "Hello",
+    " world",
+    "HTTPServer",
+    "don't",
+    "!?",
+    "...",
+    "/",
+    "//",
+    "<",
+    "|",
+    " the",
+    " cat",
+    "x",
+    EOT,
 ]
-unicode_text = st.lists(st.one_of(st.sampled_from(UNICODE_PIECES), st.text(st.characters(exclude_categories=("Cs", "Cn")), max_size=3)),
-                        max_size=30).map("".join)
+unicode_text = st.lists(
+    st.one_of(st.sampled_from(UNICODE_PIECES), st.text(st.characters(exclude_categories=("Cs", "Cn")), max_size=3)),
+    max_size=30,
+).map("".join)
 
 CONFIGS = {  # name: (pattern, or None for ByteLevel's own GPT-2 pattern; normalizers)
     "gpt2": (None, ()),
@@ -58,10 +120,16 @@ def hf_tokenizer(pattern, normalizer_names, **bpe_options):
     if pattern is None:
         hf.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     else:
-        hf.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.Split(Regex(pattern), behavior="isolated", invert=False),
-                                                    pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
+        hf.pre_tokenizer = pre_tokenizers.Sequence(
+            [
+                pre_tokenizers.Split(Regex(pattern), behavior="isolated", invert=False),
+                pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+            ]
+        )
     hf.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=900, special_tokens=[EOT], initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
+    trainer = trainers.BpeTrainer(
+        vocab_size=900, special_tokens=[EOT], initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False
+    )
     hf.train_from_iterator(training_texts(), trainer=trainer)
     return hf
 
@@ -155,8 +223,9 @@ def test_line_cuts_follow_the_pattern():
     assert Tokenizer(plain.vocab, [], {}, pattern=r"\S+|\s+").line_cuts(text) == []  # unknown: no cut is proven
     for pattern in (split.GPT2_PATTERN, split.LLAMA3_PATTERN, r"\S+|\s+"):  # the last one, searched from the end
         tok = Tokenizer(plain.vocab, [], {}, pattern=pattern)
-        assert [tok.last_line_cut(text, end) for end in range(len(text))] == \
-            [max(tok.line_cuts(text, 1, end), default=0) for end in range(len(text))]
+        assert [tok.last_line_cut(text, end) for end in range(len(text))] == [
+            max(tok.line_cuts(text, 1, end), default=0) for end in range(len(text))
+        ]
 
 
 def test_line_cuts_look_at_the_normalized_neighbours():
@@ -182,7 +251,9 @@ def test_safe_cut_is_used_where_proven():
     text = "one two\tthree"
     assert plain.safe_cut(text, len(text)) == 7  # GPT-2: before any whitespace followed by a non-space
     for pattern in (split.LLAMA3_PATTERN, split.QWEN2_PATTERN, split.O200K_PATTERN):
-        assert Tokenizer(plain.vocab, [], {}, pattern=pattern).safe_cut(text, len(text)) == 3  # only a space after ASCII
+        assert (
+            Tokenizer(plain.vocab, [], {}, pattern=pattern).safe_cut(text, len(text)) == 3
+        )  # only a space after ASCII
     assert Tokenizer(plain.vocab, [], {}, normalizer=("NFKC",)).safe_cut(text, len(text)) == 3
     assert Tokenizer(plain.vocab, [], {}, pattern=r"\w+(?: \w+)*|\s+").safe_cut(text, len(text)) == 0  # unknown: never
 
@@ -200,9 +271,16 @@ def test_save_round_trips_pattern_and_normalizer(pair, tmp_path):
 def test_fingerprint_covers_pattern_normalizer_and_ignore_merges(small_tokenizer):
     tok, _ = small_tokenizer
     args = tok.vocab, tok.merges, tok.special_tokens
-    variants = [Tokenizer(*args), Tokenizer(*args, pattern=split.LLAMA3_PATTERN), Tokenizer(*args, pattern=split.QWEN2_PATTERN),
-                Tokenizer(*args, normalizer=("NFC",)), Tokenizer(*args, normalizer=("NFKC",)), Tokenizer(*args, normalizer=("NFC", "Lowercase")),
-                Tokenizer(*args, normalizer=("Lowercase", "NFC")), Tokenizer(*args, ignore_merges=True)]
+    variants = [
+        Tokenizer(*args),
+        Tokenizer(*args, pattern=split.LLAMA3_PATTERN),
+        Tokenizer(*args, pattern=split.QWEN2_PATTERN),
+        Tokenizer(*args, normalizer=("NFC",)),
+        Tokenizer(*args, normalizer=("NFKC",)),
+        Tokenizer(*args, normalizer=("NFC", "Lowercase")),
+        Tokenizer(*args, normalizer=("Lowercase", "NFC")),
+        Tokenizer(*args, ignore_merges=True),
+    ]
     assert len({v.fingerprint for v in variants}) == len(variants)
     assert variants[0].fingerprint == tok.fingerprint  # the defaults keep the fingerprints made before these options
 
@@ -216,8 +294,12 @@ def test_ignore_merges_takes_whole_tokens(tmp_path):
     merges = [("b", "c"), ("a", "b"), ("ab", "c")]  # "abc" merges to a + bc, never to abc
     for ignore in (False, True):
         hf = tokenizers.Tokenizer(tokenizers.models.BPE(vocab, merges, ignore_merges=ignore))
-        hf.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.Split(Regex(split.LLAMA3_PATTERN), behavior="isolated"),
-                                                    pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
+        hf.pre_tokenizer = pre_tokenizers.Sequence(
+            [
+                pre_tokenizers.Split(Regex(split.LLAMA3_PATTERN), behavior="isolated"),
+                pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+            ]
+        )
         hf.save(str(tmp_path / "t.json"))
         ours = Tokenizer.from_file(tmp_path / "t.json")
         for text in ("abc", "abc abcabc", "xabc"):
@@ -245,6 +327,7 @@ def test_sigma_lowercases_as_hf_does():
 
 def refused_cases():
     """(what is changed in a Llama 3-shaped tokenizer.json, words the error must name)."""
+
     def model(**fields):
         return lambda d: d["model"].update(fields)
 
@@ -264,22 +347,51 @@ def refused_cases():
         "byte_fallback": (model(byte_fallback=True), ["model.byte_fallback"]),
         "unknown model field": (model(new_option=1), ["model.new_option"]),
         "not BPE": (model(type="Unigram"), ["BPE model"]),
-        "strip normalizer": (setting("normalizer", {"type": "Strip", "strip_left": True, "strip_right": True}), ["normalizer", "Strip"]),
-        "replace in a sequence": (setting("normalizer", {"type": "Sequence", "normalizers": [{"type": "NFC"}, {"type": "Replace", "pattern": {"String": " "}, "content": "▁"}]}),
-                                  ["normalizer", "Replace"]),
+        "strip normalizer": (
+            setting("normalizer", {"type": "Strip", "strip_left": True, "strip_right": True}),
+            ["normalizer", "Strip"],
+        ),
+        "replace in a sequence": (
+            setting(
+                "normalizer",
+                {
+                    "type": "Sequence",
+                    "normalizers": [{"type": "NFC"}, {"type": "Replace", "pattern": {"String": " "}, "content": "▁"}],
+                },
+            ),
+            ["normalizer", "Replace"],
+        ),
         "prefix space": (pre(1, add_prefix_space=True), ["pre_tokenizer", "add_prefix_space"]),
         "byte-level regex after the split": (pre(1, use_regex=True), ["pre_tokenizer"]),
         "split removed": (pre(0, behavior="Removed"), ["pre_tokenizer", "Removed"]),
         "split inverted": (pre(0, invert=True), ["pre_tokenizer", "invert"]),
         "split on a string": (pre(0, pattern={"String": " "}), ["pre_tokenizer", "String"]),
         "bad regex": (pre(0, pattern={"Regex": "(?<unclosed"}), ["pattern", "(?<unclosed", "does not compile"]),
-        "metaspace": (setting("pre_tokenizer", {"type": "Metaspace", "replacement": "▁", "prepend_scheme": "always", "split": True}),
-                      ["pre_tokenizer", "Metaspace"]),
-        "byte level with prefix space": (setting("pre_tokenizer", {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": True, "use_regex": True}),
-                                         ["pre_tokenizer", "add_prefix_space"]),
+        "metaspace": (
+            setting(
+                "pre_tokenizer", {"type": "Metaspace", "replacement": "▁", "prepend_scheme": "always", "split": True}
+            ),
+            ["pre_tokenizer", "Metaspace"],
+        ),
+        "byte level with prefix space": (
+            setting(
+                "pre_tokenizer",
+                {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": True, "use_regex": True},
+            ),
+            ["pre_tokenizer", "add_prefix_space"],
+        ),
         "no pre-tokenizer": (setting("pre_tokenizer", None), ["pre_tokenizer", "null"]),
-        "truncation": (setting("truncation", {"direction": "Right", "max_length": 8, "strategy": "LongestFirst", "stride": 0}), ["truncation"]),
-        "padding": (setting("padding", {"strategy": {"Fixed": 8}, "direction": "Right", "pad_id": 0, "pad_type_id": 0, "pad_token": EOT}), ["padding"]),
+        "truncation": (
+            setting("truncation", {"direction": "Right", "max_length": 8, "strategy": "LongestFirst", "stride": 0}),
+            ["truncation"],
+        ),
+        "padding": (
+            setting(
+                "padding",
+                {"strategy": {"Fixed": 8}, "direction": "Right", "pad_id": 0, "pad_type_id": 0, "pad_token": EOT},
+            ),
+            ["padding"],
+        ),
         "lstrip": (added(lstrip=True), [EOT, "lstrip"]),
         "single_word": (added(single_word=True), [EOT, "single_word"]),
     }
@@ -317,10 +429,15 @@ def test_neutral_values_and_post_processors_are_accepted(tmp_path, llama3_json):
     """Fields that cannot change the ids of a text: dropout 0, an unused unk token, a decoder,
     and a post-processor (its template frames texts: ours are HF's ids without it)."""
     data = json.loads(json.dumps(llama3_json))
-    data["model"].update(dropout=0.0, unk_token=None, fuse_unk=True, continuing_subword_prefix="", end_of_word_suffix="")
-    data["post_processor"] = {"type": "TemplateProcessing", "single": [{"SpecialToken": {"id": EOT, "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}}],
-                              "pair": [{"Sequence": {"id": "A", "type_id": 0}}, {"Sequence": {"id": "B", "type_id": 1}}],
-                              "special_tokens": {EOT: {"id": EOT, "ids": [0], "tokens": [EOT]}}}
+    data["model"].update(
+        dropout=0.0, unk_token=None, fuse_unk=True, continuing_subword_prefix="", end_of_word_suffix=""
+    )
+    data["post_processor"] = {
+        "type": "TemplateProcessing",
+        "single": [{"SpecialToken": {"id": EOT, "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}}],
+        "pair": [{"Sequence": {"id": "A", "type_id": 0}}, {"Sequence": {"id": "B", "type_id": 1}}],
+        "special_tokens": {EOT: {"id": EOT, "ids": [0], "tokens": [EOT]}},
+    }
     path = tmp_path / "t.json"
     path.write_text(json.dumps(data), encoding="utf-8")
     ours, hf = Tokenizer.from_file(path), tokenizers.Tokenizer.from_file(str(path))

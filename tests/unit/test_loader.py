@@ -1,14 +1,14 @@
 """The loader (train/data.py's Loader over ShardData): determinism in seed, step, micro-step and
 rank, random offsets inside one shard, ranks' disjoint slices, the sequential stream."""
+
 import numpy as np
 import pytest
 
 from gptkit.shared.shard_dir import ShardDir
 from gptkit.shared.shards import ShardHeader
-from gptkit.train.config import TrainConfig
 from gptkit.train.data import Loader, ShardData
-from gptkit.train.prepare import Dist
-
+from gptkit.train.processes import Dist
+from gptkit.train.sections import Batch
 
 SIZES = (150, 10, 90, 257)  # a shard too short for any sequence of 16 + 1 in the middle
 
@@ -20,7 +20,9 @@ def positions(tmp_path_factory):
     start = 0
     for i, n in enumerate(SIZES):
         tokens = np.arange(start, start + n, dtype="<u2")
-        (directory / f"pos_train_{i:06d}.bin").write_bytes(ShardHeader(np.dtype("<u2"), n).to_bytes() + tokens.tobytes())
+        (directory / f"pos_train_{i:06d}.bin").write_bytes(
+            ShardHeader(np.dtype("<u2"), n).to_bytes() + tokens.tobytes()
+        )
         start += n
     return directory
 
@@ -31,8 +33,9 @@ def open_positions(directory, T=16):
 
 def loader(data, mode, batch_size, context_length, seed, rank=0, world=1, grad_accum=1):
     """A Loader of `batch_size` sequences a process, the `rank`th of `world`."""
-    settings = TrainConfig(data="d", out="o", loader=mode, batch_size=batch_size * world, seed=seed, grad_accum=grad_accum)
-    return Loader(data, settings, context_length, Dist(rank=rank, world=world))
+    assert data.context_length == context_length
+    settings = Batch(loader=mode, batch_size=batch_size * world, grad_accum=grad_accum)
+    return Loader(data, settings, seed, Dist(rank=rank, world=world))
 
 
 def inputs_targets(loader, step, micro=0):

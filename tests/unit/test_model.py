@@ -1,5 +1,6 @@
 """The model stage: components against reference formulas, init, loss, KV cache, config, checkpoints, HF export
 (the `model` CLI: tests/integration/test_model_cli.py)."""
+
 import json
 import math
 import os
@@ -12,7 +13,17 @@ from gptkit.model.checkpoint import load_model, model_tensors, save_model
 from gptkit.model.config import ModelConfig, load_config, preset_names
 from gptkit.model.generate import generate
 from gptkit.model.info import model_cost, sampling_memory
-from gptkit.model.model import MLP, Attention, FeedForward, KVCache, RMSNorm, TransformerLM, apply_rope, rope_frequencies, rope_tables
+from gptkit.model.model import (
+    MLP,
+    Attention,
+    FeedForward,
+    KVCache,
+    RMSNorm,
+    TransformerLM,
+    apply_rope,
+    rope_frequencies,
+    rope_tables,
+)
 from gptkit.shared.errors import InputError
 from gptkit.tokenizer.bpe import Tokenizer
 
@@ -39,12 +50,19 @@ def tokens(config, *shape, seed=1):
     return torch.randint(config.vocab_size, shape, generator=torch.Generator().manual_seed(seed))
 
 
-LLAMA3 = {"rope_type": "llama3", "factor": 4.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
-          "original_max_position_embeddings": 8}
+LLAMA3 = {
+    "rope_type": "llama3",
+    "factor": 4.0,
+    "low_freq_factor": 1.0,
+    "high_freq_factor": 4.0,
+    "original_max_position_embeddings": 8,
+}
 
 
 def byte_tokenizer(special=EOT):
-    return Tokenizer(vocab=[bytes([i]) for i in range(256)] + [special.encode()], merges=[], special_tokens={special: 256})
+    return Tokenizer(
+        vocab=[bytes([i]) for i in range(256)] + [special.encode()], merges=[], special_tokens={special: 256}
+    )
 
 
 # -- reference formulas ----------------------------------------------------------------------
@@ -103,7 +121,9 @@ def test_rmsnorm_matches_formula():
     torch.testing.assert_close(norm(x), ref_rmsnorm(x, norm.weight, 1e-3))
     half = norm.bfloat16()(x.bfloat16())  # normalized in float32, returned in the activations' dtype
     assert half.dtype == torch.bfloat16
-    torch.testing.assert_close(half.float(), ref_rmsnorm(x.bfloat16().float(), norm.weight.float(), 1e-3), atol=0.05, rtol=0.02)
+    torch.testing.assert_close(
+        half.float(), ref_rmsnorm(x.bfloat16().float(), norm.weight.float(), 1e-3), atol=0.05, rtol=0.02
+    )
 
 
 def test_swiglu_matches_formula():
@@ -140,23 +160,37 @@ def test_rope_dot_product_depends_only_on_relative_position():
     assert abs(score(5, 2) - score(5, 3)) > 1e-3  # but it does depend on the offset
 
 
-@pytest.mark.parametrize("kw", [dict(n_kv_heads=4), dict(n_kv_heads=2), dict(n_kv_heads=1), dict(n_kv_heads=2, qk_norm=True),
-                                dict(n_kv_heads=2, qkv_bias=True), dict(n_kv_heads=2, head_dim=16, qk_norm=True),
-                                dict(architecture="gpt2")],
-                         ids=["mha", "gqa2", "mqa", "gqa-qknorm", "qkv-bias", "head-dim-apart", "gpt2"])
+@pytest.mark.parametrize(
+    "kw",
+    [
+        dict(n_kv_heads=4),
+        dict(n_kv_heads=2),
+        dict(n_kv_heads=1),
+        dict(n_kv_heads=2, qk_norm=True),
+        dict(n_kv_heads=2, qkv_bias=True),
+        dict(n_kv_heads=2, head_dim=16, qk_norm=True),
+        dict(architecture="gpt2"),
+    ],
+    ids=["mha", "gqa2", "mqa", "gqa-qknorm", "qkv-bias", "head-dim-apart", "gpt2"],
+)
 def test_attention_matches_reference_with_repeated_kv_heads(kw):
     config = cfg(rope_theta=300.0, norm_eps=1e-6, **kw)
     torch.manual_seed(0)
     att = Attention(config, layer=0)
     with torch.no_grad():
-        for name, p in att.named_parameters():
+        for p in att.parameters():
             if p.dim() == 1:  # QK-norm gains other than 1, biases other than 0
                 p.uniform_(0.5, 1.5)
     assert att.wk.weight.shape == (config.n_kv_heads * config.head_dim, config.d_model)
     assert att.wo.weight.shape == (config.d_model, config.n_heads * config.head_dim)
     biases = {n for n, _ in att.named_parameters() if n.endswith("bias")}
-    assert biases == ({"wq.bias", "wk.bias", "wv.bias", "wo.bias"} if config.architecture == "gpt2" else
-                      {"wq.bias", "wk.bias", "wv.bias"} if config.qkv_bias else set())
+    assert biases == (
+        {"wq.bias", "wk.bias", "wv.bias", "wo.bias"}
+        if config.architecture == "gpt2"
+        else {"wq.bias", "wk.bias", "wv.bias"}
+        if config.qkv_bias
+        else set()
+    )
     x = torch.randn(2, 12, config.d_model)
     theta = None if config.architecture == "gpt2" else config.rope_theta
     cos, sin = rope_tables(config.head_dim, 12, config.rope_theta) if theta else (None, None)
@@ -178,7 +212,9 @@ def test_gpt2_model_is_gpt2():
     config = cfg(architecture="gpt2", init_std=0.05, n_layers=3)
     model = build(config)
     assert isinstance(model.norm, torch.nn.LayerNorm) and model.norm.eps == config.norm_eps
-    assert all(isinstance(layer.ffn, MLP) and isinstance(layer.attention_norm, torch.nn.LayerNorm) for layer in model.layers)
+    assert all(
+        isinstance(layer.ffn, MLP) and isinstance(layer.attention_norm, torch.nn.LayerNorm) for layer in model.layers
+    )
     assert not hasattr(model, "rope_cos") and model.position_embedding.weight.shape == (32, 32)
     for name, p in model.named_parameters():  # GPT-2's init, as nanoGPT's: biases 0, gains 1
         if name.endswith("bias"):
@@ -203,8 +239,13 @@ def test_gpt2_model_is_gpt2():
 def test_llama3_rope_scaling_by_hand():
     """Llama 3's rule, frequency by frequency: long wavelengths divided by the factor, short ones
     kept, those between interpolated."""
-    scaling = {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
-               "original_max_position_embeddings": 64}
+    scaling = {
+        "rope_type": "llama3",
+        "factor": 8.0,
+        "low_freq_factor": 1.0,
+        "high_freq_factor": 4.0,
+        "original_max_position_embeddings": 64,
+    }
     plain, scaled = rope_frequencies(32, 10000.0), rope_frequencies(32, 10000.0, scaling)
     kinds = set()
     for f, g in zip(plain.tolist(), scaled.tolist()):
@@ -282,7 +323,9 @@ def test_loss_is_float32_cross_entropy_ignoring_minus_one():
     with torch.no_grad():
         logits16, loss16 = model.to(torch.bfloat16)(idx, targets)
     assert logits16.dtype == torch.bfloat16 and loss16.dtype == torch.float32
-    torch.testing.assert_close(loss16, F.cross_entropy(logits16.float().view(-1, 64), targets.view(-1), ignore_index=-1))
+    torch.testing.assert_close(
+        loss16, F.cross_entropy(logits16.float().view(-1, 64), targets.view(-1), ignore_index=-1)
+    )
 
 
 def test_token_losses_are_the_per_position_loss_a_block_of_rows_at_a_time(monkeypatch):
@@ -292,7 +335,9 @@ def test_token_losses_are_the_per_position_loss_a_block_of_rows_at_a_time(monkey
     targets[1, :4] = -1
     with torch.no_grad():
         logits, loss = model(idx, targets)
-    expected = F.cross_entropy(logits.float().view(-1, 64), targets.view(-1), ignore_index=-1, reduction="none").view(3, 16)
+    expected = F.cross_entropy(logits.float().view(-1, 64), targets.view(-1), ignore_index=-1, reduction="none").view(
+        3, 16
+    )
     monkeypatch.setattr("gptkit.model.model.LOSS_BLOCK_LOGITS", 64 * 5)  # blocks of 5 rows: 48 rows end in a short one
     losses = model.token_losses(idx, targets)
     assert losses.shape == (3, 16) and losses.dtype == torch.float32 and not losses.requires_grad
@@ -315,9 +360,17 @@ def test_last_only_gives_the_last_positions_logits():
 # -- KV cache --------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("kw", [dict(), dict(n_kv_heads=2), dict(n_kv_heads=1, qk_norm=True, tie_embeddings=True),
-                                dict(architecture="gpt2"), dict(n_kv_heads=2, qkv_bias=True, head_dim=16, rope_scaling=LLAMA3)],
-                         ids=["mha", "gqa", "qknorm", "gpt2", "qwen2-head-dim-llama3"])
+@pytest.mark.parametrize(
+    "kw",
+    [
+        dict(),
+        dict(n_kv_heads=2),
+        dict(n_kv_heads=1, qk_norm=True, tie_embeddings=True),
+        dict(architecture="gpt2"),
+        dict(n_kv_heads=2, qkv_bias=True, head_dim=16, rope_scaling=LLAMA3),
+    ],
+    ids=["mha", "gqa", "qknorm", "gpt2", "qwen2-head-dim-llama3"],
+)
 def test_kv_cache_decoding_matches_full_forward(kw):
     config = cfg(**kw)
     model = build(config, random_norms=True)
@@ -333,7 +386,9 @@ def test_kv_cache_decoding_matches_full_forward(kw):
     torch.testing.assert_close(torch.cat(pieces, dim=1), full, atol=1e-5, rtol=0)
 
 
-@pytest.mark.parametrize("kw", [dict(), dict(n_kv_heads=1, qk_norm=True), dict(architecture="gpt2")], ids=["mha", "gqa-qknorm", "gpt2"])
+@pytest.mark.parametrize(
+    "kw", [dict(), dict(n_kv_heads=1, qk_norm=True), dict(architecture="gpt2")], ids=["mha", "gqa-qknorm", "gpt2"]
+)
 def test_a_step_at_a_position_on_the_device_is_the_step_at_the_cache_length(kw):
     """Inside cache.at(position) (what generate's CUDA graph replays) a one-token step attends over
     the whole capacity, the positions after its own masked: the logits of the step at the cache's
@@ -431,14 +486,32 @@ def test_generate_sizes_the_cache_to_the_prompt_and_new_tokens(monkeypatch):
 
 
 def test_config_json_round_trip(tmp_path):
-    config = ModelConfig(vocab_size=300, context_length=64, d_model=48, n_layers=3, n_heads=6, n_kv_heads=2,
-                         d_ff=100, rope_theta=5e5, norm_eps=1e-6, tie_embeddings=True, qk_norm=True, init_std=0.01,
-                         head_dim=12, rope_scaling=LLAMA3)
+    config = ModelConfig(
+        vocab_size=300,
+        context_length=64,
+        d_model=48,
+        n_layers=3,
+        n_heads=6,
+        n_kv_heads=2,
+        d_ff=100,
+        rope_theta=5e5,
+        norm_eps=1e-6,
+        tie_embeddings=True,
+        qk_norm=True,
+        init_std=0.01,
+        head_dim=12,
+        rope_scaling=LLAMA3,
+    )
     assert ModelConfig.from_dict(json.loads(json.dumps(config.to_dict()))) == config
-    for other in (ModelConfig(vocab_size=10, d_model=64, n_heads=4, architecture="gpt2"), ModelConfig(vocab_size=10, qkv_bias=True)):
+    for other in (
+        ModelConfig(vocab_size=10, d_model=64, n_heads=4, architecture="gpt2"),
+        ModelConfig(vocab_size=10, qkv_bias=True),
+    ):
         assert ModelConfig.from_dict(json.loads(json.dumps(other.to_dict()))) == other
     # a config written before the architecture options: what it was, Llama with heads of d_model / n_heads
-    old = {k: v for k, v in cfg().to_dict().items() if k not in ("architecture", "qkv_bias", "head_dim", "rope_scaling")}
+    old = {
+        k: v for k, v in cfg().to_dict().items() if k not in ("architecture", "qkv_bias", "head_dim", "rope_scaling")
+    }
     assert ModelConfig.from_dict(old) == cfg() and cfg().head_dim == 8 and cfg().architecture == "llama"
     assert ModelConfig(vocab_size=10, n_heads=8, d_model=64).n_kv_heads == 8
     (tmp_path / "c.json").write_text(json.dumps({"model": config.to_dict(), "train": {"lr": 1}}))
@@ -448,23 +521,33 @@ def test_config_json_round_trip(tmp_path):
 def test_config_errors_name_the_problem(tmp_path):
     with pytest.raises(InputError, match="unknown model config key 'n_layer'"):
         ModelConfig.from_dict({"vocab_size": 10, "n_layer": 4})
-    for bad, needle in [(dict(d_model=100, n_heads=16), "n_heads 16"), (dict(n_heads=16, n_kv_heads=3), "n_kv_heads 3"),
-                        (dict(d_model=48, n_heads=16), "even"), (dict(vocab_size=0), "vocab_size"),
-                        (dict(rope_theta="10000"), "rope_theta"), (dict(norm_eps=float("nan")), "norm_eps"),
-                        (dict(init_std=-0.02), "init_std"), (dict(n_layers=True), "n_layers"), (dict(n_layers=2.5), "n_layers"),
-                        (dict(tie_embeddings="yes"), "tie_embeddings"), (dict(architecture="gpt3"), "architecture 'gpt3'"),
-                        (dict(qkv_bias=1), "qkv_bias"), (dict(head_dim=0), "head_dim 0"), (dict(head_dim=7), "head_dim 7: odd"),
-                        (dict(qk_norm=True, qkv_bias=True), "qkv_bias true with qk_norm"),
-                        (dict(architecture="gpt2", qk_norm=True), "qk_norm true: a llama option"),
-                        (dict(architecture="gpt2", qkv_bias=True), "qkv_bias"),
-                        (dict(architecture="gpt2", n_heads=16, n_kv_heads=4), "n_kv_heads 4: architecture 'gpt2'"),
-                        (dict(architecture="gpt2", head_dim=16), "head_dim 16: architecture 'gpt2'"),
-                        (dict(architecture="gpt2", rope_scaling=LLAMA3), "rope_scaling"),
-                        (dict(rope_scaling={**LLAMA3, "rope_type": "yarn"}), "rope_scaling .*yarn"),
-                        (dict(rope_scaling={"rope_type": "llama3", "factor": 8.0}), "rope_scaling"),
-                        (dict(rope_scaling={**LLAMA3, "factor": 0.5}), "rope_scaling factor 0.5"),
-                        (dict(rope_scaling={**LLAMA3, "high_freq_factor": 1.0}), "high_freq_factor 1.0"),
-                        (dict(rope_scaling={**LLAMA3, "original_max_position_embeddings": 8.5}), "original_max_position")]:
+    for bad, needle in [
+        (dict(d_model=100, n_heads=16), "n_heads 16"),
+        (dict(n_heads=16, n_kv_heads=3), "n_kv_heads 3"),
+        (dict(d_model=48, n_heads=16), "even"),
+        (dict(vocab_size=0), "vocab_size"),
+        (dict(rope_theta="10000"), "rope_theta"),
+        (dict(norm_eps=float("nan")), "norm_eps"),
+        (dict(init_std=-0.02), "init_std"),
+        (dict(n_layers=True), "n_layers"),
+        (dict(n_layers=2.5), "n_layers"),
+        (dict(tie_embeddings="yes"), "tie_embeddings"),
+        (dict(architecture="gpt3"), "architecture 'gpt3'"),
+        (dict(qkv_bias=1), "qkv_bias"),
+        (dict(head_dim=0), "head_dim 0"),
+        (dict(head_dim=7), "head_dim 7: odd"),
+        (dict(qk_norm=True, qkv_bias=True), "qkv_bias true with qk_norm"),
+        (dict(architecture="gpt2", qk_norm=True), "qk_norm true: a llama option"),
+        (dict(architecture="gpt2", qkv_bias=True), "qkv_bias"),
+        (dict(architecture="gpt2", n_heads=16, n_kv_heads=4), "n_kv_heads 4: architecture 'gpt2'"),
+        (dict(architecture="gpt2", head_dim=16), "head_dim 16: architecture 'gpt2'"),
+        (dict(architecture="gpt2", rope_scaling=LLAMA3), "rope_scaling"),
+        (dict(rope_scaling={**LLAMA3, "rope_type": "yarn"}), "rope_scaling .*yarn"),
+        (dict(rope_scaling={"rope_type": "llama3", "factor": 8.0}), "rope_scaling"),
+        (dict(rope_scaling={**LLAMA3, "factor": 0.5}), "rope_scaling factor 0.5"),
+        (dict(rope_scaling={**LLAMA3, "high_freq_factor": 1.0}), "high_freq_factor 1.0"),
+        (dict(rope_scaling={**LLAMA3, "original_max_position_embeddings": 8.5}), "original_max_position"),
+    ]:
         with pytest.raises(InputError, match=needle):
             ModelConfig.from_dict({"vocab_size": 10, **bad})
     path = tmp_path / "bad.json"
@@ -516,8 +599,10 @@ def test_dropout_only_in_training_and_a_checkpoint_without_it_is_the_model_it_wa
     again, _ = load_model(tmp_path / "dropout")
     assert again.config.dropout == 0.5 and not again.training
     with torch.no_grad():
-        assert torch.equal(again.layers[1](x, again.rope_cos[:16], again.rope_sin[:16]),
-                           plain.layers[1](x, plain.rope_cos[:16], plain.rope_sin[:16]))
+        assert torch.equal(
+            again.layers[1](x, again.rope_cos[:16], again.rope_sin[:16]),
+            plain.layers[1](x, plain.rope_cos[:16], plain.rope_sin[:16]),
+        )
 
 
 def test_a_checkpoint_edited_beyond_memory_is_one_line(tmp_path, small_tokenizer):
@@ -543,7 +628,9 @@ def test_attention_dropout_is_dropout_unless_set_and_drops_only_the_attention_we
     drops the attention weights too; attention_dropout 0 keeps them and the residual dropout, and
     attention_dropout alone drops inside the attention only."""
     tok, _ = small_tokenizer
-    assert ModelConfig.from_dict({"vocab_size": 10, "d_model": 32, "n_heads": 4, "dropout": 0.2}).attention_dropout == 0.2
+    assert (
+        ModelConfig.from_dict({"vocab_size": 10, "d_model": 32, "n_heads": 4, "dropout": 0.2}).attention_dropout == 0.2
+    )
     x = torch.randn(4, 16, cfg().d_model)
 
     def attention(**kw):  # the attention's output before its own projection's dropout, in train mode
@@ -570,14 +657,31 @@ def test_presets_have_documented_shapes():
     for name in preset_names():
         load_config(name)
     ts = load_config("tinystories-17m")
-    assert (ts.vocab_size, ts.context_length, ts.d_model, ts.n_layers, ts.n_heads, ts.d_ff, ts.rope_theta) == \
-        (10000, 256, 512, 4, 16, 1344, 10000.0)
+    assert (ts.vocab_size, ts.context_length, ts.d_model, ts.n_layers, ts.n_heads, ts.d_ff, ts.rope_theta) == (
+        10000,
+        256,
+        512,
+        4,
+        16,
+        1344,
+        10000.0,
+    )
     assert model_cost(ts).params / 1e6 == pytest.approx(17.6, abs=0.05)
     assert model_cost(load_config("gpt2-small")).params / 1e6 == pytest.approx(124, abs=1)
     assert model_cost(load_config("gpt2-medium")).params / 1e6 == pytest.approx(355, abs=1)
-    gpt2 = load_config("gpt2-124m-arch")  # GPT-2 small itself (tests/integration/test_import_hf.py: against transformers)
-    assert (gpt2.architecture, gpt2.vocab_size, gpt2.context_length, gpt2.d_model, gpt2.n_layers, gpt2.n_heads, gpt2.d_ff,
-            gpt2.tie_embeddings) == ("gpt2", 50257, 1024, 768, 12, 12, 3072, True)
+    gpt2 = load_config(
+        "gpt2-124m-arch"
+    )  # GPT-2 small itself (tests/integration/test_import_hf.py: against transformers)
+    assert (
+        gpt2.architecture,
+        gpt2.vocab_size,
+        gpt2.context_length,
+        gpt2.d_model,
+        gpt2.n_layers,
+        gpt2.n_heads,
+        gpt2.d_ff,
+        gpt2.tie_embeddings,
+    ) == ("gpt2", 50257, 1024, 768, 12, 12, 3072, True)
     assert model_cost(gpt2).params == 124_439_808
 
 
@@ -610,7 +714,9 @@ def test_model_cost_matches_built_model(name):
     gains_and_biases = sum(p.numel() for p in model.parameters() if p.dim() == 1)
     assert cost.matmul_params == linear + gains_and_biases
     embeddings = ("embedding.weight", "position_embedding.weight", "lm_head.weight")
-    assert cost.block_matrix_params == sum(p.numel() for n, p in model.named_parameters() if p.dim() == 2 and n not in embeddings)
+    assert cost.block_matrix_params == sum(
+        p.numel() for n, p in model.named_parameters() if p.dim() == 2 and n not in embeddings
+    )
 
 
 # -- checkpoints -----------------------------------------------------------------------------
@@ -650,10 +756,12 @@ def test_checkpoint_records_the_framing(tmp_path, small_tokenizer):
 
     tok, _ = small_tokenizer
     model, eot = build(ckpt_config(tok)), tok.special_tokens[EOT]
-    for name, kw, recorded, framing in [("ours", {"eot_id": eot}, {"eot_id": eot}, (eot, eot)),
-                                        ("same", {"eot_id": eot, "bos_id": eot}, {"eot_id": eot}, (eot, eot)),
-                                        ("llama3", {"eot_id": 5, "bos_id": 7}, {"eot_id": 5, "bos_id": 7}, (7, 5)),
-                                        ("qwen", {"eot_id": eot, "bos_id": None}, {"eot_id": eot, "bos_id": None}, (None, eot))]:
+    for name, kw, recorded, framing in [
+        ("ours", {"eot_id": eot}, {"eot_id": eot}, (eot, eot)),
+        ("same", {"eot_id": eot, "bos_id": eot}, {"eot_id": eot}, (eot, eot)),
+        ("llama3", {"eot_id": 5, "bos_id": 7}, {"eot_id": 5, "bos_id": 7}, (7, 5)),
+        ("qwen", {"eot_id": eot, "bos_id": None}, {"eot_id": eot, "bos_id": None}, (None, eot)),
+    ]:
         save_model(model, tok, tmp_path / name, **kw)
         config = json.loads((tmp_path / name / "config.json").read_text())
         assert {k: v for k, v in config["tokenizer"].items() if k.endswith("_id")} == recorded
@@ -738,7 +846,9 @@ def test_checkpoint_errors_name_the_problem(ckpt, tmp_path):
     config = json.loads(original)
     config["model"]["d_ff"] = 80
     config_path.write_text(json.dumps(config))
-    with pytest.raises(InputError, match=r"'layers\.0\.ffn\.w1\.weight' has shape \(64, 32\), the config needs \(80, 32\)"):
+    with pytest.raises(
+        InputError, match=r"'layers\.0\.ffn\.w1\.weight' has shape \(64, 32\), the config needs \(80, 32\)"
+    ):
         load_model(ckpt)
     config_path.write_text("{oops")
     with pytest.raises(InputError, match="not valid JSON"):
@@ -776,8 +886,15 @@ def test_checkpoint_tokenizer_mismatch(ckpt, tmp_path):
 # -- Hugging Face export ---------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("kw, arch", [(dict(tie_embeddings=False), "LlamaForCausalLM"), (dict(tie_embeddings=True), "LlamaForCausalLM"),
-                                      (dict(qk_norm=True), "Qwen3ForCausalLM")], ids=["llama", "llama-tied", "qwen3"])
+@pytest.mark.parametrize(
+    "kw, arch",
+    [
+        (dict(tie_embeddings=False), "LlamaForCausalLM"),
+        (dict(tie_embeddings=True), "LlamaForCausalLM"),
+        (dict(qk_norm=True), "Qwen3ForCausalLM"),
+    ],
+    ids=["llama", "llama-tied", "qwen3"],
+)
 def test_hf_export_logits_match(tmp_path, small_tokenizer, kw, arch):
     transformers = pytest.importorskip("transformers")
     from gptkit.model.hf import export_hf

@@ -1,5 +1,6 @@
 """Decoding (gptkit.model.generate: filter_probs, next_tokens, generate with its KV cache and
 sliding window) and the sample stage's TextStream (the `sample` CLI: tests/integration/test_sample_cli.py)."""
+
 import itertools
 
 import pytest
@@ -19,7 +20,9 @@ PROMPT = "the little cat sat on the"
 
 def tiny_model(vocab_size, seed=0):
     torch.manual_seed(seed)
-    config = ModelConfig(vocab_size=vocab_size, context_length=CONTEXT, d_model=32, n_layers=2, n_heads=4, d_ff=64, init_std=0.1)
+    config = ModelConfig(
+        vocab_size=vocab_size, context_length=CONTEXT, d_model=32, n_layers=2, n_heads=4, d_ff=64, init_std=0.1
+    )
     return TransformerLM(config).eval()
 
 
@@ -46,18 +49,22 @@ def greedy_ids(model, ids, n):
 
 # -- filter_probs -----------------------------------------------------------------------------
 
-@pytest.mark.parametrize("kwargs, expected", [
-    (dict(top_p=0.8), [0.625, 0.375, 0, 0, 0]),
-    (dict(top_p=1.0), P),
-    (dict(top_p=1e-6), [1, 0, 0, 0, 0]),  # never fewer than one token: the argmax
-    (dict(top_p=0.0), [1, 0, 0, 0, 0]),
-    (dict(top_k=2), [0.625, 0.375, 0, 0, 0]),
-    (dict(top_k=1), [1, 0, 0, 0, 0]),
-    (dict(top_k=50), P),
-    (dict(top_k=3, top_p=0.85), [0.625, 0.375, 0, 0, 0]),  # top_p is of the mass top_k left (0.9)
-    (dict(top_k=3, top_p=0.95), [5 / 9, 3 / 9, 1 / 9, 0, 0]),
-    (dict(top_k=2, top_p=0.5), [1, 0, 0, 0, 0]),
-])
+
+@pytest.mark.parametrize(
+    "kwargs, expected",
+    [
+        (dict(top_p=0.8), [0.625, 0.375, 0, 0, 0]),
+        (dict(top_p=1.0), P),
+        (dict(top_p=1e-6), [1, 0, 0, 0, 0]),  # never fewer than one token: the argmax
+        (dict(top_p=0.0), [1, 0, 0, 0, 0]),
+        (dict(top_k=2), [0.625, 0.375, 0, 0, 0]),
+        (dict(top_k=1), [1, 0, 0, 0, 0]),
+        (dict(top_k=50), P),
+        (dict(top_k=3, top_p=0.85), [0.625, 0.375, 0, 0, 0]),  # top_p is of the mass top_k left (0.9)
+        (dict(top_k=3, top_p=0.95), [5 / 9, 3 / 9, 1 / 9, 0, 0]),
+        (dict(top_k=2, top_p=0.5), [1, 0, 0, 0, 0]),
+    ],
+)
 def test_filter_probs_hand_made(kwargs, expected):
     out = filter_probs(torch.tensor(P), **kwargs)
     assert torch.allclose(out, torch.tensor(expected, dtype=out.dtype), atol=1e-6), out
@@ -88,6 +95,7 @@ def test_filter_probs_top_p_matches_reference_on_random_rows():
 
 # -- next_tokens ------------------------------------------------------------------------------
 
+
 def test_temperature_zero_is_argmax():
     logits = torch.randn(6, 50, generator=torch.Generator().manual_seed(1))
     assert torch.equal(next_tokens(logits, 0, 0.5, 3, None), logits.argmax(-1))
@@ -107,6 +115,7 @@ def test_sampling_frequencies_follow_tempered_softmax(temperature):
 
 
 # -- generate ---------------------------------------------------------------------------------
+
 
 def reference_greedy(model, prompt, n):
     """No cache: each token is the argmax of a full forward over the tokens the cache would
@@ -129,7 +138,7 @@ def test_greedy_equals_no_cache_loop_within_context(model, tok):
     seq = list(prompt)
     for _ in range(n):
         seq.append(int(model(torch.tensor([seq]))[0][0, -1].argmax()))
-    assert greedy_ids(model, prompt, n) == seq[len(prompt):]
+    assert greedy_ids(model, prompt, n) == seq[len(prompt) :]
 
 
 @torch.inference_mode()
@@ -179,6 +188,7 @@ def test_sampling_past_the_context(model):
 
 # -- TextStream -------------------------------------------------------------------------------
 
+
 def feed(stream, ids):
     """What a caller prints: releases until `done` (then nothing more is added), else `finish()`."""
     out = []
@@ -208,17 +218,20 @@ def test_stream_invalid_and_truncated_utf8_become_replacement(tok):
 
 
 @pytest.mark.parametrize("split", ["bytes", "tokens"])
-@pytest.mark.parametrize("text, stops, expected", [
-    ("Hello world, bye", ["o w"], "Hell"),
-    ("Hello world, bye", ["o w", "bye"], "Hell"),
-    ("Hello world, bye", ["bye", "o w"], "Hell"),  # the earliest wins, whatever the order given
-    ("Hello world, bye", ["ld", "or"], "Hello w"),
-    ("Hello world, bye", [" w", "o w"], "Hell"),  # both complete at "w": the one that starts first
-    ("ab東京cd", ["東京"], "ab"),
-    ("ab東京cd", ["京c"], "ab東"),
-    ("Hello world, bye", ["", "xyz"], "Hello world, bye"),  # never found: all released in the end
-    ("Hello wo", ["wor"], "Hello wo"),  # a prefix that never completes is released by finish()
-])
+@pytest.mark.parametrize(
+    "text, stops, expected",
+    [
+        ("Hello world, bye", ["o w"], "Hell"),
+        ("Hello world, bye", ["o w", "bye"], "Hell"),
+        ("Hello world, bye", ["bye", "o w"], "Hell"),  # the earliest wins, whatever the order given
+        ("Hello world, bye", ["ld", "or"], "Hello w"),
+        ("Hello world, bye", [" w", "o w"], "Hell"),  # both complete at "w": the one that starts first
+        ("ab東京cd", ["東京"], "ab"),
+        ("ab東京cd", ["京c"], "ab東"),
+        ("Hello world, bye", ["", "xyz"], "Hello world, bye"),  # never found: all released in the end
+        ("Hello wo", ["wor"], "Hello wo"),  # a prefix that never completes is released by finish()
+    ],
+)
 def test_stream_stop_strings(tok, split, text, stops, expected):
     """Stop strings of up to 3 characters."""
     stream = TextStream(tok, stops)
@@ -231,11 +244,14 @@ def test_stream_stop_strings(tok, split, text, stops, expected):
     assert stream.done == (expected != text)
 
 
-@pytest.mark.parametrize("text, stop, expected", [
-    ("abcd", "abcd", ""),
-    ("Hello world, bye", "world", "Hello "),
-    ("the cat sat on the mat", "sat on", "the cat "),
-])
+@pytest.mark.parametrize(
+    "text, stop, expected",
+    [
+        ("abcd", "abcd", ""),
+        ("Hello world, bye", "world", "Hello "),
+        ("the cat sat on the mat", "sat on", "the cat "),
+    ],
+)
 def test_stream_long_stop_across_single_byte_tokens(tok, text, stop, expected):
     stream, shown = TextStream(tok, [stop]), ""
     for release in feed(stream, byte_ids(tok, text)):

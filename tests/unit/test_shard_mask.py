@@ -1,5 +1,6 @@
 """Shards with a mask (chat data): the mask after the tokens, the header saying so (extension
 version 2, slot 11), the checksum covering it; a masked directory read back by ShardData."""
+
 import json
 
 import numpy as np
@@ -7,7 +8,8 @@ import pytest
 
 from gptkit.shared.errors import InputError
 from gptkit.shared.shard_data import ShardData
-from gptkit.shared.shard_dir import MANIFEST, ShardDir, ShardSet
+from gptkit.shared.shard_dir import MANIFEST, ShardDir
+from gptkit.shared.shard_set import ShardSet
 from gptkit.shared.shards import HEADER_BYTES, ShardError, ShardWriter, open_shard, read_header, verify_shard
 
 FACTS = dict(vocab_size=100, eot_id=99, fingerprint="0123456789abcdef")
@@ -69,7 +71,9 @@ def test_mask_values_other_than_0_and_1_are_refused(masked):
 def test_a_truncated_mask_is_named(masked):
     path, _, _ = masked
     path.write_bytes(path.read_bytes()[:-4])
-    with pytest.raises(ShardError, match=r"truncated: 4 bytes missing \(the header says 10 uint16 tokens and their mask"):
+    with pytest.raises(
+        ShardError, match=r"truncated: 4 bytes missing \(the header says 10 uint16 tokens and their mask"
+    ):
         read_header(path)
 
 
@@ -90,7 +94,9 @@ class Tok:
 
 
 def masked_directory(path, mask=True):
-    shards = ShardSet(path, Tok(), 99, 8, mask=mask, chat_files={"chat_template.jinja": "{{ messages }}"} if mask else None)
+    shards = ShardSet(
+        path, Tok(), 99, 8, mask=mask, chat_files={"chat_template.jinja": "{{ messages }}"} if mask else None
+    )
     shards.begin()
     rng = np.random.default_rng(0)
     counts = {}

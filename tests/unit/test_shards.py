@@ -1,4 +1,5 @@
 """The token shard format (shared/shards.py): llm.c-compatible headers, our extension, checks, writing."""
+
 import os
 import zlib
 
@@ -52,7 +53,9 @@ def shard_error(match, fn, *args, **kwargs):
 @pytest.mark.parametrize("dtype, magic, version", [(U16, 20240520, 1), (U32, 20240801, 7)])
 @pytest.mark.parametrize("eot_id", [449, None])
 def test_header_round_trip_keeps_llmc_slots_and_our_extension(dtype, magic, version, eot_id):
-    header = ShardHeader(dtype, 12345, vocab_size=70000, eot_id=eot_id, num_docs=17, checksum=0xDEADBEEF, fingerprint="fedcba9876543210")
+    header = ShardHeader(
+        dtype, 12345, vocab_size=70000, eot_id=eot_id, num_docs=17, checksum=0xDEADBEEF, fingerprint="fedcba9876543210"
+    )
     raw = header.to_bytes()
     assert len(raw) == HEADER_BYTES == 1024
     ints = np.frombuffer(raw, "<i4")

@@ -1,4 +1,5 @@
 """shared/: atomic writes, progress display, worker pools, errors and what every command shares."""
+
 import io
 import logging
 import multiprocessing
@@ -11,13 +12,12 @@ import click
 import pytest
 from click.testing import CliRunner
 
+import gptkit.shared.progress
 from gptkit.shared.cli import Command
 from gptkit.shared.errors import GptkitError, InputError, SettingError
 from gptkit.shared.files import atomic_write
-import gptkit.shared.progress
 from gptkit.shared.progress import Progress
 from gptkit.shared.workers import process_pool
-
 
 # -- atomic_write ----------------------------------------------------------------------------
 
@@ -29,7 +29,7 @@ def test_atomic_write_creates_and_replaces(tmp_path):
     assert path.read_text() == "first version, rather long\n"
     with atomic_write(path, encoding="utf-8") as f:
         f.write("é\n")
-    assert path.read_bytes() == "é\n".encode("utf-8")  # replaced, not appended or overlaid
+    assert path.read_bytes() == "é\n".encode()  # replaced, not appended or overlaid
     assert os.listdir(tmp_path) == ["out.txt"]
 
 
@@ -246,11 +246,14 @@ def test_library_errors_are_plain_exceptions():
     assert str(setting) == "batch_size 0: expected a whole number, 1 or more"  # the library's name
 
 
-@pytest.mark.parametrize("error, status, line", [
-    (InputError("data.txt: cannot read"), 2, "Error: data.txt: cannot read"),
-    (SettingError("batch_size", "0: expected 1 or more"), 2, "Error: --batch-size 0: expected 1 or more"),
-    (GptkitError("step 3: the loss is nan; stopping"), 1, "Error: step 3: the loss is nan; stopping"),
-])
+@pytest.mark.parametrize(
+    "error, status, line",
+    [
+        (InputError("data.txt: cannot read"), 2, "Error: data.txt: cannot read"),
+        (SettingError("batch_size", "0: expected 1 or more"), 2, "Error: --batch-size 0: expected 1 or more"),
+        (GptkitError("step 3: the loss is nan; stopping"), 1, "Error: step 3: the loss is nan; stopping"),
+    ],
+)
 def test_a_library_error_in_a_command_is_one_line_with_its_status(error, status, line):
     @click.command(cls=Command)
     @click.argument("path")

@@ -1,4 +1,5 @@
 """The story generator: determinism, sizes, separators, vocabulary, grammar spot checks, the CLI."""
+
 import json
 import random
 import re
@@ -12,9 +13,9 @@ from click.testing import CliRunner
 from gptkit.shared.errors import InputError
 from gptkit.stories import conversations, story, write_conversations, write_corpus
 from gptkit.stories.cli import cli, parse_size
+from gptkit.stories.doing import ACTIVITIES
 from gptkit.stories.generate import SEPARATOR, distinct_words
 from gptkit.stories.teller import ING, PAST, a, plural
-from gptkit.stories.words import ACTIVITIES
 from tests.conftest import assert_input_error
 
 # Words that start with a vowel letter but take "a" (a unicorn): the only ones allowed after "a".
@@ -36,6 +37,7 @@ def story_list(corpus):
 
 
 # -- the corpus ----------------------------------------------------------------------------------
+
 
 def test_same_seed_same_bytes_other_seed_other_bytes(tmp_path):
     paths = [tmp_path / f"{i}.txt" for i in range(3)]
@@ -131,6 +133,7 @@ def test_vocabulary_is_in_the_thousands(corpus):
 
 # -- grammar spot checks -------------------------------------------------------------------------
 
+
 def test_a_and_an(corpus):
     text = corpus[0].lower()
     a_vowel = {w for w in re.findall(r"\ba ([aeiou][a-z]*)", text)}
@@ -142,9 +145,15 @@ def test_a_and_an(corpus):
 
 def test_a_and_plural_helpers():
     assert [a(w) for w in ("owl", "old kite", "kite", "unicorn", "umbrella")] == [
-        "an owl", "an old kite", "a kite", "a unicorn", "an umbrella"]
-    assert [plural(w) for w in ("fox", "bunny", "monkey", "mouse", "teddy bear", "peach", "sheep", "gingerbread man")] == [
-        "foxes", "bunnies", "monkeys", "mice", "teddy bears", "peaches", "sheep", "gingerbread men"]
+        "an owl",
+        "an old kite",
+        "a kite",
+        "a unicorn",
+        "an umbrella",
+    ]
+    assert [
+        plural(w) for w in ("fox", "bunny", "monkey", "mouse", "teddy bear", "peach", "sheep", "gingerbread man")
+    ] == ["foxes", "bunnies", "monkeys", "mice", "teddy bears", "peaches", "sheep", "gingerbread men"]
 
 
 def test_every_activity_starts_with_a_verb_we_can_conjugate():
@@ -177,6 +186,7 @@ def test_pronouns_agree_with_their_verbs(corpus):
 
 
 # -- the CLI -------------------------------------------------------------------------------------
+
 
 def run(*args):
     return CliRunner().invoke(cli, [str(a) for a in args])
@@ -211,16 +221,30 @@ def test_cli_chat_writes_conversations_as_jsonl(tmp_path):
 
 def test_python_dash_m_stories(tmp_path):
     out = tmp_path / "c.txt"
-    proc = subprocess.run([sys.executable, "-m", "gptkit.stories", "--out", str(out), "--size", "3000", "--seed", "1"],
-                          capture_output=True, text=True, cwd=Path(__file__).resolve().parents[2])
+    proc = subprocess.run(
+        [sys.executable, "-m", "gptkit.stories", "--out", str(out), "--size", "3000", "--seed", "1"],
+        capture_output=True,
+        text=True,
+        cwd=Path(__file__).resolve().parents[2],
+    )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.startswith(f"wrote {out}: ") and out.stat().st_size >= 3000
 
 
-@pytest.mark.parametrize("text, size", [
-    ("500KB", 500_000), ("10MB", 10_000_000), ("1GB", 10**9), ("12345", 12345), ("2mb", 2_000_000),
-    ("1.5MB", 1_500_000), ("1MiB", 2**20), ("64 KB", 64_000), ("7B", 7),
-])
+@pytest.mark.parametrize(
+    "text, size",
+    [
+        ("500KB", 500_000),
+        ("10MB", 10_000_000),
+        ("1GB", 10**9),
+        ("12345", 12345),
+        ("2mb", 2_000_000),
+        ("1.5MB", 1_500_000),
+        ("1MiB", 2**20),
+        ("64 KB", 64_000),
+        ("7B", 7),
+    ],
+)
 def test_parse_size(text, size):
     assert parse_size(text) == size
 

@@ -1,5 +1,6 @@
 """The test suite itself: no test is lost to a second definition of its name (Python keeps the last
 one silently, and pytest runs only that)."""
+
 import ast
 from pathlib import Path
 
@@ -35,13 +36,16 @@ def redefinitions(source, path="<source>"):
 
 
 def test_no_test_file_defines_a_name_twice():
-    found = [line for path in sorted(TESTS.rglob("*.py"))
-             for line in redefinitions(path.read_text(encoding="utf-8"), path.relative_to(TESTS.parent))]
+    found = [
+        line
+        for path in sorted(TESTS.rglob("*.py"))
+        for line in redefinitions(path.read_text(encoding="utf-8"), path.relative_to(TESTS.parent))
+    ]
     assert not found, "defined again, hiding the first:\n" + "\n".join(found)
 
 
 def test_a_redefinition_is_found_in_a_module_and_a_class_but_not_across_scopes_or_branches():
-    source = '''
+    source = """
 def test_a(): pass
 def helper(): pass
 class TestB:
@@ -54,7 +58,7 @@ else:
     def fast(): pass
 def helper(): pass
 def test_a(): pass
-'''
+"""
     assert redefinitions(source, "t.py") == [
         "t.py:6: test_c (first defined at line 5)",
         "t.py:12: helper (first defined at line 3)",

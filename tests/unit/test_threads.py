@@ -1,5 +1,6 @@
 """torch's thread count (runtime/threads.py): chosen by timing the work on a simulated machine whose
 speed and idle cores depend on the count and on the load beside it, and fixed where asked."""
+
 import os
 
 import pytest
@@ -28,8 +29,13 @@ class Machine:
         return seconds
 
     def threads(self, **kw):
-        return Threads(most=self.cpus, set_threads=self.counts.append, clock=lambda: self.now,
-                       cpu_seconds=lambda: (self.idle, self.total), **kw)
+        return Threads(
+            most=self.cpus,
+            set_threads=self.counts.append,
+            clock=lambda: self.now,
+            cpu_seconds=lambda: (self.idle, self.total),
+            **kw,
+        )
 
     def run(self, threads, units):
         seen = []
@@ -52,7 +58,7 @@ def test_an_idle_machine_goes_to_every_core():
     assert threads.settled
     machine = Machine(work=0.01)  # units too short to see idle cores in: it climbs
     seen = machine.run(machine.threads(), 200)
-    assert seen.index(2) > 2 and set(seen[seen.index(2):]) == {2}
+    assert seen.index(2) > 2 and set(seen[seen.index(2) :]) == {2}
 
 
 def test_a_half_busy_machine_climbs_only_where_more_threads_are_faster(monkeypatch):
@@ -74,7 +80,7 @@ def test_load_that_arrives_sends_it_back_to_one_thread_and_load_that_leaves_up_a
     assert threads.count == 2
     machine.busy = 2
     seen = machine.run(threads, 100)
-    assert seen.index(1) <= 4 and set(seen[seen.index(1):]) == {1}  # a few collapsed steps, then one thread
+    assert seen.index(1) <= 4 and set(seen[seen.index(1) :]) == {1}  # a few collapsed steps, then one thread
     machine.busy = 0
     start = machine.now
     seen = machine.run(threads, 2000)
@@ -119,7 +125,10 @@ def test_sample_and_train_measure_by_default():
     from gptkit.sample.cli import cli as sample_cli
     from gptkit.train.cli import cli as train_cli
 
-    for command, args in ((sample_cli, ["--checkpoint", "c", "--prompt", "p"]), (train_cli.commands["run"], ["--out", "o"])):
+    for command, args in (
+        (sample_cli, ["--checkpoint", "c", "--prompt", "p"]),
+        (train_cli.commands["run"], ["--out", "o"]),
+    ):
         assert command.make_context("gptkit", args).params["threads"] is None
         assert "measured" in next(p for p in command.params if p.name == "threads").help
 
@@ -136,6 +145,7 @@ def test_longer_units_after_a_new_loop_are_no_slowdown():
 
 
 # -- a deterministic run's count: fixed, recorded, and put back by a resume ---------------------------
+
 
 def test_deterministic_fixes_the_count_on_the_cpu_and_records_it(monkeypatch):
     """--deterministic: one per physical core of the process's share, unless --threads or

@@ -1,6 +1,7 @@
 """BPE training (gptkit.tokenizer.train): exact merges by hand, against a from-scratch reference, against
 Stanford CS336's reference merges (the default tie-break) and HF tokenizers' trainer (tie_break="hf"),
 determinism, bad input."""
+
 import json
 import random
 import re
@@ -12,11 +13,10 @@ from hypothesis import strategies as st
 
 from gptkit.shared.corpus import Corpus
 from gptkit.shared.errors import InputError
-from gptkit.tokenizer import split, train_bpe
 from gptkit.shared.text import EOT
+from gptkit.tokenizer import split, train_bpe
 from gptkit.tokenizer.files import BYTE_TO_CHAR, CHAR_TO_BYTE
 from gptkit.tokenizer.train import learn_merges
-
 from tests.conftest import english_like, shared_file
 
 
@@ -26,10 +26,12 @@ def reference_merges(pretoken_counts, n_merges, tie_break):
     the bytes by their byte-level characters and each merged token after them, as HF `tokenizers`
     numbers its tokens."""
     rank = {bytes([b]): sorted(BYTE_TO_CHAR).index(BYTE_TO_CHAR[b]) for b in range(256)}
-    if tie_break == "lexicographic":
-        best_of = lambda pairs: max(pairs, key=lambda pair: (pairs[pair], pair))
-    else:
-        best_of = lambda pairs: min(pairs, key=lambda pair: (-pairs[pair], rank[pair[0]], rank[pair[1]]))
+
+    def best_of(pairs):
+        if tie_break == "lexicographic":
+            return max(pairs, key=lambda pair: (pairs[pair], pair))
+        return min(pairs, key=lambda pair: (-pairs[pair], rank[pair[0]], rank[pair[1]]))
+
     words = {tuple(bytes([b]) for b in p.encode()): n for p, n in pretoken_counts.items()}
     merges = []
     for _ in range(n_merges):
@@ -62,8 +64,12 @@ def hf_merges(texts, vocab_size):
     tokenizers = pytest.importorskip("tokenizers")
     hf = tokenizers.Tokenizer(tokenizers.models.BPE())
     hf.pre_tokenizer = tokenizers.pre_tokenizers.ByteLevel(add_prefix_space=False)
-    trainer = tokenizers.trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=[EOT], show_progress=False,
-                                             initial_alphabet=tokenizers.pre_tokenizers.ByteLevel.alphabet())
+    trainer = tokenizers.trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        special_tokens=[EOT],
+        show_progress=False,
+        initial_alphabet=tokenizers.pre_tokenizers.ByteLevel.alphabet(),
+    )
     hf.train_from_iterator(texts, trainer=trainer)
     merges = json.loads(hf.to_str())["model"]["merges"]
     return [tuple(bytes(CHAR_TO_BYTE[c] for c in token) for token in merge) for merge in merges]
@@ -88,14 +94,17 @@ def test_default_merges_are_the_cs336_reference_merges():
     assert named_merges(tokenizer) == expected
 
 
-@pytest.mark.parametrize("tie_break, expected", [
-    # Pre-tokens: "ab" x1, " ab" x2, " cd" x3. Pair counts: (a,b) 3, (c,d) 3, (" ",c) 3, (" ",a) 2.
-    # Greatest bytes: (c,d), then (a,b) 3 ties with (" ",cd) 3 and a is greater than a space.
-    ("lexicographic", [(b"c", b"d"), (b"a", b"b"), (b" ", b"cd"), (b" ", b"ab")]),
-    # HF: (a,b) first, a ranking before c and a space (a byte without a printable character of its
-    # own, shown as "Ġ") after every letter; then (c,d) 3 ties with (" ",c) 3, and c ranks first.
-    ("hf", [(b"a", b"b"), (b"c", b"d"), (b" ", b"cd"), (b" ", b"ab")]),
-])
+@pytest.mark.parametrize(
+    "tie_break, expected",
+    [
+        # Pre-tokens: "ab" x1, " ab" x2, " cd" x3. Pair counts: (a,b) 3, (c,d) 3, (" ",c) 3, (" ",a) 2.
+        # Greatest bytes: (c,d), then (a,b) 3 ties with (" ",cd) 3 and a is greater than a space.
+        ("lexicographic", [(b"c", b"d"), (b"a", b"b"), (b" ", b"cd"), (b" ", b"ab")]),
+        # HF: (a,b) first, a ranking before c and a space (a byte without a printable character of its
+        # own, shown as "Ġ") after every letter; then (c,d) 3 ties with (" ",c) 3, and c ranks first.
+        ("hf", [(b"a", b"b"), (b"c", b"d"), (b" ", b"cd"), (b" ", b"ab")]),
+    ],
+)
 def test_hand_checked_merges_with_ties(tmp_path, tie_break, expected):
     tokenizer = train_text(tmp_path, "ab ab ab cd cd cd", 256 + 4 + 1, tie_break=tie_break)
     assert named_merges(tokenizer) == expected
@@ -103,10 +112,13 @@ def test_hand_checked_merges_with_ties(tmp_path, tie_break, expected):
     assert tokenizer.encode("ab cd<|endoftext|>") == [256 + expected.index((b"a", b"b")), 258, 260]
 
 
-@pytest.mark.parametrize("tie_break, second", [
-    ("lexicographic", (b"a", b"bc")),  # b"bc" > b"b": of two byte strings, the longer one its prefix is smaller
-    ("hf", (b"a", b"b")),  # b, a byte, ranks before bc, the first merge: the older token wins
-])
+@pytest.mark.parametrize(
+    "tie_break, second",
+    [
+        ("lexicographic", (b"a", b"bc")),  # b"bc" > b"b": of two byte strings, the longer one its prefix is smaller
+        ("hf", (b"a", b"b")),  # b, a byte, ranks before bc, the first merge: the older token wins
+    ],
+)
 def test_a_tie_between_a_token_and_its_extension(tmp_path, tie_break, second):
     # Documents abc x2, ab x2, bc x3. Merge 1: (b,c) 5 beats (a,b) 4. Then (a,bc) and (a,b) both count 2.
     text = "<|endoftext|>".join(["abc", "abc", "ab", "ab", "bc", "bc", "bc"])
@@ -115,8 +127,12 @@ def test_a_tie_between_a_token_and_its_extension(tmp_path, tie_break, second):
 
 @pytest.mark.parametrize("tie_break", ["lexicographic", "hf"])
 @settings(max_examples=60, deadline=None)
-@given(words=st.lists(st.sampled_from(["a", "b", "ab", "ba", "c", "é", " a", " b", " aa", "aaa", " ", "ÿ", "\x7f"]), max_size=40),
-       n_merges=st.integers(1, 30))
+@given(
+    words=st.lists(
+        st.sampled_from(["a", "b", "ab", "ba", "c", "é", " a", " b", " aa", "aaa", " ", "ÿ", "\x7f"]), max_size=40
+    ),
+    n_merges=st.integers(1, 30),
+)
 def test_incremental_merges_equal_from_scratch_recount(tie_break, words, n_merges):
     counts = Counter(split.PRETOKEN.findall("".join(words)))
     vocab, merges = learn_merges(counts, n_merges, tie_break=tie_break, quiet=True)
@@ -139,7 +155,9 @@ def test_a_long_line_without_spaces_against_from_scratch_recount(alphabet):
 
 
 @settings(max_examples=40, deadline=None)
-@given(st.lists(st.sampled_from(["a", "b", "ab", "ba", "é", " a", " b", " aa", "aaa", " ", "\n", "1", "~"]), max_size=40))
+@given(
+    st.lists(st.sampled_from(["a", "b", "ab", "ba", "é", " a", " b", " aa", "aaa", " ", "\n", "1", "~"]), max_size=40)
+)
 def test_merges_equal_hf_tokenizers_trainer(tmp_path_factory, words):
     text = "".join(words)
     if not text:
@@ -161,7 +179,9 @@ def test_real_text_merges_equal_hf_tokenizers_trainer(tmp_path):
 
 
 def test_special_tokens_are_never_counted(tmp_path):
-    tokenizer = train_text(tmp_path, "xy<|endoftext|>xy<|endoftext|>xy<|sep|>xy", 256 + 5 + 2, special_tokens=["<|endoftext|>", "<|sep|>"])
+    tokenizer = train_text(
+        tmp_path, "xy<|endoftext|>xy<|endoftext|>xy<|sep|>xy", 256 + 5 + 2, special_tokens=["<|endoftext|>", "<|sep|>"]
+    )
     assert not any(set(pair) & {b"<", b"|", b">"} for pair in named_merges(tokenizer))
     assert named_merges(tokenizer) == [(b"x", b"y")]  # nothing else to merge: the vocabulary stays small
     assert tokenizer.vocab_size == 256 + 1 + 2

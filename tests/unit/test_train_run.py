@@ -1,6 +1,7 @@
 """A run through the library (`train(config)`, prepare_run, the Trainer), in-process on CPU with a tiny
 model: gradient accumulation, clipping, exact resume, activation checkpointing, host syncs,
 non-finite losses, bits per byte, kills during checkpoint saves, the library's errors."""
+
 import json
 import os
 import re
@@ -19,8 +20,8 @@ from gptkit.shared.errors import SettingError
 from gptkit.shared.shard_dir import ShardDir
 from gptkit.train.data import ShardData
 from gptkit.train.optim import AdamW
-from gptkit.train.prepare import prepare_run
 from gptkit.train.run import train
+from gptkit.train.settle import settle
 from gptkit.train.trainer import Trainer, TrainingError
 from tests.training import MODEL, SIGNALS, comparable, config, invoke, latest_step, records, stopped_after, weights
 
@@ -44,14 +45,20 @@ def global_norm(grads):
 
 def test_gradient_accumulation_matches_one_big_batch(data, model_json, tmp_path, captured_grads):
     for out, batch, accum in (("big", 4, 1), ("accum", 2, 2)):
-        train(config(data, tmp_path / out, model_json, batch_size=batch, grad_accum=accum, loader="sequential", max_steps=2))
+        train(
+            config(
+                data, tmp_path / out, model_json, batch_size=batch, grad_accum=accum, loader="sequential", max_steps=2
+            )
+        )
     big, accum = captured_grads[:2], captured_grads[2:]
     for g1, g2 in zip(big, accum):
         for name in g1:
             torch.testing.assert_close(g2[name], g1[name], atol=1e-7, rtol=1e-4, msg=name)
     for r1, r2 in zip(records(tmp_path / "big"), records(tmp_path / "accum"), strict=True):
         assert (r1["step"], r1["tokens"]) == (r2["step"], r2["tokens"])
-        assert r1["loss"] == pytest.approx(r2["loss"], abs=1e-5) and r1["grad_norm"] == pytest.approx(r2["grad_norm"], rel=1e-5)
+        assert r1["loss"] == pytest.approx(r2["loss"], abs=1e-5) and r1["grad_norm"] == pytest.approx(
+            r2["grad_norm"], rel=1e-5
+        )
     w1, w2 = weights(tmp_path / "big/latest"), weights(tmp_path / "accum/latest")
     for name in w1:
         torch.testing.assert_close(w2[name], w1[name], atol=1e-5, rtol=0, msg=name)
@@ -73,8 +80,13 @@ def test_logged_grad_norm_is_before_clipping(data, model_json, tmp_path, capture
 
 @pytest.mark.parametrize("optimizer", ["adamw", "muon"])
 def test_resume_is_exact(data, model_json, tmp_path, optimizer):
-    run = dict(max_steps=8, checkpoint_interval=4, eval_interval=4, optimizer=optimizer,
-               grad_accum=2 if optimizer == "muon" else 1)
+    run = dict(
+        max_steps=8,
+        checkpoint_interval=4,
+        eval_interval=4,
+        optimizer=optimizer,
+        grad_accum=2 if optimizer == "muon" else 1,
+    )
     train(config(data, tmp_path / "straight", model_json, **run))
     shutil.copytree(tmp_path / "straight", tmp_path / "resumed", symlinks=True)
     assert [p.name[:11] for p in sorted((tmp_path / "resumed/checkpoints").iterdir())] == ["step-000004", "step-000008"]
@@ -89,19 +101,20 @@ def test_resume_is_exact(data, model_json, tmp_path, optimizer):
 
 
 def test_deterministic_trains_under_deterministic_algorithms_and_gives_the_process_its_settings_back(
-        data, model_json, tmp_path, monkeypatch):
+    data, model_json, tmp_path, monkeypatch
+):
     """--deterministic: every step computes with torch's deterministic algorithms and Inductor's
     deterministic switch (what makes a compiled CUDA run repeat itself, where the GPU tier checks it);
     the setting is recorded, so a resume keeps it; the process computes as before afterwards."""
     import torch._inductor.config as inductor
 
-    seen, step = [], Trainer._train_step
+    seen, step = [], Trainer.train_step
 
     def recorded(self):
         seen.append((torch.are_deterministic_algorithms_enabled(), inductor.deterministic))
         return step(self)
 
-    monkeypatch.setattr(Trainer, "_train_step", recorded)
+    monkeypatch.setattr(Trainer, "train_step", recorded)
     monkeypatch.delenv("CUBLAS_WORKSPACE_CONFIG", raising=False)
     before = torch.are_deterministic_algorithms_enabled(), inductor.deterministic
     train(config(data, tmp_path / "run", model_json, max_steps=2, deterministic=True))
@@ -109,14 +122,18 @@ def test_deterministic_trains_under_deterministic_algorithms_and_gives_the_proce
     assert (torch.are_deterministic_algorithms_enabled(), inductor.deterministic) == before == (False, False)
     assert json.loads((tmp_path / "run/config.json").read_text())["deterministic"] is True
     seen.clear()
-    assert invoke("--out", tmp_path / "run", "--resume", "--max-steps", 3).exit_code == 0  # the run's config.json's setting
+    assert (
+        invoke("--out", tmp_path / "run", "--resume", "--max-steps", 3).exit_code == 0
+    )  # the run's config.json's setting
     assert seen == [(True, True)]
     seen.clear()
     train(config(data, tmp_path / "plain", model_json, max_steps=1))
     assert seen == [(False, False)]
 
 
-def test_activation_checkpointing_recomputes_each_block_and_trains_the_same_run(data, model_json, tmp_path, monkeypatch):
+def test_activation_checkpointing_recomputes_each_block_and_trains_the_same_run(
+    data, model_json, tmp_path, monkeypatch
+):
     calls, forward = [], Block.residual
 
     def counted(self, *args, **kwargs):
@@ -127,7 +144,16 @@ def test_activation_checkpointing_recomputes_each_block_and_trains_the_same_run(
     runs = {}
     for recompute in (False, True):
         calls.clear()
-        train(config(data, tmp_path / str(recompute), model_json, max_steps=3, eval_interval=3, activation_checkpointing=recompute))
+        train(
+            config(
+                data,
+                tmp_path / str(recompute),
+                model_json,
+                max_steps=3,
+                eval_interval=3,
+                activation_checkpointing=recompute,
+            )
+        )
         runs[recompute] = calls.count(True)  # the blocks' forwards with gradients: training's, and the recomputed ones
     assert (runs[False], runs[True]) == (3 * MODEL["n_layers"], 2 * 3 * MODEL["n_layers"])
     for key in ("loss", "grad_norm", "val_loss"):
@@ -166,7 +192,9 @@ def test_a_non_finite_loss_between_syncs_is_caught_and_never_checkpointed(data, 
 
     monkeypatch.setattr(TransformerLM, "forward", poisoned)
     run = tmp_path / "run"
-    with pytest.raises(TrainingError, match=r"^step 7: the loss is nan; stopping \(the last checkpoint, step-000005_tokens-640 in "):
+    with pytest.raises(
+        TrainingError, match=r"^step 7: the loss is nan; stopping \(the last checkpoint, step-000005_tokens-640 in "
+    ):
         train(config(data, run, model_json, max_steps=20, log_interval=10, checkpoint_interval=5))
     assert latest_step(run) == 5 and [r["step"] for r in records(run)] == [1]
     with pytest.raises(TrainingError, match="no checkpoint was written"):
@@ -184,13 +212,19 @@ def test_validation_reports_bits_per_byte_of_the_text(data, model_json, tmp_path
     data_dir = ShardDir(data)
     tok = data_tokenizer(data_dir)
     model, _ = load_model(run / "latest")
-    sequences = torch.from_numpy(eval_sequences(ShardData(data_dir, "val", tok.vocab_size, tok.fingerprint, 32), 32, 1024)[0]).long()
+    sequences = torch.from_numpy(
+        eval_sequences(ShardData(data_dir, "val", tok.vocab_size, tok.fingerprint, 32), 32, 1024)[0]
+    ).long()
     losses = model.eval().token_losses(sequences[:, :-1], sequences[:, 1:])
     eot = tok.special_tokens["<|endoftext|>"]
-    nbytes = torch.tensor([0 if i == eot else len(tok.decode_bytes([i])) for i in range(tok.vocab_size)])[sequences[:, 1:]]
+    nbytes = torch.tensor([0 if i == eot else len(tok.decode_bytes([i])) for i in range(tok.vocab_size)])[
+        sequences[:, 1:]
+    ]
     assert (nbytes == 0).any()  # the end-of-text targets count in neither sum
     assert record["val_loss"] == pytest.approx(losses.double().mean().item(), rel=1e-6)
-    assert record["val_bpb"] == pytest.approx((losses.double() * (nbytes > 0)).sum().item() / np.log(2) / nbytes.sum().item(), rel=1e-6)
+    assert record["val_bpb"] == pytest.approx(
+        (losses.double() * (nbytes > 0)).sum().item() / np.log(2) / nbytes.sum().item(), rel=1e-6
+    )
 
 
 class Killed(BaseException):
@@ -220,7 +254,7 @@ def test_library_errors_name_the_setting(data, model_json, tmp_path):
     """Settings, data and model errors name TrainConfig's fields (the CLI shows them as flags,
     tests/integration/test_train_cli.py's test_bad_settings and test_bad_data_directories)."""
     with pytest.raises(SettingError, match="^context_length 128: longer than the model's context of 64"):
-        prepare_run(config(data, tmp_path / "r", model_json, context_length=128))
+        settle(config(data, tmp_path / "r", model_json, context_length=128))
     with pytest.raises(SettingError, match=f"^data {re.escape(str(tmp_path))}: no tokenizer.json"):
         train(config(tmp_path, tmp_path / "r", model_json))
     (tmp_path / "bad.json").write_text("{oops")

@@ -1,15 +1,22 @@
 """`--vocab-size auto` (tokenizer/vocab.py): 512, 1,024 or 4,096 tokens for the corpus, and why."""
+
 import random
 import string
 
 from click.testing import CliRunner
 
 from gptkit.shared.corpus import Corpus
-from gptkit.tokenizer.cli import cli
 from gptkit.tokenizer import train_bpe
-from gptkit.tokenizer.vocab import (LARGE, MIN_BYTES_PER_TOKEN, SMALL, TINY, auto_tokenizer, first_tokens,
-                                     repeated_span_share)
-
+from gptkit.tokenizer.cli import cli
+from gptkit.tokenizer.vocab import (
+    LARGE,
+    MIN_BYTES_PER_TOKEN,
+    SMALL,
+    TINY,
+    auto_tokenizer,
+    first_tokens,
+    repeated_span_share,
+)
 from tests.conftest import english_like
 
 
@@ -33,7 +40,9 @@ def code_like(n_functions):
     def name():
         return rng.choice(words[: rng.choice([30, 300, 3_000])])
 
-    return "\n".join(f"def {name()}_{name()}(self, {name()}):\n    return self.{name()} + {name()}\n" for _ in range(n_functions))
+    return "\n".join(
+        f"def {name()}_{name()}(self, {name()}):\n    return self.{name()} + {name()}\n" for _ in range(n_functions)
+    )
 
 
 def auto(path):
@@ -74,14 +83,28 @@ def test_a_small_corpus_gets_no_more_tokens_than_it_has_text_for(tmp_path):
     total = Corpus([tmp_path / "code.py"]).total_bytes
     assert TINY * MIN_BYTES_PER_TOKEN <= total < SMALL * MIN_BYTES_PER_TOKEN
     (tmp_path / "prose.txt").write_text(english_like(40_000, seed=2))  # 206 KB: 1,024 fits, 4,096 does not
-    assert sized(tmp_path / "prose.txt") == (SMALL, "1,024, not 4,096: the corpus has 206,010 bytes, too little text to "
-                                                     "learn 4,096 tokens from (at least 192 bytes a token)")
+    assert sized(tmp_path / "prose.txt") == (
+        SMALL,
+        "1,024, not 4,096: the corpus has 206,010 bytes, too little text to "
+        "learn 4,096 tokens from (at least 192 bytes a token)",
+    )
 
 
 def test_the_command_line_says_what_it_chose_and_why(tmp_path):
     (tmp_path / "code.py").write_text(code_like(15_000))
-    res = CliRunner().invoke(cli, ["train", "--input", str(tmp_path / "code.py"), "--vocab-size", "auto",
-                                   "--out", str(tmp_path / "tok.json"), "-q"])
+    res = CliRunner().invoke(
+        cli,
+        [
+            "train",
+            "--input",
+            str(tmp_path / "code.py"),
+            "--vocab-size",
+            "auto",
+            "--out",
+            str(tmp_path / "tok.json"),
+            "-q",
+        ],
+    )
     assert res.exit_code == 0, res.output
     assert res.stderr.startswith("vocab size 4,096: ") and "of the positions begin a 16-byte span" in res.stderr
     assert "times as long as 1,024's" in res.stderr
@@ -92,18 +115,36 @@ def numbers_table(rows):
     small numbers), but no token of a larger vocabulary spans much more of it."""
     rng = random.Random(3)
     header = "\t".join(f"'col{i}'" for i in range(10)) + "\n"
-    return "".join((header if i % 5 == 0 else "") + "\t".join(str(rng.choice([rng.randrange(10), rng.randrange(1000)]))
-                                                                 for _ in range(10)) + "\n" for i in range(rows))
+    return "".join(
+        (header if i % 5 == 0 else "")
+        + "\t".join(str(rng.choice([rng.randrange(10), rng.randrange(1000)])) for _ in range(10))
+        + "\n"
+        for i in range(rows)
+    )
 
 
 def test_the_larger_vocabulary_is_kept_only_where_it_makes_longer_tokens(tmp_path):
     """A table of numbers repeats itself as code does, but 4,096 tokens hardly shorten it: 1,024, and why."""
     (tmp_path / "table.tsv").write_text(numbers_table(30_000))
     assert repeated_span_share((tmp_path / "table.tsv").read_bytes()[: 1 << 20]) >= 0.05  # its repeats ask for 4,096
-    res = CliRunner().invoke(cli, ["train", "--input", str(tmp_path / "table.tsv"), "--vocab-size", "auto",
-                                   "--out", str(tmp_path / "tok.json"), "-q"])
+    res = CliRunner().invoke(
+        cli,
+        [
+            "train",
+            "--input",
+            str(tmp_path / "table.tsv"),
+            "--vocab-size",
+            "auto",
+            "--out",
+            str(tmp_path / "tok.json"),
+            "-q",
+        ],
+    )
     assert res.exit_code == 0, res.output
-    assert res.stderr.startswith("vocab size 1,024, not 4,096: 4,096 tokens are 1.") and "of the positions begin" in res.stderr
+    assert (
+        res.stderr.startswith("vocab size 1,024, not 4,096: 4,096 tokens are 1.")
+        and "of the positions begin" in res.stderr
+    )
     assert f"wrote {tmp_path / 'tok.json'}: 1,024 tokens" in res.output
 
 
@@ -120,8 +161,9 @@ def sentences_of(characters, n_sentences, seed):
     stop, with no spaces, as Chinese is written."""
     rng = random.Random(seed)
     weights = [1 / (rank + 10) for rank in range(len(characters))]
-    return "".join("".join(rng.choices(characters, weights, k=rng.randrange(4, 21))) + "\u3002"
-                   for _ in range(n_sentences))
+    return "".join(
+        "".join(rng.choices(characters, weights, k=rng.randrange(4, 21))) + "\u3002" for _ in range(n_sentences)
+    )
 
 
 def test_a_script_with_more_characters_than_the_smaller_vocabulary_holds_gets_the_larger(tmp_path, monkeypatch):
@@ -133,7 +175,10 @@ def test_a_script_with_more_characters_than_the_smaller_vocabulary_holds_gets_th
     (tmp_path / "zh.txt").write_text(sentences_of(cjk, 4_000, seed=4))
     tokenizer, size, why = auto(tmp_path / "zh.txt")
     assert size == tokenizer.vocab_size == LARGE
-    assert why.startswith("4,096: 1,024 tokens are shorter than the text's characters (0.") and "distinct characters" in why
+    assert (
+        why.startswith("4,096: 1,024 tokens are shorter than the text's characters (0.")
+        and "distinct characters" in why
+    )
     assert repeated_span_share((tmp_path / "zh.txt").read_bytes()) < 0.05
     latin = [chr(c) for c in range(0x21, 0x5D)]
     (tmp_path / "latin.txt").write_text(sentences_of(latin, 12_000, seed=4))

@@ -1,0 +1,228 @@
+"""The one place that decides a run's settings.
+
+`settle(config, resume, dist, threads)` turns what the user gave into a Run: the final, frozen settings,
+the model resolved for the data, and the data and checkpoints they name, opened and checked. Components
+get their own section of the settings afterwards and never change it.
+
+A setting takes its value from the highest layer that gives it one:
+
+    1. the command line's flags
+    2. a settings file or preset (--config), or, on a resume, the run's config.json
+    3. the model and settings that the run starts from: --init-from's checkpoint's model, or the recipe's
+       choice for the data, the budget and the device (train/recipe.py), where no model is given
+    4. WITHOUT_RECIPE (train/sections.py), where the model is given and the recipe does not run
+    5. settings that follow from others: min_lr, a tenth of lr
+    6. the defaults of train/sections.py
+
+Layers 1 and 2 make the TrainConfig the caller passes (from_layers, load_train_config, resume_config);
+layers 3 to 5 are added here. A layer that gives a length (max_steps, max_tokens, max_time) sets the
+length alone: the lengths below it are dropped. Paths are recorded absolute, so that a resume from
+another directory finds them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from typing import Any
+
+from gptkit.model.config import ModelConfig, load_config
+from gptkit.model.info import describe, training_memory
+from gptkit.runtime.device import Memory
+from gptkit.runtime.threads import Threads
+from gptkit.shared import config as config_files
+from gptkit.shared.errors import SettingError, named
+from gptkit.shared.shard_data import ShardData
+from gptkit.shared.shard_dir import ShardDir
+from gptkit.tokenizer import Tokenizer
+
+from .checkpointing import initial_model
+from .config import FIELDS, LENGTH, PATHS, PRESETS_DIR, TrainConfig, refuse_unused
+from .data import Loader, data_tokenizer
+from .prepared import Run
+from .processes import Dist
+from .recipe import recipe_settings
+from .resume import check_resume
+from .run_dir import load_run_config, recorded_paths
+from .sections import WITHOUT_RECIPE
+
+
+def settle(config: TrainConfig, resume: bool | str = False, dist: Dist = Dist(), threads: Threads | None = None) -> Run:
+    """The Run that `config` (layers 1 and 2) describes, on this process's place `dist`. `resume`: False
+    (a new run), True (from the run's latest checkpoint), or a checkpoint directory of the run. The recipe
+    times its candidates with `threads`; a resume refuses a thread count other than the run's."""
+    then = load_run_config(config.job.out) if resume else None  # the run's config.json, read once
+    config = config.replace(**recorded_paths(config, then))
+    data = ShardDir(config.job.data)
+    tokenizer = data_tokenizer(data)
+    recipe = start = None
+    if config.job.init_from and not resume:  # layer 3: the checkpoint's model
+        recorded, start = initial_model(config.job, tokenizer)
+        config = from_layers({**config.to_dict(), "model": None}, {"model": recorded})
+    elif config.job.model is None and not resume:  # layer 3: the recipe's choice
+        settings, recipe = recipe_settings(
+            config, data, tokenizer.vocab_size, dist.device, threads, dist.largest, dist.world
+        )
+        config = from_layers(config.to_dict(), settings)
+    given = config = completed(config)  # its model as given: a preset's name or a file's path, named in messages
+    model = resolve_model(config, tokenizer.vocab_size)
+    config = config.replace(model=model.to_dict())
+    if recipe is not None:
+        _log(recipe.line(config, model))
+    loader, val_data = _splits(config, data, tokenizer, model, dist)
+    run = Run(
+        config,
+        model,
+        data,
+        tokenizer,
+        data.eot_id(tokenizer),
+        data.identity(),
+        loader,
+        val_data,
+        _memory(given, model, dist),
+        init_from=start,
+        recipe=recipe,
+    )
+    if not resume:
+        return run
+    assert then is not None
+    return dataclasses.replace(run, resume=check_resume(run, resume, given, then, threads))
+
+
+def completed(config: TrainConfig) -> TrainConfig:
+    """Layers 4 and 5 under `config`: WITHOUT_RECIPE's values for the settings still unset, then min_lr
+    a tenth of lr where it is unset. Every setting a run uses then has a value."""
+    config = from_layers(config.to_dict(), WITHOUT_RECIPE)
+    assert config.optim.lr is not None
+    return from_layers(config.to_dict(), {"min_lr": config.optim.lr / 10})
+
+
+def resolve_model(config: TrainConfig, vocab_size: int) -> ModelConfig:
+    """The model a run trains: config's model (a preset name, a model config file or the model config
+    itself) with the data's `vocab_size`, which replaces any the model gives (a model file may leave
+    it out). The run records the model itself, so a file edited later cannot change a resumed run."""
+    model = config.job.model
+    try:
+        if isinstance(model, dict):
+            resolved = ModelConfig.from_dict({**model, "vocab_size": vocab_size}, "model")
+        else:
+            assert model is not None  # settled: the recipe's, the checkpoint's or the user's
+            resolved = load_config(model, vocab_size)
+    except SettingError as e:  # load_config names the file as the setting `config`; here it is `model`
+        raise SettingError("model", e.marked) from None
+    context = config.batch.context_length
+    if context is not None and context > resolved.context_length:
+        raise SettingError("context_length", f"{context}: longer than the model's context of {resolved.context_length}")
+    return resolved
+
+
+def from_layers(*layers: dict[str, Any]) -> TrainConfig:
+    """The config of `layers` of flat settings, highest first (the order in this module's docstring).
+    A setting takes its value from the highest layer that gives it one. None is unset where a setting
+    may be unset (its default is None), and elsewhere a value TrainConfig refuses (a file's "seed":
+    null). A layer that gives a length sets the length alone: `--config gpt2-small --max-steps 12` runs
+    12 steps, and config.json records the one length that applies."""
+    settings: dict[str, Any] = {}
+    for layer in layers:
+        given = {k: v for k, v in layer.items() if k not in settings and not (v is None and _may_be_unset(k))}
+        if any(k in settings for k in LENGTH):
+            given = {k: v for k, v in given.items() if k not in LENGTH}
+        settings.update(given)
+    missing = [name for name in PATHS if name not in settings]
+    if missing:
+        raise SettingError(missing[0], f"is needed: {PATHS[missing[0]]}")
+    return TrainConfig.of(**settings)
+
+
+def load_train_config(name_or_path: str, overrides: dict[str, Any]) -> TrainConfig:
+    """Layers 1 and 2 of a new run: the flags `overrides` over a preset or JSON file of settings (an
+    unknown key is an error)."""
+    settings, path = config_files.read_settings(name_or_path, PRESETS_DIR, "training settings")
+    unknown = sorted(set(settings) - set(FIELDS))
+    if unknown:
+        raise SettingError("config", f"{path}: unknown setting {unknown[0]!r} (known: {', '.join(FIELDS)})")
+    if settings.get("model") is not None and overrides.get("init_from") is not None and overrides.get("model") is None:
+        raise SettingError(
+            "config",
+            f"{name_or_path}: gives a model, and {named('init_from')} {overrides['init_from']} "
+            "starts from the checkpoint's: give one of them",
+        )
+    lengths = [name for name in LENGTH if settings.get(name) is not None]
+    if len(lengths) > 1 and all(overrides.get(name) is None for name in LENGTH):  # a flag's length drops the file's
+        first, second = lengths[:2]
+        raise SettingError(
+            "config",
+            f"{path}: {first} {settings[first]} and {second} {settings[second]}: give one "
+            "(each sets the length of the run)",
+        )
+    try:
+        config = from_layers(overrides, settings)
+        refuse_unused(config, settings)
+        return config
+    except SettingError as e:  # a value of the file's own: the file is named, not a flag
+        if e.setting in settings and overrides.get(e.setting) is None:
+            raise SettingError("config", f"{path}: {e.setting} {e.problem}") from None
+        raise
+
+
+def resume_config(overrides: dict[str, Any]) -> TrainConfig:
+    """Layers 1 and 2 of a resume: the flags `overrides` over the settings that the run in
+    overrides["out"] saved."""
+    if overrides.get("out") is None:
+        raise SettingError("out", f"is needed with {named('resume')}: the run directory")
+    return from_layers(overrides, load_run_config(overrides["out"]))
+
+
+def _may_be_unset(name: str) -> bool:
+    return name in FIELDS and FIELDS[name].default is None
+
+
+def _splits(
+    config: TrainConfig, data: ShardDir, tokenizer: Tokenizer, model: ModelConfig, dist: Dist
+) -> tuple[Loader, ShardData]:
+    """This process's training batches and the validation split, both checked (verify_data)."""
+    batch = config.batch
+    context = batch.context_length or model.context_length
+    train, val = (
+        ShardData(data, split, tokenizer.vocab_size, tokenizer.fingerprint, context, batch.verify_data)
+        for split in ("train", "val")
+    )
+    assert batch.batch_size is not None
+    if batch.batch_size % dist.world:
+        raise SettingError(
+            "batch_size",
+            f"{batch.batch_size}: not divisible among {dist.world} processes (it counts the sequences of all of them)",
+        )
+    return Loader(train, batch, config.job.seed, dist), val
+
+
+def _memory(config: TrainConfig, model: ModelConfig, dist: Dist) -> Memory:
+    """What one process needs for the model, its batch, optimizer and activations, checked against its
+    device: a model too large is refused before it is built, not by the allocator. Activations are bf16
+    under CUDA's autocast; a sharded model's state is split in `dist.world` shards."""
+    batch_size = (config.batch.batch_size or 1) // dist.world
+    context = config.batch.context_length or model.context_length
+    needed = training_memory(
+        model,
+        batch_size,
+        2 if dist.device.type == "cuda" else 4,
+        context,
+        muon=config.optim.optimizer == "muon",
+        shards=dist.world if dist.sharded else 1,
+        activation_checkpointing=config.parallelism.activation_checkpointing,
+    )
+    name = f"{config.job.model}: " if isinstance(config.job.model, str) else ""
+    memory = Memory(
+        needed,
+        dist.device,
+        "model",
+        f"{name}{describe(model)}, trained at batch {batch_size} x {context}",
+        "choose a smaller --model or --batch-size",
+    )
+    memory.check()
+    return memory
+
+
+def _log(line: str) -> None:
+    if os.environ.get("RANK", "0") == "0":  # under torchrun, one line, not one a process
+        print(line, flush=True)

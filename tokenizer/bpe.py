@@ -33,9 +33,10 @@ from gptkit.shared.files import StrPath
 from gptkit.shared.workers import process_pool
 
 from . import split
+from .engine import Engine, engine_for
 from .files import hf_json, read_gpt2_files, read_hf_json, write_json
+from .pair_ranks import NO_RANK, PairRanks
 
-_NO_RANK = np.iinfo(np.int64).max
 _CACHE_LIMIT = 1 << 19  # entries per cache: bounds its memory at roughly 100 MB
 _LONG = 256  # characters: longer pre-tokens are merged by _bpe_long
 
@@ -54,48 +55,6 @@ class _Cache(dict):
         self.update(entries)
 
 
-class _PairRanks:
-    """The rank of each merge, looked up for a whole array of pairs at once: an open-addressing
-    hash table (linear probing, at most half full) searched with numpy, one probe per round."""
-
-    _EMPTY = -1
-
-    def __init__(self, pairs, vocab_size):
-        self.vocab_size = vocab_size
-        self.bits = max(4, (2 * len(pairs)).bit_length())
-        mask = (1 << self.bits) - 1
-        keys, ranks = [self._EMPTY] * (mask + 1), [0] * (mask + 1)
-        pair_keys = self._keys(pairs)
-        for rank, (key, slot) in enumerate(zip(pair_keys.tolist(), self._slots(pair_keys).tolist())):
-            while keys[slot] != self._EMPTY:
-                slot = (slot + 1) & mask
-            keys[slot], ranks[slot] = key, rank
-        self.keys, self.ranks = np.array(keys, np.int64), np.array(ranks, np.int64)
-
-    def _keys(self, pairs):
-        pairs = np.asarray(pairs, np.int64).reshape(-1, 2)
-        return pairs[:, 0] * self.vocab_size + pairs[:, 1]
-
-    def _slots(self, keys):
-        # Fibonacci hashing: the top bits of key * 2^64/phi.
-        return ((keys.astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15)) >> np.uint64(64 - self.bits)).astype(np.int64)
-
-    def lookup(self, left, right):
-        """The rank of each pair (left[i], right[i]), or _NO_RANK where it is no merge."""
-        keys = left * self.vocab_size + right
-        slots = self._slots(keys)
-        rank = np.full(len(keys), _NO_RANK)
-        todo = np.arange(len(keys))
-        mask = (1 << self.bits) - 1
-        while len(todo):
-            found = self.keys[slots[todo]]
-            hit = found == keys[todo]
-            rank[todo[hit]] = self.ranks[slots[todo[hit]]]
-            todo = todo[~hit & (found != self._EMPTY)]
-            slots[todo] = (slots[todo] + 1) & mask
-        return rank
-
-
 class Tokenizer:
     """A byte-level BPE vocabulary with its merges and special tokens.
 
@@ -103,7 +62,8 @@ class Tokenizer:
     the pairs of ids in rank order; every merge must make a token of the vocabulary, and
     every single byte must be a token. `pattern` cuts text into pre-tokens; `normalizer`
     names the steps of split.NORMALIZERS applied first, in order; `ignore_merges` is HF's
-    option of that name.
+    option of that name. `engine`: encode with tiktoken where it computes the same ids (engine.py);
+    False: always with our own encoder, the reference.
     """
 
     def __init__(
@@ -115,6 +75,7 @@ class Tokenizer:
         pattern: str = split.GPT2_PATTERN,
         normalizer: Iterable[str] = (),
         ignore_merges: bool = False,
+        engine: bool = True,
     ) -> None:
         self.vocab = list(vocab)
         self.merges = [tuple(m) for m in merges]
@@ -142,13 +103,14 @@ class Tokenizer:
                     f"merge {rank} ({self.vocab[a]!r}, {self.vocab[b]!r}) makes no token of the vocabulary"
                 )
             merged.append(ids[self.vocab[a] + self.vocab[b]])
-        self._ranks = _PairRanks(self.merges, self.vocab_size)
+        self._ranks = PairRanks(self.merges, self.vocab_size)
         self._merged_ids = np.array(merged, np.int64)  # by rank
         self._pretoken_ids = _Cache()
         # A chunk other than the first of its text stands for " " + chunk (see split.chunks).
         self._chunk_ids = _Cache()
         self._special_bytes = {s: np.array([i], np.uint32).tobytes() for s, i in self.special_tokens.items()}
         self._special_res: dict[frozenset[str], re.Pattern[str] | None] = {}
+        self._use_engine = engine
 
     @property
     def vocab_size(self) -> int:
@@ -283,6 +245,15 @@ class Tokenizer:
             self._special_res[key] = re.compile("|".join(map(re.escape, alternatives))) if alternatives else None
         return self._special_res[key]
 
+    @functools.cached_property
+    def _engine(self) -> Engine | None:
+        if not self._use_engine:
+            return None
+        plain = not self.normalizer and not self.ignore_merges
+        return engine_for(
+            self.vocab, len(self.special_tokens), self._byte_ids, self._merged_ids, pattern=self.pattern, plain=plain
+        )
+
     def _encode_one(self, text, special_re):
         return np.frombuffer(self._encode([text], special_re)[0], np.uint32).tolist()
 
@@ -298,6 +269,8 @@ class Tokenizer:
             specials = [[*map(self._special_bytes.__getitem__, special_re.findall(t)), b""] for t in texts]
         else:
             segments, specials = [[t] for t in texts], [[b""]] * len(texts)
+        if self._engine:  # each segment's ids, then the special token after it
+            return [b"".join(chain.from_iterable(zip(map(self._engine, s), p))) for s, p in zip(segments, specials)]
         if self._normalize:  # special tokens are matched in the text as given, the rest is normalized (as HF does)
             segments = [list(map(self._normalize, s)) for s in segments]
         chunked = list(map(self._chunks_of, chain.from_iterable(segments)))
@@ -363,12 +336,12 @@ class Tokenizer:
         owner = np.repeat(np.arange(len(encoded)), [len(e) for e in encoded])  # the pre-token of each position
         finished_ids, finished_owner = [], []
         while len(ids):
-            rank = np.full(len(ids), _NO_RANK)  # the rank of the pair starting at each position
-            rank[:-1] = np.where(owner[1:] == owner[:-1], self._ranks.lookup(ids[:-1], ids[1:]), _NO_RANK)
+            rank = np.full(len(ids), NO_RANK)  # the rank of the pair starting at each position
+            rank[:-1] = np.where(owner[1:] == owner[:-1], self._ranks.lookup(ids[:-1], ids[1:]), NO_RANK)
             starts = np.flatnonzero(np.r_[True, owner[1:] != owner[:-1]])
             sizes = np.diff(np.r_[starts, len(ids)])
             lowest = np.repeat(np.minimum.reduceat(rank, starts), sizes)
-            finished = lowest == _NO_RANK
+            finished = lowest == NO_RANK
             finished_ids.append(ids[finished])
             finished_owner.append(owner[finished])
             # In a run of overlapping occurrences ("a a a" for "a a"), every other one, from the left.

@@ -89,6 +89,29 @@ def safe_cut(text: str, end: int) -> int:
     return m.start() if m else 0
 
 
+# GPT-2's pattern for ASCII text, written for `re`, which runs it about twice as fast as `regex`:
+# on ASCII, \p{L} is [A-Za-z], \p{N} is [0-9], and `regex`'s \s is [\t\n\v\f\r ].
+ASCII_PRETOKEN = re.compile(
+    r"""'(?:[sdmt]|ll|ve|re)| ?[A-Za-z]+| ?[0-9]+| ?[^\t\n\x0b\x0c\r A-Za-z0-9]+"""
+    r"""|[\t\n\x0b\x0c\r ]+(?![^\t\n\x0b\x0c\r ])|[\t\n\x0b\x0c\r ]+"""
+)
+
+# Every place where `safe_cut` may cut: before a whitespace character followed by a non-whitespace
+# one. `re` finds them at C speed; its \s adds U+001C..U+001F to the pattern's, so a text that
+# holds one of those is cut by the longer expression.
+_CUTS = re.compile(r"(?=\s\S)")
+_INFORMATION_SEPARATORS = re.compile("[\x1c-\x1f]")
+_CUTS_WITH_SEPARATORS = re.compile(r"(?=[^\S\x1c-\x1f](?:\S|[\x1c-\x1f]))")
+
+
+def pieces(text: str) -> list[str]:
+    """`text` cut at every place `safe_cut` allows: their pre-tokens, one after the other, are the
+    text's. Every piece but the first starts at such a place, so those can be joined in any
+    order and keep their pre-tokens."""
+    cuts = _CUTS_WITH_SEPARATORS if _INFORMATION_SEPARATORS.search(text) else _CUTS
+    return cuts.split(text)
+
+
 def pretokens_of_chunks(chunks: Sequence[str]) -> tuple[list[str], list[int]]:
     """The pre-tokens of many chunks (each standing for " " + chunk) with one pattern run.
 

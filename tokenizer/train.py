@@ -18,7 +18,7 @@ from array import array
 from collections import Counter, defaultdict, deque
 from collections.abc import Iterable, Mapping
 from concurrent.futures import Future
-from itertools import chain, islice
+from itertools import islice
 
 import numpy as np
 
@@ -132,15 +132,35 @@ def _batches(corpus, max_bytes, progress):
         yield batch
 
 
-def _count_batch(texts, special_re):
-    segments = [s for text in texts for s in (special_re.split(text) if special_re else [text])]
-    chunked = [split.chunks(s) for s in segments]
-    counts = Counter(pretoken for c in chunked for pretoken in split.PRETOKEN.findall(c[0]))
-    chunk_counts = Counter(chain.from_iterable(islice(c, 1, None) for c in chunked))
-    pretokens, sizes = split.pretokens_of_chunks(list(chunk_counts))
-    weights = [n for n, size in zip(chunk_counts.values(), sizes) for _ in range(size)]
-    for pretoken, weight in zip(pretokens, weights):
-        counts[pretoken] += weight
+def _count_batch(texts: list[str], special_re: re.Pattern[str] | None) -> Counter[str]:
+    """{pre-token: count} of the texts. They are cut into `split.pieces`, which repeat (an indented
+    keyword, a word after a space) and are counted by C code; then the pattern runs once over the
+    distinct pieces that occur equally often, joined, and C code counts what it finds."""
+    piece_counts: Counter[str] = Counter()
+    firsts = []  # a segment's first piece: joined to others, it could merge with the one before
+    for text in texts:
+        for segment in special_re.split(text) if special_re else (text,):
+            pieces = split.pieces(segment)
+            firsts.append(pieces[0])
+            piece_counts.update(islice(pieces, 1, None))
+    by_count: defaultdict[int, list[str]] = defaultdict(list)
+    for piece, n in piece_counts.items():
+        by_count[n].append(piece)
+    del piece_counts
+    counts = _pretoken_counts(by_count.pop(1, ()))
+    for n, pieces in by_count.items():
+        for pretoken, found in _pretoken_counts(pieces).items():
+            counts[pretoken] += n * found
+    counts.update(pretoken for piece in firsts for pretoken in split.PRETOKEN.findall(piece))
+    return counts
+
+
+def _pretoken_counts(pieces):
+    """{pre-token: count} of pieces that each start where the text may be cut (`split.pieces`)."""
+    ascii_text = "".join(p for p in pieces if p.isascii())
+    counts = Counter(split.ASCII_PRETOKEN.findall(ascii_text))
+    if len(ascii_text) < sum(map(len, pieces)):
+        counts.update(split.PRETOKEN.findall("".join(p for p in pieces if not p.isascii())))
     return counts
 
 

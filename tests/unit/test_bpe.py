@@ -50,6 +50,16 @@ tricky_text = st.lists(
 ).map("".join)
 
 
+@pytest.fixture(params=["engine", "own"], scope="module")
+def encoder(request, small_tokenizer):
+    """The small tokenizer encoding with tiktoken (engine.py), and with our own encoder, the reference."""
+    tokenizer, _ = small_tokenizer
+    if request.param == "own":
+        tokenizer = Tokenizer(tokenizer.vocab, tokenizer.merges, tokenizer.special_tokens, engine=False)
+    assert (tokenizer._engine is not None) == (request.param == "engine")
+    return tokenizer
+
+
 def reference_bpe(tokenizer, pretoken):
     """The textbook algorithm, one merge at a time: repeatedly merge the lowest-ranked pair."""
     ids = {b: i for i, b in enumerate(tokenizer.vocab)}
@@ -85,6 +95,26 @@ def test_safe_cut_preserves_pretokens(text, end):
     assert split.PRETOKEN.findall(text[:cut]) + split.PRETOKEN.findall(text[cut:]) == split.PRETOKEN.findall(text)
 
 
+@settings(max_examples=300, deadline=None)
+@given(st.lists(tricky_text, max_size=8))
+def test_pieces_join_in_any_order_and_keep_their_pretokens(texts):
+    """The trainer counts the pre-tokens of all pieces but each text's first, joined in any order."""
+    pieces = [split.pieces(text) for text in texts]
+    for text, cut in zip(texts, pieces):
+        assert "".join(cut) == text and [p for piece in cut for p in split.PRETOKEN.findall(piece)] == (
+            split.PRETOKEN.findall(text)
+        )
+    rest = [piece for cut in pieces for piece in cut[1:]]
+    random.Random(len(rest)).shuffle(rest)
+    assert split.PRETOKEN.findall("".join(rest)) == [p for piece in rest for p in split.PRETOKEN.findall(piece)]
+
+
+@settings(max_examples=300, deadline=None)
+@given(tricky_text.map(lambda text: "".join(c for c in text if c.isascii())))
+def test_ascii_pattern_is_gpt2s_on_ascii(text):
+    assert split.ASCII_PRETOKEN.findall(text) == split.PRETOKEN.findall(text)
+
+
 @settings(max_examples=200, deadline=None)
 @given(st.lists(tricky_text, max_size=30))
 def test_pretokens_of_chunks_groups_each_chunk(texts):
@@ -93,29 +123,47 @@ def test_pretokens_of_chunks_groups_each_chunk(texts):
     assert [list(g) for g in _groups(pretokens, sizes)] == [split.PRETOKEN.findall(" " + c) for c in chunks]
 
 
-def test_encode_matches_textbook_bpe(small_tokenizer, small_text):
+def test_engine_only_where_tiktoken_computes_the_same_ids(small_tokenizer):
+    """tiktoken merges by the rank of the token a pair makes: the same as ours only where every
+    token is made by one merge, with GPT-2's pattern, no normalizer, no ignore_merges."""
     tokenizer, _ = small_tokenizer
+    vocab, merges, specials = tokenizer.vocab, tokenizer.merges, tokenizer.special_tokens
+    assert Tokenizer(vocab, merges, specials)._engine is not None
+    unmade = Tokenizer([*vocab, b"no merge makes this"], merges, specials)  # a token of no merge
+    others = [
+        unmade,
+        Tokenizer(vocab, merges, specials, normalizer=["NFC"]),
+        Tokenizer(vocab, merges, specials, ignore_merges=True),
+        Tokenizer(vocab, merges, specials, pattern=split.LLAMA3_PATTERN),
+    ]
+    assert all(t._engine is None for t in others)
+    text = "no merge makes this, twice: no merge makes this"
+    assert unmade.encode(text) == reference_encode(unmade, text)  # not the one token tiktoken would take
+
+
+def test_encode_matches_textbook_bpe(encoder, small_text):
+    tokenizer = encoder
     text = small_text[:20_000] + english_like(3000, seed=7)  # unseen word combinations too
     assert tokenizer.encode(text) == reference_encode(tokenizer, text)
 
 
 @settings(max_examples=200, deadline=None)
 @given(st.text(max_size=60))
-def test_round_trip_any_unicode(small_tokenizer, text):
-    tokenizer, _ = small_tokenizer
+def test_round_trip_any_unicode(encoder, text):
+    tokenizer = encoder
     assert tokenizer.decode(tokenizer.encode(text)) == text
 
 
 @settings(max_examples=100, deadline=None)
 @given(tricky_text)
-def test_tricky_text_matches_textbook_bpe(small_tokenizer, text):
-    tokenizer, _ = small_tokenizer
+def test_tricky_text_matches_textbook_bpe(encoder, text):
+    tokenizer = encoder
     assert tokenizer.encode(text, allowed_special=()) == reference_encode(tokenizer, text)
 
 
-def test_long_pretokens_match_textbook_bpe(small_tokenizer):
+def test_long_pretokens_match_textbook_bpe(encoder):
     """Pre-tokens longer than _LONG characters take the heap path; it must agree with the rounds."""
-    tokenizer, path = small_tokenizer
+    tokenizer = encoder
     rng = random.Random(0)
     texts = [" " + "".join(rng.choice("thesaoinrdlcu") for _ in range(n)) for n in (_LONG + 1, 3000)]
     texts += [" " * 700 + "x", "ab" * 400, "a" * 1001]
@@ -125,9 +173,9 @@ def test_long_pretokens_match_textbook_bpe(small_tokenizer):
         assert tokenizer.encode("tea " + text + " tea") == reference_encode(tokenizer, "tea " + text + " tea")
 
 
-def test_same_ids_as_hf_tokenizers(small_tokenizer, small_text):
+def test_same_ids_as_hf_tokenizers(encoder, small_tokenizer, small_text):
     tokenizers = pytest.importorskip("tokenizers")
-    tokenizer, path = small_tokenizer
+    tokenizer, (_, path) = encoder, small_tokenizer
     hf = tokenizers.Tokenizer.from_file(str(path))
     texts = [small_text, "Hello<|endoftext|>world  \n\n  it's 2024!", "東京 café\u3000x\t\ty"]
     for name in ("tinyshakespeare.txt", "corpus.en", "german.txt", "address.txt", "tinystories_sample.txt"):
@@ -141,6 +189,8 @@ def test_same_ids_as_hf_tokenizers(small_tokenizer, small_text):
 def test_gpt2_files_give_tiktoken_ids():
     tiktoken = pytest.importorskip("tiktoken")
     tokenizer = Tokenizer.from_gpt2_files(shared_file("gpt2_vocab.json"), shared_file("gpt2_merges.txt"))
+    own = Tokenizer(tokenizer.vocab, tokenizer.merges, tokenizer.special_tokens, engine=False)
+    assert tokenizer._engine is not None  # its bytes' ids are not 0..255: the engine maps ranks to ids
     assert tokenizer.vocab_size == 50257 and tokenizer.special_tokens == {"<|endoftext|>": 50256}
     ranks = {t: i for i, t in enumerate(tokenizer.vocab) if i != 50256}
     reference = tiktoken.Encoding(
@@ -148,15 +198,16 @@ def test_gpt2_files_give_tiktoken_ids():
     )
     for name in ("tinyshakespeare.txt", "corpus.en", "german.txt", "tinystories_sample.txt"):
         text = shared_file(name).read_text(encoding="utf-8")
-        assert tokenizer.encode(text) == reference.encode(text, allowed_special="all")
+        assert tokenizer.encode(text) == own.encode(text) == reference.encode(text, allowed_special="all")
     # GPT-2's ids for "Hello world" are well known.
     assert tokenizer.encode("Hello world") == [15496, 995]
 
 
-def test_special_tokens_longest_match_and_as_text():
+@pytest.mark.parametrize("engine", [True, False])
+def test_special_tokens_longest_match_and_as_text(engine):
     vocab = [bytes([b]) for b in range(256)]
     specials = {"<|endoftext|>": 256, "<|endoftext|><|endoftext|>": 257}
-    tokenizer = Tokenizer(vocab + [s.encode() for s in specials], [], specials)
+    tokenizer = Tokenizer(vocab + [s.encode() for s in specials], [], specials, engine=engine)
     eot = list(b"<|endoftext|>")
     assert tokenizer.encode("<|endoftext|>") == [256]
     assert tokenizer.encode("<|endoftext|><|endoftext|>") == [257]
@@ -175,11 +226,13 @@ def test_special_tokens_longest_match_and_as_text():
         max_size=25,
     ),
     st.lists(st.integers(0, 200), max_size=6),
+    st.booleans(),
 )
-def test_encode_iterable_equals_encode(parts, cuts):
+def test_encode_iterable_equals_encode(parts, cuts, engine):
     vocab = [bytes([b]) for b in range(256)] + [b"ab", b" c", b" cd"]
     specials = {"<|endoftext|>": 259, "<|endoftext|><|endoftext|>": 260}
-    tokenizer = Tokenizer(vocab + [s.encode() for s in specials], [(97, 98), (32, 99), (257, 100)], specials)
+    merges = [(97, 98), (32, 99), (257, 100)]
+    tokenizer = Tokenizer(vocab + [s.encode() for s in specials], merges, specials, engine=engine)
     text = "".join(parts)
     bounds = sorted({0, len(text), *(c for c in cuts if c < len(text))})
     pieces = [text[a:b] for a, b in zip(bounds, bounds[1:])]
@@ -187,8 +240,8 @@ def test_encode_iterable_equals_encode(parts, cuts):
     assert list(tokenizer.encode_iterable(pieces, allowed_special=())) == tokenizer.encode(text, allowed_special=())
 
 
-def test_encode_iterable_streams_a_file(small_tokenizer, small_text, tmp_path):
-    tokenizer, _ = small_tokenizer
+def test_encode_iterable_streams_a_file(encoder, small_text, tmp_path):
+    tokenizer = encoder
     path = tmp_path / "big.txt"
     path.write_text(small_text * 3)
     with open(path) as f:
@@ -196,8 +249,8 @@ def test_encode_iterable_streams_a_file(small_tokenizer, small_text, tmp_path):
     assert streamed == tokenizer.encode(small_text * 3)
 
 
-def test_encode_batch_in_processes_equals_encode(small_tokenizer, small_text):
-    tokenizer, _ = small_tokenizer
+def test_encode_batch_in_processes_equals_encode(encoder, small_text):
+    tokenizer = encoder
     docs = [small_text[i : i + 997] for i in range(0, 40_000, 997)] + ["", "<|endoftext|>"]
     assert tokenizer.encode_batch(docs, workers=2) == [tokenizer.encode(d) for d in docs]
 
@@ -205,7 +258,7 @@ def test_encode_batch_in_processes_equals_encode(small_tokenizer, small_text):
 def test_bounded_caches_stay_exact(small_tokenizer, small_text, monkeypatch):
     tokenizer, path = small_tokenizer
     monkeypatch.setattr("gptkit.tokenizer.bpe._CACHE_LIMIT", 50)
-    fresh = Tokenizer.from_file(path)
+    fresh = Tokenizer(tokenizer.vocab, tokenizer.merges, tokenizer.special_tokens, engine=False)  # the caches are its
     for i in range(0, 30_000, 3000):
         assert fresh.encode(small_text[i : i + 3000]) == tokenizer.encode(small_text[i : i + 3000])
     assert len(fresh._chunk_ids) < 3000

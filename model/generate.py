@@ -18,6 +18,7 @@ of nearly equal probability).
 from __future__ import annotations
 
 import contextlib
+import functools
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING
 
@@ -110,19 +111,7 @@ def generate(
     The KV cache holds the positions the prompt and the new tokens need, at most the context."""
     config, device = model.config, next(model.parameters()).device
     generator = torch.Generator().manual_seed(seed)
-    # Entered each step, not across the yields: the caller's code must not run under it. No cache
-    # of cast weights: a CUDA graph's capture cannot keep one (torch.cuda.graph's docs), and a
-    # step casts each weight once anyway.
-    autocast = (
-        torch.autocast("cuda", torch.bfloat16, cache_enabled=False)
-        if device.type == "cuda"
-        else contextlib.nullcontext()
-    )
-
-    def last_logits(ids, cache):
-        with autocast:
-            return model(ids, cache=cache, last_only=True)[0][:, -1].float()
-
+    last_logits = functools.partial(logits_of_last, model)
     window = torch.tensor(prompt, device=device).unsqueeze(0).expand(num_samples, -1)
     cache = KVCache(config, 1, capacity=len(prompt) + max_new_tokens)
     logits = last_logits(window[:1], cache).expand(num_samples, -1)
@@ -140,6 +129,20 @@ def generate(
             logits = last_logits(window, cache)
         else:
             logits = step(token)
+
+
+def logits_of_last(model: TransformerLM, ids: torch.Tensor, cache: KVCache) -> torch.Tensor:
+    """The float32 logits (B, vocab) of the last of `ids` (B, T) that continue `cache`: on CUDA
+    computed in bf16 under autocast, entered for the call alone (a caller's code between steps
+    must not run under it). No cache of cast weights: a CUDA graph's capture cannot keep one
+    (torch.cuda.graph's docs), and a step casts each weight once anyway."""
+    autocast = (
+        torch.autocast("cuda", torch.bfloat16, cache_enabled=False)
+        if ids.device.type == "cuda"
+        else contextlib.nullcontext()
+    )
+    with autocast:
+        return model(ids, cache=cache, last_only=True)[0][:, -1].float()
 
 
 def graphed(model: nn.Module, device: torch.device) -> bool:

@@ -103,10 +103,12 @@ class KVCache:
     autocast dtype where autocast is on (its attention casts to it), else the keys' own (bf16
     under FSDP's mixed precision). A float32 cache beside bf16 queries fails in attention.
 
-    Inside `at(position)` a step of one token takes its position from `position`, a (1,) tensor
-    on the cache's device, and attends over the whole capacity with the positions after it
-    masked: the step has the same shapes, addresses and kernels at every position, so a CUDA graph
-    captured once replays it anywhere (generate.py). `length` is then the caller's to advance."""
+    Inside `at(position)` a step of one token takes its position from `position`, a tensor on the
+    cache's device: (1,) for the whole batch, or (B,) a position per row (rows at different
+    lengths: a server's batch of requests, serve/batching.py). It attends over the whole capacity
+    with the positions after it masked: the step has the same shapes, addresses and kernels at
+    every position, so a CUDA graph captured once replays it anywhere (generate.py), and a row's
+    result does not depend on the other rows. `length` is then the caller's to advance."""
 
     def __init__(self, config: ModelConfig, batch_size: int, capacity: int | None = None) -> None:
         capacity = config.context_length if capacity is None else min(capacity, config.context_length)
@@ -130,9 +132,14 @@ class KVCache:
             dtype = torch.get_autocast_dtype(kind) if torch.is_autocast_enabled(kind) else k.dtype
             self.keys = torch.zeros(self.shape, device=k.device, dtype=dtype)
             self.values = torch.zeros(self.shape, device=k.device, dtype=dtype)
-        if self.position is not None:
+        if self.position is not None and len(self.position) == 1:
             self.keys[layer].index_copy_(2, self.position, k)
             self.values[layer].index_copy_(2, self.position, v)
+            return self.keys[layer], self.values[layer]
+        if self.position is not None:  # a position per row
+            rows = torch.arange(k.shape[0], device=k.device)
+            self.keys[layer][rows, :, self.position] = k[:, :, 0]
+            self.values[layer][rows, :, self.position] = v[:, :, 0]
             return self.keys[layer], self.values[layer]
         end = self.length + k.shape[2]
         self.keys[layer, :, :, self.length : end] = k
@@ -141,12 +148,23 @@ class KVCache:
 
     @contextlib.contextmanager
     def at(self, position: torch.Tensor) -> Iterator[KVCache]:
-        """One-token steps at `position` (a (1,) long tensor on the cache's device) inside."""
+        """One-token steps at `position` (a (1,) or (B,) long tensor on the cache's device) inside."""
         self.position = position
         try:
             yield self
         finally:
             self.position = self.visible = None
+
+    def put(self, row: int, other: KVCache) -> None:
+        """Copy the positions that `other`, a batch of one, holds into row `row` (a request joining
+        a server's batch after its prefill, serve/batching.py); the row's later positions stay
+        what they were, masked by `at`."""
+        assert other.keys is not None and other.values is not None, "put() follows the other's prefill"
+        if self.keys is None or self.values is None:
+            self.keys = torch.zeros(self.shape, device=other.keys.device, dtype=other.keys.dtype)
+            self.values = torch.zeros(self.shape, device=other.keys.device, dtype=other.keys.dtype)
+        self.keys[:, row, :, : other.length] = other.keys[:, 0, :, : other.length]
+        self.values[:, row, :, : other.length] = other.values[:, 0, :, : other.length]
 
     def expand(self, batch_size: int) -> KVCache:
         """The cache of a batch of one after its prefill, repeated: many samples share one prompt's prefill."""
@@ -339,8 +357,9 @@ class TransformerLM(nn.Module):
             if T != 1:
                 raise ValueError(f"{T} tokens in a step at a position on the device; it takes one")
             positions = cache.position
-            # Made in the step, from the position's value then: a captured step reads it each replay.
-            cache.visible = torch.arange(cache.capacity, device=idx.device)[None] <= positions  # (1, capacity)
+            # Made in the step, from the positions' values then: a captured step reads them each replay.
+            visible = torch.arange(cache.capacity, device=idx.device)[None] <= positions[:, None]
+            cache.visible = visible[:, None, None]  # (1 or B, 1, 1, capacity): over heads and the query
         else:
             start = cache.length if cache is not None else 0
             if start + T > self.config.context_length:
@@ -350,10 +369,14 @@ class TransformerLM(nn.Module):
             positions = slice(start, start + T)
         x = self.embedding(idx)
         if self.position_embedding is not None:
-            x = x + self.position_embedding(
-                positions if stepping else torch.arange(start, start + T, device=idx.device)
+            x = x + (
+                self.position_embedding(positions)[:, None]
+                if stepping
+                else self.position_embedding(torch.arange(start, start + T, device=idx.device))
             )
             cos = sin = None
+        elif stepping:  # (1 or B, 1, 1, head_dim): a row's angles over its heads
+            cos, sin = self.rope_cos[positions][:, None, None], self.rope_sin[positions][:, None, None]
         else:
             cos, sin = self.rope_cos[positions], self.rope_sin[positions]
         x = F.dropout(x, self.config.dropout, self.training)

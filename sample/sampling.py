@@ -16,11 +16,12 @@ tokenizer has the chat tokens), the reply ending at the template's end of turn.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 import random
 import time
 from collections.abc import Iterator, Mapping, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 from gptkit.model.checkpoint import TOKENIZER_FILE, bos_id, checkpoint_directory, eot_id, load_model
 from gptkit.model.generate import generate, prompt_ids
@@ -110,10 +111,11 @@ class Sampler:
         assert self.template is not None  # chat_ids refuses a checkpoint without one
         return self.sample_ids(ids, dataclasses.replace(settings, stops=(*self.template.stops, *settings.stops)))
 
-    def sample_ids(self, ids: Sequence[int], settings: Settings = Settings()) -> Samples:
+    def sample_ids(self, ids: Sequence[int], settings: Settings = Settings(), steps: Steps | None = None) -> Samples:
         """The samples that continue the token ids `ids`; ids longer than the context keep their
-        last tokens, with a warning. A batch of samples too large for the memory left beside the
-        weights is refused before any work."""
+        last tokens, with a warning. `steps`: where the tokens come from (Samples); by default
+        generate() here, and a batch of samples too large for the memory left beside the weights
+        is then refused before any work."""
         context = self.model.config.context_length
         if len(ids) > context:
             log.warning(
@@ -122,14 +124,28 @@ class Sampler:
             )
             ids = ids[-context:]
         n = settings.num_samples
-        Memory(
-            sampling_memory(self.model.config, n, len(ids) + settings.max_new_tokens),
-            self.device,
-            "num_samples",
-            f"{n:,} samples of {describe(self.model.config)}",
-            "ask for fewer --num-samples",
-        ).check()
-        return Samples(self, ids, settings)
+        if steps is None:
+            Memory(
+                sampling_memory(self.model.config, n, len(ids) + settings.max_new_tokens),
+                self.device,
+                "num_samples",
+                f"{n:,} samples of {describe(self.model.config)}",
+                "ask for fewer --num-samples",
+            ).check()
+        return Samples(self, ids, settings, steps)
+
+
+class Tokens(Iterator[Any], Protocol):
+    """The samples' next tokens, a (num_samples,) CPU tensor per step, until `close()`."""
+
+    def close(self) -> None: ...
+
+
+class Steps(Protocol):
+    """Where a batch's tokens come from, given the prompt's ids, the settings and the seed:
+    generate() by default; a server's batch of requests (serve/batching.py)."""
+
+    def __call__(self, ids: Sequence[int], settings: Settings, seed: int) -> Tokens: ...
 
 
 class Samples:
@@ -138,17 +154,23 @@ class Samples:
     a sample ends at the end-of-text token, at a stop string or after max_new_tokens. `seed`
     gives the same samples again; `texts()`, each sample's whole text. Once read, `tokens[i]`: the
     tokens generated for sample i (its end-of-text token included); `finish_reasons[i]`: "stop"
-    (end-of-text or a stop string) or "length" (max_new_tokens), what a server reports."""
+    (end-of-text or a stop string) or "length" (max_new_tokens), what a server reports. `steps`:
+    where the tokens come from (Steps); `close()` stops a reader that wants no more."""
 
-    def __init__(self, sampler: Sampler, ids: Sequence[int], settings: Settings) -> None:
+    def __init__(self, sampler: Sampler, ids: Sequence[int], settings: Settings, steps: Steps | None = None) -> None:
         self.seed = random.randrange(2**31) if settings.seed is None else settings.seed
         self._pieces: list[list[str]] = [[] for _ in range(settings.num_samples)]
         self.tokens = [0] * settings.num_samples
         self.finish_reasons = ["length"] * settings.num_samples
-        self._iterator = self._generate(sampler, ids, settings)
+        self._steps = (steps or functools.partial(_generated, sampler.model))(ids, settings, self.seed)
+        self._iterator = self._generate(sampler, settings)
 
     def __iter__(self) -> Iterator[tuple[int, str]]:
         return self._iterator  # once: the samples are generated as they are read
+
+    def close(self) -> None:
+        self._iterator.close()
+        self._steps.close()
 
     def texts(self) -> list[str]:
         """Each sample's text, generating what is left of it."""
@@ -156,20 +178,11 @@ class Samples:
             pass
         return ["".join(pieces) for pieces in self._pieces]
 
-    def _generate(self, sampler, ids, settings):
+    def _generate(self, sampler, settings):
         streams = [TextStream(sampler.tokenizer, settings.stops) for _ in range(settings.num_samples)]
         finished = [False] * settings.num_samples
         started = time.perf_counter()
-        for step in generate(
-            sampler.model,
-            ids,
-            max_new_tokens=settings.max_new_tokens,
-            num_samples=settings.num_samples,
-            temperature=settings.temperature,
-            top_p=settings.top_p,
-            top_k=settings.top_k,
-            seed=self.seed,
-        ):
+        for step in self._steps:
             sampler.threads.record(time.perf_counter() - started)  # a token's time: the count for the next
             for i, token in enumerate(step.tolist()):
                 if finished[i]:
@@ -193,3 +206,16 @@ class Samples:
         if text:
             self._pieces[i].append(text)
             yield i, text
+
+
+def _generated(model, ids, settings, seed):
+    return generate(
+        model,
+        ids,
+        max_new_tokens=settings.max_new_tokens,
+        num_samples=settings.num_samples,
+        temperature=settings.temperature,
+        top_p=settings.top_p,
+        top_k=settings.top_k,
+        seed=seed,
+    )

@@ -60,6 +60,15 @@ log = logging.getLogger(__name__)
     metavar="ORIGIN",
     help="Let pages of ORIGIN (https://app.example:8080, or * for any) call the API from a browser; repeatable.  [default: none]",
 )
+@click.option(
+    "--max-batch",
+    type=click.IntRange(1),
+    metavar="N",
+    default=8,
+    show_default=True,
+    help="Samples decoded together (continuous batching; every step computes N rows); up to 4N more wait, "
+    "and a request beyond that gets a 429.",
+)
 @click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto", show_default=True)
 @threads_option("Threads of torch's CPU kernels.", measured=True)
 def cli(
@@ -70,12 +79,13 @@ def cli(
     name: str | None,
     allow_special_tokens: bool,
     cors_origins: Sequence[str],
+    max_batch: int,
     device: str,
     threads: int | None,
 ) -> None:
     """Serve a checkpoint with the OpenAI API (/v1/models, /v1/completions, /v1/chat/completions,
-    streamed or whole), a health check at /health and a chat page at /. One request decodes at a
-    time; the others wait."""
+    streamed or whole), a health check at /health and a chat page at /. Requests decode together,
+    up to --max-batch samples at once."""
     if api_key is not None and not api_key.strip():
         raise InputError("--api-key is empty")
     cors_origins = [origin_of(value) for value in cors_origins]
@@ -100,7 +110,10 @@ def cli(
 
     with server:
         server.engine = Engine(
-            Sampler(checkpoint, device=device, threads=threads), name or default_name(checkpoint), allow_special_tokens
+            Sampler(checkpoint, device=device, threads=threads),
+            name or default_name(checkpoint),
+            allow_special_tokens,
+            max_batch,
         )
         shown = f"[{host}]" if ":" in host else host
         click.echo(

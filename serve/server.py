@@ -5,9 +5,10 @@ the standard library.
 Chat messages are rendered with the checkpoint's chat template where it has one (Sampler.chat_ids),
 the reply ending at the template's end of turn; else with serve/api.py's plain-text template.
 
-Requests are answered by threads, but the model decodes one request at a time (Engine.lock): a
-request waits for the one before it, so no two ever share a batch or a cache, and a request's
-text is what it gives alone with its seed.
+Requests are answered by threads and decode together, continuously batched (serve/batching.py):
+a request joins the running batch at its next step and leaves when done; its text for a seed is
+what it gives alone. At most --max-batch samples decode at once, a few times as many wait, and a
+request beyond that gets a 429.
 
 A client's mistake is a 4xx naming what was wrong; a 500 is the server's own fault, answered with
 a generic line (its details, which may name files of this machine, go to the log).
@@ -23,7 +24,6 @@ import logging
 import re
 import socket
 import sys
-import threading
 from collections.abc import Iterable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any
@@ -33,13 +33,15 @@ from gptkit.model.checkpoint import checkpoint_directory
 from gptkit.model.generate import prompt_ids
 from gptkit.model.info import describe, sampling_memory
 from gptkit.runtime.device import Memory, out_of_memory
+from gptkit.sample.sampling import Samples
 from gptkit.sample.settings import Settings
-from gptkit.shared.errors import InputError, SettingError
+from gptkit.shared.errors import InputError
 from gptkit.shared.files import StrPath, resolved
 from gptkit.tokenizer.chat import ChatError
 from gptkit.train.run_dir import CHECKPOINTS
 
 from .api import ApiError, Reply, Request, parse, render_chat, shown, usage
+from .batching import Batcher, Busy
 
 if TYPE_CHECKING:
     from gptkit.sample.sampling import Sampler, Samples
@@ -60,14 +62,24 @@ def default_name(checkpoint: StrPath) -> str:
 
 
 class Engine:
-    """A loaded Sampler that decodes one request at a time. `allow_special_tokens`: a completion's
-    prompt may spell the tokenizer's special tokens (`<|endoftext|>`) as those tokens; else, as
-    for chat messages always, a prompt is text and its special-token spellings are text too."""
+    """A loaded Sampler whose requests decode together, `max_batch` samples at a time (Batcher).
+    `allow_special_tokens`: a completion's prompt may spell the tokenizer's special tokens
+    (`<|endoftext|>`) as those tokens; else, as for chat messages always, a prompt is text and
+    its special-token spellings are text too. The batch's cache, a whole context for each row,
+    is refused at the start where it cannot fit (SettingError naming max_batch)."""
 
-    def __init__(self, sampler: Sampler, name: str, allow_special_tokens: bool = False) -> None:
+    def __init__(self, sampler: Sampler, name: str, allow_special_tokens: bool = False, max_batch: int = 8) -> None:
         self.sampler, self.name, self.allow_special_tokens = sampler, name, allow_special_tokens
-        self.context = sampler.model.config.context_length
-        self.lock = threading.Lock()
+        config = sampler.model.config
+        self.context = config.context_length
+        Memory(
+            sampling_memory(config, max_batch),
+            sampler.device,
+            "max_batch",
+            f"{max_batch} rows of the whole context ({config.context_length:,} tokens) for {describe(config)}",
+            "serve fewer at once",
+        ).check()
+        self.batcher = Batcher(sampler.model, max_batch)
 
     @property
     def template(self) -> str:
@@ -139,29 +151,25 @@ class Engine:
 
     @contextlib.contextmanager
     def samples(self, request: Request) -> Iterator[tuple[Samples, int]]:
-        """(samples, prompt tokens) for the request, holding the model until the block ends. A
-        batch too large for the memory left beside the weights is refused before waiting for it."""
+        """(samples, prompt tokens) for the request, decoding in the batch until the block ends."""
         ids, settings = self.settings(request)
-        model, n = self.sampler.model, settings.num_samples
+        n, rows = settings.num_samples, self.batcher.rows
+        if n > rows:
+            raise ApiError(
+                400, f"n {shown(n)}: more samples than this server decodes at once ({rows}); ask for fewer", "n"
+            )
         try:
-            Memory(
-                sampling_memory(model.config, n, len(ids) + settings.max_new_tokens),
-                self.sampler.device,
-                "n",
-                f"n {shown(n)} (samples of {describe(model.config)})",
-                "ask for fewer n or max_tokens",
-            ).check()
-        except SettingError as e:
-            raise ApiError(400, e.problem, "n", "out_of_memory") from None
-        with self.lock:
-            try:
-                yield self.sampler.sample_ids(ids, settings), len(ids)
-            except SettingError:  # Sampler's own memory check: memory another program took since ours
-                raise self.out_of_memory() from None
-            except (RuntimeError, MemoryError) as e:
-                if not out_of_memory(e):
-                    raise
-                raise self.out_of_memory() from None
+            samples = self.sampler.sample_ids(ids, settings, self.batcher.submit)
+        except Busy as e:
+            raise ApiError(429, f"the server is busy ({e}); retry later", code="rate_limit_exceeded") from None
+        try:
+            yield samples, len(ids)
+        except (RuntimeError, MemoryError) as e:
+            if not out_of_memory(e):
+                raise
+            raise self.out_of_memory() from None
+        finally:
+            samples.close()
 
     def out_of_memory(self) -> ApiError:
         return ApiError(

@@ -73,8 +73,8 @@ class Slow:
     def __getattr__(self, name):
         return getattr(self._sampler, name)
 
-    def sample_ids(self, ids, settings):
-        return _SlowSamples(self._sampler.sample_ids(ids, settings), self._gate)
+    def sample_ids(self, ids, settings, steps=None):
+        return _SlowSamples(self._sampler.sample_ids(ids, settings, steps), self._gate)
 
 
 class _SlowSamples:

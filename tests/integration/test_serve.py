@@ -231,7 +231,7 @@ def test_concurrent_clients_each_get_their_own_text(url):
         (dict(seed=-4), "seed", "whole number"),
         (dict(max_tokens=CONTEXT), "max_tokens", "context is 128 tokens"),
         (dict(prompt="word " * 200), "prompt", "context is 128 tokens"),
-        (dict(n=10**9), "n", "more than the"),
+        (dict(n=10**9), "n", "more samples than this server decodes at once (8)"),
         (dict(extra_body={"stop": 3}), "stop", "expected a string or a list of up to 4 strings"),
         (dict(stop=["a", "b", "c", "d", "e"]), "stop", "up to 4"),
         (dict(extra_body={"top_k": "5"}), "top_k", "top_k '5': expected a whole number, 1 or more"),
@@ -277,13 +277,13 @@ class Broken:
     def __getattr__(self, name):
         return getattr(self._sampler, name)
 
-    def sample_ids(self, ids, settings):
+    def sample_ids(self, ids, settings, steps=None):
         if self._at == "start":
             raise FileNotFoundError(2, "No such file or directory", "/home/secret/weights.bin")
-        samples = self._sampler.sample_ids(ids, settings)
+        samples = self._sampler.sample_ids(ids, settings, steps)
 
         class Failing:
-            tokens, finish_reasons = samples.tokens, samples.finish_reasons
+            tokens, finish_reasons, close = samples.tokens, samples.finish_reasons, samples.close
 
             def __iter__(self):
                 yield next(iter(samples))
@@ -480,7 +480,7 @@ def test_an_ipv6_address(sampler):
         thread.join()
 
 
-def test_the_command_refuses_bad_input_in_one_line(tmp_path, url):
+def test_the_command_refuses_bad_input_in_one_line(tmp_path, url, checkpoint):
     from click.testing import CliRunner
 
     from gptkit.serve.cli import cli
@@ -495,3 +495,5 @@ def test_the_command_refuses_bad_input_in_one_line(tmp_path, url):
         CliRunner().invoke(cli, ["--checkpoint", "x", "--cors-origin", "https://app.example/chat"]),
         "--cors-origin https://app.example/chat: expected * or an origin",
     )
+    res = CliRunner().invoke(cli, ["--checkpoint", str(checkpoint), "--port", "0", "--max-batch", str(10**12)])
+    assert_input_error(res, "--max-batch", "rows of the whole context", "serve fewer at once")

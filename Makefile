@@ -87,11 +87,23 @@ lint: install ## ruff's lint and format check, then mypy (pyproject's [tool.ruff
 	printf '%s\n' "$$out" | sed -e 's|^$(MYPY_TREE)/gptkit/\([a-z_]*/\)|\1|' -e 's|^$(MYPY_TREE)/||'; \
 	exit $$status
 
-bench: install ## Benchmarks against the reference clients; corpora from ../shared/data/build_bench_corpus.py.
+# The compiled peers (rustbpe, tiktoken, a server's one client) on source code no one wrote for this project:
+# BENCH_CODE_MB of the machine's own .py files (bench/code_corpus.py; 0: all of them, 770 MB here).
+BENCH_CODE_MB ?= 100
+BENCH_CODE = $(BENCH_DATA)/code-$(BENCH_CODE_MB)mb.txt
+
+$(BENCH_CODE):
+	mkdir -p $(BENCH_DATA) && $(PY) bench/code_corpus.py $@ $(if $(filter 0,$(BENCH_CODE_MB)),,--max-mb $(BENCH_CODE_MB))
+
+bench: install $(BENCH_CODE) ## Benchmarks against the reference clients, idle and beside two busy processes (ratios printed).
 	$(PY) bench/tokenizer.py $(BENCH_DATA)/corpus_5mb.txt $(BENCH_DATA)/corpus_36mb.txt --threads 2
 	$(PY) bench/encode.py $(BENCH_DATA)/corpus_5mb.txt $(BENCH_DATA)/corpus_36mb.txt --threads 1 2
+	for busy in 0 2; do \
+	  $(PY) bench/tokenizer.py $(BENCH_CODE) --vocab-size 32000 --threads 2 --repeat 1 --tasks train --busy $$busy && \
+	  $(PY) bench/encode.py $(BENCH_CODE) --vocab-size 32000 --threads 1 2 --repeat 1 --busy $$busy && \
+	  $(PY) bench/serve.py --clients 1 8 --busy $$busy || exit 1; \
+	done
 	$(PY) bench/sample.py
-	$(PY) bench/serve.py
 	$(PY) bench/train.py
 
 # bench/gpu_check.py (issue 31): rows run as child processes; GPU_CHECK_DRY=1 (from the environment or

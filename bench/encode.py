@@ -1,11 +1,12 @@
 """Benchmark `pretokenize` (corpus -> token shards) end to end against the same job done with tiktoken.
 
     python bench/encode.py CORPUS [CORPUS ...] [--threads 1 2] [--vocab-size 4096] [--repeat 3] [--rss-corpus BIG]
+                           [--busy 0]
 
 A tokenizer is trained once on the first corpus (`tokenizer train`, not timed). Then, for each
 corpus and worker count, two jobs run in fresh processes, alternately, --repeat times each:
 
-  ours      the real CLI: gptkit pretokenize -t TOK --input CORPUS --out D --threads N -q
+  ours      the real CLI: gptkit pretokenize -t TOK --input CORPUS --out D --val-tokens 100000 --threads N -q
   tiktoken  this script's hidden sub-command `_tiktoken`: the same job with a tiktoken.Encoding built
             from our tokenizer's vocabulary (GPT-2 pattern): documents streamed in blocks, encoded in
             batches of about N MiB-characters by encode_ordinary, N threads each taking a share of
@@ -45,7 +46,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[0] = str(ROOT)  # the repository, not bench/: `from bench.common import ...`
 
-from bench.common import EOT, cpu, iter_docs, tree_pss_mb  # noqa: E402 (after the path is set)
+from bench.common import EOT, busy_processes, cpu, iter_docs, sampling_interval, tree_pss_mb  # noqa: E402
 
 BUILD_HINT = (
     "apt-get install -y bible-kjv bible-kjv-text dict-gcide && python3 ../shared/data/build_bench_corpus.py DIR"
@@ -58,6 +59,12 @@ WHO = ("ours", "tiktoken")
 
 
 # -- child: the reference job with tiktoken ------------------------------------------------------
+
+
+# Both jobs hold out the leading documents until this many tokens: a rule the reference can follow
+# document by document, where --val-fraction's falls back to a tail cut inside a document on a corpus
+# of documents too uneven in size (the source code of bench/code_corpus.py).
+VAL_TOKENS = 100_000
 
 
 def batches(docs, chars):
@@ -87,7 +94,7 @@ def tiktoken_job(corpus, tokenizer_json, out_dir, threads):
     specials = set(ours.special_tokens.values())
     ranks = {token: i for i, token in enumerate(ours.vocab) if i not in specials}
     enc = tiktoken.Encoding("ours", pat_str=GPT2_PATTERN, mergeable_ranks=ranks, special_tokens=ours.special_tokens)
-    eot, split = ours.special_tokens[EOT], Split(val_fraction=0.01)
+    eot, split = ours.special_tokens[EOT], Split(val_tokens=VAL_TOKENS)
     shards = ShardSet(Path(out_dir), ours, eot, DEFAULT_SHARD_TOKENS)  # the writer pretokenize uses
     shards.begin()
     doc_index, val_tokens = 0, 0
@@ -148,6 +155,8 @@ def command(who, tokenizer_json, corpus, out_dir, workers):
             corpus,
             "--out",
             out_dir,
+            "--val-tokens",
+            VAL_TOKENS,
             "--threads",
             workers,
             "-q",
@@ -183,7 +192,7 @@ def run(cmd, sample_memory=False):
             if pid:
                 break
             peak = max(peak, tree_pss_mb(child.pid))
-            time.sleep(0.02)
+            time.sleep(sampling_interval(time.perf_counter() - start))
         seconds = time.perf_counter() - start
         child.returncode = os.waitstatus_to_exitcode(status)
         if child.returncode:
@@ -365,6 +374,7 @@ def main():
         metavar="BIG",
         help=f"the big corpus of the memory check [default: the largest CORPUS x {BIG_COPIES}, in a temp dir]",
     )
+    parser.add_argument("--busy", type=int, default=0, help="busy processes beside every measurement")
     a = parser.parse_args()
     missing = [str(p) for p in [*a.corpora, *filter(None, [a.rss_corpus])] if not p.is_file()]
     if missing:
@@ -380,7 +390,8 @@ def main():
         f"vocab size {a.vocab_size} (trained on {corpora[0].name}), special token {EOT}, "
         f"workers {' '.join(map(str, a.threads))}, repeat {a.repeat} (medians)"
     )
-    with tempfile.TemporaryDirectory(prefix="bench-encode-") as tmp:
+    print(f"{a.busy} busy processes beside")
+    with tempfile.TemporaryDirectory(prefix="bench-encode-") as tmp, busy_processes(a.busy):
         tmp = Path(tmp)
         tokenizer_json = tmp / "tokenizer.json"
         train_tokenizer(corpora[0], a.vocab_size, tokenizer_json)

@@ -1,6 +1,11 @@
-"""Benchmark our BPE tokenizer against HF `tokenizers` (training, encoding) and tiktoken (encoding).
+"""Benchmark our BPE tokenizer against rustbpe and HF `tokenizers` (training), and tiktoken and HF (encoding).
 
     python bench/tokenizer.py CORPUS [CORPUS ...] [--vocab-size 10000] [--threads 2] [--repeat 3]
+                              [--tasks train encode] [--busy 0]
+
+rustbpe is nanochat's BPE trainer (Rust, rayon threads), given the same documents, the GPT-2 pattern
+and as many merges as ours (its vocabulary has no special token); its merges are not compared (its
+tie-break is its own). --busy N: N busy Python loops beside every measurement.
 
 Every measurement runs in a fresh child process (this script, hidden sub-command `_one`) that
 times only the call under test and prints JSON. While a training child runs, the parent samples
@@ -25,7 +30,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[0] = str(ROOT)  # the repository, not bench/: `from bench.common import ...`
 
-from bench.common import EOT, cpu, iter_docs, tree_pss_mb  # noqa: E402 (after the path is set)
+from bench.common import EOT, busy_processes, cpu, iter_docs, load_average, sampling_interval, tree_pss_mb  # noqa: E402
 
 BUILD_HINT = (
     "apt-get install -y bible-kjv bible-kjv-text dict-gcide && python3 ../shared/data/build_bench_corpus.py DIR"
@@ -71,6 +76,19 @@ def train_hf(path, vocab_size, tokenizer_json):
     seconds, hf = timed(train)
     hf.save(str(tokenizer_json))
     return seconds
+
+
+def train_rustbpe(path, vocab_size):
+    import rustbpe
+
+    from gptkit.tokenizer.split import GPT2_PATTERN
+
+    def train():
+        tokenizer = rustbpe.Tokenizer()
+        tokenizer.train_from_iterator(iter_docs(path), vocab_size - 1, pattern=GPT2_PATTERN)  # no special token
+        return tokenizer
+
+    return timed(train)[0]
 
 
 def flat(ids_per_doc):
@@ -164,7 +182,7 @@ def encode_all(path, tokenizer_json, workers, repeat):
 
 def child_main(argv):
     parser = argparse.ArgumentParser(prog="bench/tokenizer.py _one")
-    parser.add_argument("task", choices=["train-ours", "train-hf", "encode"])
+    parser.add_argument("task", choices=["train-ours", "train-hf", "train-rustbpe", "encode"])
     parser.add_argument("path")
     parser.add_argument("tokenizer_json", help="written by train-ours and train-hf, read by encode")
     parser.add_argument("--vocab-size", type=int)
@@ -175,11 +193,11 @@ def child_main(argv):
     if a.task == "encode":
         out = encode_all(a.path, a.tokenizer_json, a.threads, a.repeat)
     else:
-        seconds = (
-            train_ours(a.path, a.vocab_size, a.threads, a.tokenizer_json, a.tie_break)
-            if a.task == "train-ours"
-            else train_hf(a.path, a.vocab_size, a.tokenizer_json)
-        )
+        seconds = {
+            "train-ours": lambda: train_ours(a.path, a.vocab_size, a.threads, a.tokenizer_json, a.tie_break),
+            "train-hf": lambda: train_hf(a.path, a.vocab_size, a.tokenizer_json),
+            "train-rustbpe": lambda: train_rustbpe(a.path, a.vocab_size),
+        }[a.task]()
         out = {"seconds": seconds}
     out["ru_maxrss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(json.dumps(out))
@@ -193,11 +211,12 @@ def run_child(args, workers):
     env = {**os.environ, "RAYON_NUM_THREADS": str(workers)}
     cmd = [sys.executable, __file__, "_one", *map(str, args)]
     with tempfile.TemporaryFile("w+") as out:
+        start = time.perf_counter()
         child = subprocess.Popen(cmd, stdout=out, env=env)
         peak = 0.0
         while child.poll() is None:
             peak = max(peak, tree_pss_mb(child.pid))
-            time.sleep(0.02)
+            time.sleep(sampling_interval(time.perf_counter() - start))
         if child.returncode:
             sys.exit(f"error: child {' '.join(cmd)} failed with exit status {child.returncode}")
         out.seek(0)
@@ -208,9 +227,10 @@ def run_child(args, workers):
 def bench_corpus(path, tmp, a):
     tokenizer_json = Path(tmp) / f"{path.stem}.tokenizer.json"
     runs = defaultdict(list)
-    for r in range(a.repeat):  # alternate ours and HF so that noise hits both alike
-        for who in ("ours", "hf"):
-            out = tokenizer_json if who == "ours" else tokenizer_json.with_suffix(".hf.json")
+    trainers = ("ours", "rustbpe", "hf") if "train" in a.tasks else ()
+    for r in range(a.repeat):  # alternate the trainers so that noise hits them alike
+        for who in trainers:
+            out = tokenizer_json if who == "ours" else tokenizer_json.with_suffix(f".{who}.json")
             run = run_child(
                 [f"train-{who}", path, out, "--vocab-size", a.vocab_size, "--threads", a.threads], a.threads
             )
@@ -226,6 +246,10 @@ def bench_corpus(path, tmp, a):
         }
         for who in runs
     }
+    if "encode" not in a.tasks:
+        return train, None, None
+    if not tokenizer_json.exists():  # encoding alone: train the tokenizer, untimed
+        run_child(["train-ours", path, tokenizer_json, "--vocab-size", a.vocab_size, "--threads", a.threads], a.threads)
     print(f"  {path.name}: encoding ({len(ENCODE_MODES)} modes x {a.repeat})", file=sys.stderr)
     encode = run_child(["encode", path, tokenizer_json, "--threads", a.threads, "--repeat", a.repeat], a.threads)
     speed = {mode: encode["mb"] / statistics.median(s) for mode, s in encode["seconds"].items()}
@@ -233,44 +257,56 @@ def bench_corpus(path, tmp, a):
 
 
 def print_report(path, train, encode, speed, workers):
-    w = workers
-    ours_best = max(speed["ours"], speed["ours_batch"])
-    rows = [
-        ("train: wall time, s (ref: HF)", train["ours"]["seconds"], train["hf"]["seconds"]),
-        (
-            "train: peak memory (PSS) of process tree, MB (ref: HF)",
-            train["ours"]["peak_tree_mb"],
-            train["hf"]["peak_tree_mb"],
-        ),
-        ("train: ru_maxrss of child, MB (ref: HF)", train["ours"]["ru_maxrss_mb"], train["hf"]["ru_maxrss_mb"]),
-        ("encode 1 process, MB/s (ref: tiktoken 1 thread)", speed["ours"], speed["tiktoken"]),
-        (
-            f"encode batch, {w} workers, MB/s (ref: tiktoken batch, {w} threads)",
-            speed["ours_batch"],
-            speed["tiktoken_batch"],
-        ),
-        ("encode best, MB/s (ref: tiktoken best)", ours_best, max(speed["tiktoken"], speed["tiktoken_batch"])),
-        ("encode 1 process, MB/s (ref: HF encode)", speed["ours"], speed["hf"]),
-        (
-            f"encode batch, {w} workers, MB/s (ref: HF encode_batch, {w} threads)",
-            speed["ours_batch"],
-            speed["hf_batch"],
-        ),
-        ("encode best, MB/s (ref: HF best)", ours_best, max(speed["hf"], speed["hf_batch"])),
-    ]
-    print(
-        f"\n### {path.name}: {encode['mb']:.2f} MB, {encode['docs']} documents, {encode['tokens']} tokens "
-        f"({encode['mb'] * 1e6 / encode['tokens']:.2f} bytes/token)\n"
-    )
+    w, rows = workers, []
+    for ref in ("rustbpe", "hf") if train else ():
+        rows += [
+            (f"train: wall time, s (ref: {ref})", train["ours"]["seconds"], train[ref]["seconds"]),
+            (
+                f"train: peak memory (PSS) of process tree, MB (ref: {ref})",
+                train["ours"]["peak_tree_mb"],
+                train[ref]["peak_tree_mb"],
+            ),
+        ]
+    if encode:
+        ours_best = max(speed["ours"], speed["ours_batch"])
+        rows += [
+            ("encode 1 process, MB/s (ref: tiktoken 1 thread)", speed["ours"], speed["tiktoken"]),
+            (
+                f"encode batch, {w} workers, MB/s (ref: tiktoken batch, {w} threads)",
+                speed["ours_batch"],
+                speed["tiktoken_batch"],
+            ),
+            ("encode best, MB/s (ref: tiktoken best)", ours_best, max(speed["tiktoken"], speed["tiktoken_batch"])),
+            ("encode 1 process, MB/s (ref: HF encode)", speed["ours"], speed["hf"]),
+            (
+                f"encode batch, {w} workers, MB/s (ref: HF encode_batch, {w} threads)",
+                speed["ours_batch"],
+                speed["hf_batch"],
+            ),
+            ("encode best, MB/s (ref: HF best)", ours_best, max(speed["hf"], speed["hf_batch"])),
+        ]
+        print(
+            f"\n### {path.name}: {encode['mb']:.2f} MB, {encode['docs']} documents, {encode['tokens']} tokens "
+            f"({encode['mb'] * 1e6 / encode['tokens']:.2f} bytes/token)\n"
+        )
+    else:
+        print(f"\n### {path.name}: {path.stat().st_size / 1e6:.2f} MB\n")
     print("| task | ours | reference | ratio (ours/ref) |\n|---|---:|---:|---:|")
     for task, ours, ref in rows:
         print(f"| {task} | {ours:.2f} | {ref:.2f} | {ours / ref:.2f} |")
-    print("\ntraining: lower ratio is better; encoding: higher ratio is better.")
-    print("\n".join(encode["mismatches"]) or "ids: ours == tiktoken == HF (whole text, and per document in batch mode)")
+    print(f"\ntraining: lower ratio is better; encoding: higher ratio is better. Load (1 min): {load_average():.2f}")
+    if encode:
+        print(
+            "\n".join(encode["mismatches"])
+            or "ids: ours == tiktoken == HF (whole text, and per document in batch mode)"
+        )
 
 
 def machine():
-    return f"machine: {cpu()}, tokenizers {version('tokenizers')}, tiktoken {version('tiktoken')}"
+    return (
+        f"machine: {cpu()}, tokenizers {version('tokenizers')}, tiktoken {version('tiktoken')}, "
+        f"rustbpe {version('rustbpe')}"
+    )
 
 
 def main():
@@ -281,6 +317,8 @@ def main():
     parser.add_argument("--vocab-size", type=int, default=10000)
     parser.add_argument("--threads", type=int, default=2, help="processes (ours) / threads (HF, tiktoken)")
     parser.add_argument("--repeat", type=int, default=3, help="runs per measurement; medians are reported")
+    parser.add_argument("--tasks", nargs="+", choices=["train", "encode"], default=["train", "encode"])
+    parser.add_argument("--busy", type=int, default=0, help="busy processes beside every measurement")
     a = parser.parse_args()
     missing = [str(p) for p in a.corpora if not p.is_file()]
     if missing:
@@ -290,13 +328,16 @@ def main():
         )
         sys.exit(2)
     print(machine())
-    print(f"vocab size {a.vocab_size}, special token {EOT}, workers {a.threads}, repeat {a.repeat} (medians)")
+    print(
+        f"vocab size {a.vocab_size}, special token {EOT}, workers {a.threads}, repeat {a.repeat} (medians), "
+        f"{a.busy} busy processes beside"
+    )
     failed = False
-    with tempfile.TemporaryDirectory(prefix="bench-tokenizer-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="bench-tokenizer-") as tmp, busy_processes(a.busy):
         for path in a.corpora:
             train, encode, speed = bench_corpus(path, tmp, a)
             print_report(path, train, encode, speed, a.threads)
-            failed |= bool(encode["mismatches"])
+            failed |= bool(encode and encode["mismatches"])
     if failed:
         sys.exit("MISMATCH: the tokenizers disagree (see above)")
 

@@ -33,7 +33,6 @@ from gptkit.model.checkpoint import checkpoint_directory
 from gptkit.model.generate import prompt_ids
 from gptkit.model.info import describe, sampling_memory
 from gptkit.runtime.device import Memory, out_of_memory
-from gptkit.sample.sampling import Samples
 from gptkit.sample.settings import Settings
 from gptkit.shared.errors import InputError
 from gptkit.shared.files import StrPath, resolved

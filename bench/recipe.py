@@ -55,8 +55,9 @@ independently, so of the training text it sees only the part in the held-out tex
 --compressors-only no model is trained: the compressors' numbers in seconds (the compressions run
 side by side, one a core; a minute or two for the 30 MB text).
 
-The targets, per text (the summary's last two columns, for ours and ours + copy): below the best
-compressor, and at most 0.8 times the char model's bits per byte.
+The targets, per text (the summary's last columns): ours at most 0.85 times the char model's bits
+per byte and never above 0.95; ours + copy below the best compressor. With --max-time T our run
+includes the recipe's timing and trials (train/trials.py): they are inside T.
 
 Wall times: both loops start the clock after the model is built; the final validation comes
 after them. Our tokenizer training and encoding are listed separately and are not in the budget;
@@ -95,7 +96,8 @@ from bench.recipe_compressors import COMPRESSORS, missing_compressors, run_compr
 DEFAULT_TEXT = ROOT.parent / "shared" / "data" / "tinyshakespeare.txt"
 VOCAB_SIZE = "auto"  # as `make tokenizer` chooses it (tokenizer/vocab.py): 512, 1024 or 4096 for the text
 BUSY_WARMUP_S = 2  # the busy processes get going before a contender starts
-TARGET_VS_CHAR = 0.8  # ours at most this times the char model's bits per byte
+TARGET_VS_CHAR = 0.85  # ours at most this times the char model's bits per byte
+CEILING_VS_CHAR = 0.95  # and never above this
 
 
 # -- ours: the real command lines ----------------------------------------------------------------
@@ -128,17 +130,26 @@ def prepare_ours(text_path, work, vocab_size, workers):
             "-q",
         ]
     )
-    times["encode_s"] = timed(
+    times["encode_s"] = encode(work, work / "tokenizer.json", work / "data", workers)
+    # validation on the whole held-out text in any tokenization: a token holds a byte at least (and the
+    # end-of-text token after it none)
+    return times, len(held_out.encode("utf-8")) + 1
+
+
+def encode(work, tokenizer, out, workers):
+    """The held-out text then the training text encoded with `tokenizer` into `out` (the held-out text
+    the val split); the seconds it took."""
+    return timed(
         [
             sys.executable,
             "-m",
             "gptkit.pretokenize",
             "--tokenizer",
-            work / "tokenizer.json",
+            tokenizer,
             "--input",
             work / "held_out_then_train.txt",
             "--out",
-            work / "data",
+            out,
             "--val-tokens",
             1,
             "--threads",
@@ -147,8 +158,16 @@ def prepare_ours(text_path, work, vocab_size, workers):
             "-q",
         ]
     )
-    manifest = json.loads((work / "data" / "manifest.json").read_text())
-    return times, manifest["totals"]["val"]["tokens"]
+
+
+def run_data(work, run, threads):
+    """The data directory in the tokens the run trained on: the data's, or where the recipe cut its
+    tokenizer (--merges), the same text encoded with the cut, which the run's checkpoints carry."""
+    tokenizer = run / "latest" / "tokenizer.json"
+    if tokenizer.read_bytes() == (work / "data" / "tokenizer.json").read_bytes():
+        return work / "data"
+    encode(work, tokenizer, run / "data", threads)
+    return run / "data"
 
 
 def run_ours(work, seconds, val_tokens, run_name, threads):
@@ -181,6 +200,7 @@ def run_ours(work, seconds, val_tokens, run_name, threads):
     records = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
     steps = [r for r in records if "loss" in r]
     params = int(re.search(r"training ([\d,]+) parameters", result.stdout).group(1).replace(",", ""))
+    data = run_data(work, run, threads)
     timed(
         [
             sys.executable,
@@ -190,9 +210,9 @@ def run_ours(work, seconds, val_tokens, run_name, threads):
             "--checkpoint",
             run / "latest",
             "--data",
-            work / "data",
+            data,
             "--copy-from",
-            work / "data",
+            data,
             "--threads",
             threads,
             "--out",
@@ -208,6 +228,7 @@ def run_ours(work, seconds, val_tokens, run_name, threads):
         "train_s": steps[-1]["elapsed_s"],
         "shape": next(line for line in lines if line.startswith("recipe")),
         "copy_bpb": copied["bpb"],
+        "data": data,
     }
 
 
@@ -217,13 +238,13 @@ def timed(cmd):
     return time.perf_counter() - start
 
 
-def covered_bytes(work, context):
-    """The held-out bytes our validation predicts (the val split in windows of `context`)."""
+def covered_bytes(data_dir, context):
+    """The held-out bytes our validation predicts (the val split of `data_dir` in windows of `context`)."""
     from gptkit.eval.loss import eval_sequences
     from gptkit.shared.shard_dir import ShardDir
     from gptkit.train.data import ShardData, data_tokenizer
 
-    data = ShardDir(work / "data")
+    data = ShardDir(data_dir)
     tokenizer = data_tokenizer(data)
     val = ShardData(data, "val", tokenizer.vocab_size, tokenizer.fingerprint, context)
     lengths = [0 if i in set(tokenizer.special_tokens.values()) else len(b) for i, b in enumerate(tokenizer.vocab)]
@@ -334,7 +355,8 @@ def compare(path, work, args):
     run_config = json.loads((work / "run0" / "config.json").read_text())
     context = run_config["context_length"] or run_config["model"]["context_length"]
     vocab_size = run_config["model"]["vocab_size"]
-    return report(path, vocab_size, times, rounds, covered_bytes(work, context), run_compressors(path))
+    our_bytes = covered_bytes(rounds["ours"][0]["data"], context)
+    return report(path, vocab_size, times, rounds, our_bytes, run_compressors(path))
 
 
 def report(path, vocab_size, times, rounds, our_bytes, compressors):
@@ -391,7 +413,7 @@ def report_summary(summary):
     head = ["text", "bytes"] + (["char", "char s", *ours] if models else []) + compressors + ["best compressor"]
     if models:
         head += [f"{name} / {vs}" for name in ours for vs in ("best compressor", "char")]
-        head += [f"{name} < best compressor and <= {TARGET_VS_CHAR} x char" for name in ours]
+        head += [f"ours <= {TARGET_VS_CHAR} x char (never > {CEILING_VS_CHAR})", "ours + copy < best compressor"]
     print("\n| " + " | ".join(head) + " |")
     print(
         "|---|---:|"
@@ -409,11 +431,13 @@ def report_summary(summary):
         if models:
             ratios = {name: (row[name] / row[best], row[name] / row["char"]) for name in ours}
             cells += [f"{ratio:.3f}" for name in ours for ratio in ratios[name]]
-            for vs_best, vs_char in ratios.values():
-                failed = [
-                    what for what, ok in (("compressor", vs_best < 1), ("char", vs_char <= TARGET_VS_CHAR)) if not ok
-                ]
-                cells.append("yes" if not failed else f"no ({', '.join(failed)})")
+            vs_char = ratios["ours"][1]
+            cells.append(
+                "yes"
+                if vs_char <= TARGET_VS_CHAR
+                else f"no ({'above the ceiling' if vs_char > CEILING_VS_CHAR else 'above the target'})"
+            )
+            cells.append("yes" if ratios["ours + copy"][0] < 1 else "no")
         print("| " + " | ".join(cells) + " |")
 
 

@@ -45,6 +45,7 @@ import numpy as np
 from gptkit.shared.corpus import Corpus
 
 from .bpe import Tokenizer
+from .cut import first_merges
 
 TINY, SMALL, LARGE = 512, 1024, 4096
 MIN_BYTES_PER_TOKEN = 192
@@ -115,16 +116,10 @@ def auto_tokenizer(corpus: Corpus, train: Callable[[int], Tokenizer]) -> tuple[T
 
 
 def first_tokens(tokenizer: Tokenizer, size: int) -> Tokenizer:
-    """The tokenizer of `size` tokens that training on the same corpus makes: BPE learns its merges
-    one at a time whatever the size asked, so its merges are the first of `tokenizer`'s, then the
-    same special tokens; `tokenizer` itself where it has no more than `size` (its corpus ran out of
-    pairs to merge)."""
-    if tokenizer.vocab_size <= size:
-        return tokenizer
-    specials = sorted(tokenizer.special_tokens, key=tokenizer.special_tokens.__getitem__)
-    merges = size - 256 - len(specials)
-    vocab = tokenizer.vocab[: 256 + merges] + [s.encode("utf-8") for s in specials]
-    return Tokenizer(vocab, tokenizer.merges[:merges], {s: 256 + merges + i for i, s in enumerate(specials)})
+    """The tokenizer of `size` tokens (special tokens included) that training on the same corpus makes:
+    `tokenizer`'s cut to its first merges (cut.py); `tokenizer` itself where it has no more than `size`
+    (its corpus ran out of pairs to merge)."""
+    return first_merges(tokenizer, size - 256 - len(tokenizer.special_tokens))
 
 
 def repeated_span_share(data: bytes) -> float:

@@ -31,6 +31,7 @@ FIRST_PLAN_STEPS = 3  # timed steps before the first plan
 RECHOOSE_SLOWDOWN, RECHOOSE_WITHIN = 3.0, 0.25
 PLAN_AT = (0.05, 0.1, 0.25, 0.5, 0.75, 0.9)  # fractions of the budget where the length is planned again
 CHECKS = 100  # syncs the budget asks for over a run: it is checked about every 1% of it
+MIN_LEFT = 0.5  # of the budget, left to the loop however long the recipe took (it takes a fifth at most)
 
 
 class TooSlow(Exception):
@@ -111,6 +112,12 @@ class Planner:
         """Raise TooSlow where the steps take far longer than `seconds_per_step` (the recipe's timing),
         early in the budget and until the run has a checkpoint (keep)."""
         self.timed = seconds_per_step
+
+    def spend(self, seconds: float) -> None:
+        """`seconds` of a timed run's budget went before its loop (the recipe's timing and trials): the
+        loop plans for the rest, so that the run ends when the budget does."""
+        if self.seconds:
+            self.seconds = max(self.seconds - seconds, MIN_LEFT * self.seconds)
 
     def start(self, step: int) -> None:
         """The loop starts from `step`: a timed run's clock starts now."""

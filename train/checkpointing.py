@@ -203,7 +203,7 @@ class Checkpoints:
             tensors = _read_optimizer_tensors(saved, optimizers)
         except CheckpointError as e:
             raise CheckpointError(f"{e}; {_intact_note(saved.directory, self.directory, optimizers)}") from None
-        self._put_weights(weights)
+        self.put_weights(weights)
         now = optimizers.state_dict()
         optimizers.load_state_dict(
             {
@@ -223,12 +223,13 @@ class Checkpoints:
         """Put the weights of `saved` (--init-from's checkpoint, opened and its tokenizer checked by
         initial_model, in settle.py: a new run, whose model is the checkpoint's) into the model, each
         tensor checked, read once, and widened to the model's float32 (exactly, as load_model does)."""
-        self._put_weights(saved.weights(self.parts.model))
+        self.put_weights(saved.weights(self.parts.model))
 
-    def _put_weights(self, weights):
+    def put_weights(self, weights: dict[str, torch.Tensor]) -> None:
         """Copy the whole tensors `weights` (name -> tensor) into the model: each one, or the shard
         of it this process holds where the model is sharded. A tied LM head absent from `weights` is
-        the embedding, put in with it."""
+        the embedding, put in with it. A new run starts from a checkpoint's (start_from), or from the
+        recipe's trials' winner."""
         with torch.no_grad():
             for name, tensor in self.parts.model.state_dict().items():
                 if name in weights:

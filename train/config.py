@@ -247,6 +247,7 @@ WHOLE = {
     "sample_interval": 0,
     "checkpoint_interval": 0,
     "seed": 0,
+    "merges": 0,
 }
 # Real numbers: each finite and in its range.
 AT_LEAST_0, ABOVE_0, BELOW_1, UP_TO_1 = (

@@ -14,12 +14,17 @@ state is the step.
 
 from __future__ import annotations
 
+import copy
+import dataclasses
+
 import numpy as np
 
-from gptkit.shared.errors import SettingError
+from gptkit.shared.errors import SettingError, named
 from gptkit.shared.shard_data import ShardData
 from gptkit.shared.shard_dir import TOKENIZER_FILE, ShardDir
+from gptkit.shared.shards import dtype_for
 from gptkit.tokenizer import Tokenizer
+from gptkit.tokenizer.cut import Unmerge, cuttable
 
 from .processes import Dist
 from .sections import Batch
@@ -77,3 +82,35 @@ def data_tokenizer(data: ShardDir) -> Tokenizer:
         )
         raise SettingError("data", f"{data.path}: no {TOKENIZER_FILE}{hint}")
     return Tokenizer.from_file(data.tokenizer)
+
+
+def cut_split(split: ShardData, unmerge: Unmerge, vocab_size: int, context_length: int) -> ShardData:
+    """`split` in the tokens of a cut of its tokenizer (gptkit.tokenizer.cut: `unmerge` maps its ids to
+    the cut's, of `vocab_size` tokens), in memory, read in sequences of `context_length` tokens."""
+    dtype = dtype_for(vocab_size)
+    cut = copy.copy(split)
+    cut.shards = [dataclasses.replace(s, tokens=unmerge(s.tokens, dtype)) for s in split.shards]
+    cut.vocab_size, cut.verified, cut.context_length, cut.dtype = vocab_size, True, context_length, np.dtype(dtype)
+    cut.sizes = np.array([len(s.tokens) for s in cut.shards], np.int64)
+    cut.starts = np.concatenate([[0], np.cumsum(cut.sizes)])
+    return cut
+
+
+def cut_of(merges: int | None, data: ShardDir, tokenizer: Tokenizer, init_from: str | None) -> Unmerge | None:
+    """The map to the cut of the data's `tokenizer` to its first `merges` merges (the merges setting),
+    checked; None where the run reads the data's tokens as they are."""
+    if merges is None or merges == len(tokenizer.merges):
+        return None
+    if init_from is not None:
+        raise SettingError(
+            "merges", f"{merges}: a checkpoint's model ({named('init_from')}) reads the data's tokens whole"
+        )
+    if data.has_mask:
+        raise SettingError("merges", f"{merges}: {data.path} is chat data, whose mask follows the data's own tokens")
+    if merges > len(tokenizer.merges):
+        raise SettingError("merges", f"{merges}: {data.tokenizer} has {len(tokenizer.merges):,} merges")
+    if not cuttable(tokenizer):
+        raise SettingError(
+            "merges", f"{merges}: {data.tokenizer} does not list its tokens in the order its merges made them"
+        )
+    return Unmerge(tokenizer, merges)

@@ -32,7 +32,7 @@ class Run:
     config: TrainConfig  # every setting final, as config.json records it: the model's fields, paths absolute
     model: ModelConfig
     data: ShardDir
-    tokenizer: Tokenizer  # the data's
+    tokenizer: Tokenizer  # the data's, or its cut to the merges setting (gptkit.tokenizer.cut)
     eot_id: int | None  # the data's end-of-text id: what samples and HellaSwag's texts start with
     data_identity: dict  # what the data holds (ShardDir.identity), which a checkpoint records
     loader: Loader  # this process's training batches

@@ -23,6 +23,7 @@ bench/time_budget.py the same run on an idle and on a busy machine.
 
 from __future__ import annotations
 
+import functools
 import math
 import statistics
 import time
@@ -38,12 +39,16 @@ from gptkit.model.info import model_cost
 from gptkit.model.model import TransformerLM
 from gptkit.runtime.threads import Threads
 from gptkit.shared.errors import GptkitError
+from gptkit.shared.shard_data import ShardData
 from gptkit.shared.shard_dir import ShardDir
-from gptkit.shared.shards import open_shard
+from gptkit.tokenizer import Tokenizer
+from gptkit.tokenizer.cut import Unmerge, cuttable
 
 from .config import TrainConfig, parse_duration
+from .data import cut_split
 from .optim import AdamW
 from .sections import DEFAULT_BUDGET
+from .trials import VAL_TOKENS, Candidate, Score, Tokens, Trial, halving
 
 # Training tokens per parameter that a shape must get in the budget. On 1 MB of text (Tiny
 # Shakespeare, 1024 tokens) each shape trained for the steps it gets in 2 minutes of 2 threads
@@ -94,6 +99,15 @@ REPEAT_SAMPLE = 1 << 20  # training tokens read to measure it (from the first)
 
 TIMED_STEPS = 2  # per shape, after one warm-up step
 TIMING_SHARE = 0.05  # of the budget: the most the timing may take; the climb stops when it is spent
+
+# The vocabularies tried, by trial (trials.py), where the user gives no merges: the data's tokenizer cut to
+# each of these sizes below its own (special tokens included), its bytes alone, and itself whole. Rules
+# chose the size before, fitted on the benchmark's kinds of text; on a kind outside them one scored
+# worse than a character model. Each cut's shapes are timed (TIMING_SHARE at most each), and the trials
+# take what is left of RECIPE_SHARE of the budget.
+CUT_SIZES = (1024, 4096, 16384)
+RECIPE_SHARE = 0.2  # of the budget: the timing and the trials together, about
+CUT_TOKENS = 1 << 25  # training tokens at most, for the cuts (held in memory, up to ~4x as many tokens)
 SETTLE_STEPS = 12  # at most, on the smallest shape, while the thread count settles (runtime/threads.py)
 
 
@@ -151,15 +165,9 @@ class Repeats:
     distances: np.ndarray
 
     @classmethod
-    def of(cls, data: ShardDir, vocab_size: int | None) -> Repeats:
-        """Of the first REPEAT_SAMPLE training tokens of `data` (a ShardDir of `vocab_size` tokens)."""
-        parts, left = [], REPEAT_SAMPLE
-        for path in data.shard_paths("train"):
-            parts.append(np.asarray(open_shard(path, vocab_size).tokens[:left], np.uint64))
-            left -= len(parts[-1])
-            if left <= 0:
-                break
-        tokens = np.concatenate(parts) if parts else np.empty(0, np.uint64)
+    def of(cls, train: ShardData) -> Repeats:
+        """Of the first REPEAT_SAMPLE tokens of the training split `train`."""
+        tokens = train.span(0, min(REPEAT_SAMPLE, int(train.starts[-1]))).astype(np.uint64)
         n = len(tokens) - REPEAT_SPAN + 1
         if n <= 0:
             return cls(np.empty(0, np.int64))
@@ -213,6 +221,22 @@ class Recipe:
     budget: str = ""
     where: str = ""  # the device, and a CPU's threads
     fixed_steps: int | None = None  # the run's length where it is given in steps or tokens
+    trials: tuple[tuple[Score, ...], ...] = ()  # each round's scores, where cuts were tried
+    not_tried: str = ""  # why no cuts were tried
+    spent: float = 0.0  # seconds of the budget the recipe took: the run trains for the rest
+    weights: dict[str, torch.Tensor] | None = None  # the trials' winner, which the run goes on from (one process)
+
+    def record(self) -> dict[str, Any]:
+        """What metrics.jsonl records of the choice: the trials' rounds and the time the recipe took."""
+        return {
+            "step": 0,
+            "recipe": {
+                "spent_s": round(self.spent, 2),
+                "vocab_size": self.vocab_size,
+                "trials": [[score.record() for score in scores] for scores in self.trials],
+                **({"not_tried": self.not_tried} if self.not_tried else {}),
+            },
+        }
 
     def epochs(self, steps: int | None = None) -> float:
         """The passes over the training tokens that `steps` (the budget's, as timed) make."""
@@ -252,8 +276,19 @@ class Recipe:
             f"{1000 * self.seconds_per_step:.0f} ms a step as timed here, about {self.steps:,} steps in the budget, "
             f"{epochs:.1f} epochs (the largest shape that gets {TOKENS_PER_PARAM} tokens a non-embedding parameter), "
             f"dropout {model.dropout:g} ({self._dropout_reason(steps)}){self._context_reason()}; "
-            "pass --config for a preset"
+            f"{self._vocabulary_reason()}; the recipe took {self.spent:.0f} s of the budget; pass --config for a preset"
         )
+
+    def _vocabulary_reason(self):
+        """What the trials scored, where they ran."""
+        if not self.trials:
+            return f"vocabulary {self.vocab_size:,} (no trials: {self.not_tried})" if self.not_tried else ""
+        rounds = "; then ".join(
+            ", ".join(f"{s.name} {s.bpb:.3f}" for s in sorted(scores, key=lambda s: s.bpb))
+            + f" ({scores[0].seconds:.0f} s each)"
+            for scores in self.trials
+        )
+        return f"vocabulary {self.vocab_size:,} by trial, held-out bits per byte: {rounds}"
 
     def _dropout_reason(self, steps=None):
         """Why the dropout is what it is for the passes its `steps` make (as settings)."""
@@ -395,23 +430,41 @@ def step_timer(
 def recipe_settings(
     config: TrainConfig,
     data: ShardDir,
-    vocab_size: int,
+    tokenizer: Tokenizer,
     device: torch.device,
     threads: Threads | None,
     agree: Callable[[float], float] = float,
     world: int = 1,
 ) -> tuple[dict[str, Any], Recipe]:
     """(the recipe's layer of settings, the Recipe) for a run whose model is not given: chosen for its
-    data (`data`, a ShardDir of `vocab_size` tokens), its budget (max_time, or DEFAULT_BUDGET where no
-    length is given) and `device`, timed with `threads`. The budget is the recipe's length; a length
-    of the config's own overrides it (settle.from_layers)."""
+    data (`data`, a ShardDir of `tokenizer`'s tokens), its budget (max_time, or DEFAULT_BUDGET where no
+    length is given) and `device`, timed with `threads`. Where the merges are not given, the cuts of the
+    tokenizer (CUT_SIZES) are tried on the data (trials.py) and the best is taken. The budget is the
+    recipe's length, its own time included (Recipe.spent); a length of the config's own overrides it
+    (settle.from_layers)."""
+    started = time.monotonic()
     length, batch = config.length, config.batch
     budget = length.max_time or DEFAULT_BUDGET
-    train_tokens = data.tokens("train")
-    timer = step_timer(vocab_size, device, threads, parse_duration(budget), agree, world)
-    chosen = choose(train_tokens, vocab_size, parse_duration(budget), timer, Repeats.of(data, vocab_size))
-    if chosen is None:
-        raise GptkitError(f"the recipe's smallest model does not fit {device}: give a model, with a batch that fits")
+    seconds = parse_duration(budget)
+    full = ShardData(data, "train", tokenizer.vocab_size, tokenizer.fingerprint, 1, verify=False)
+    val = ShardData(data, "val", tokenizer.vocab_size, tokenizer.fingerprint, 1, verify=False)
+    cuts, not_tried = cut_sizes(config, data, tokenizer, full, val)
+    given = batch.merges if batch.merges is not None else len(tokenizer.merges)
+    # each cut with the shape it would train: a smaller vocabulary makes faster steps, which buy a larger model
+    shapes = {
+        merges: _choose(full, tokenizer, merges, seconds, device, threads, agree, world) for merges in cuts or [given]
+    }
+    merges, chosen = next(iter(shapes.items()))
+    rounds: list[list[Score]] = []
+    weights = None
+    if len(cuts) > 1:
+        start = functools.partial(Trial, device=device, seed=config.job.seed, agree=agree)
+        candidates = _candidates(shapes, data, tokenizer, val)
+        left = RECIPE_SHARE * seconds - agree(time.monotonic() - started)
+        best, rounds = halving(candidates, left, start)
+        merges = cuts[candidates.index(best.candidate)]
+        chosen = shapes[merges]
+        weights = best.model.state_dict() if world == 1 else None  # processes' trials differ in their steps
     steps = None  # the budget's, as timed
     if length.max_time is None and (
         length.max_steps or length.max_tokens
@@ -427,6 +480,67 @@ def recipe_settings(
         else str(device)
     )
     described = replace(
-        chosen, budget=budget if length.max_time else f"{budget} (the default budget)", where=where, fixed_steps=steps
+        chosen,
+        budget=budget if length.max_time else f"{budget} (the default budget)",
+        where=where,
+        fixed_steps=steps,
+        trials=tuple(tuple(r) for r in rounds),
+        not_tried=not_tried,
+        spent=agree(time.monotonic() - started),
+        weights=weights,
     )
-    return {**chosen.settings(steps), "max_time": budget}, described
+    cut = {"merges": merges} if merges != len(tokenizer.merges) else {}
+    return {**chosen.settings(steps), **cut, "max_time": budget}, described
+
+
+def cut_sizes(
+    config: TrainConfig, data: ShardDir, tokenizer: Tokenizer, train: ShardData, val: ShardData
+) -> tuple[list[int], str]:
+    """The merges of the cuts of `tokenizer` that the recipe tries on the splits `train` and `val`,
+    fewest first, the data's own last (none where it tries none), and why it tries none."""
+    if config.batch.merges is not None:
+        return [], f"--merges {config.batch.merges} given"
+    if config.length.max_time is None and (config.length.max_steps or config.length.max_tokens):
+        return [], "the run's length is given in steps or tokens, which trials would add to"
+    if data.has_mask:
+        return [], "chat data, whose mask follows its own tokens"
+    if not cuttable(tokenizer):
+        return [], f"{data.tokenizer} does not list its tokens in the order its merges made them"
+    if train.starts[-1] > CUT_TOKENS:
+        return [], f"{train.starts[-1]:,} training tokens, more than the {CUT_TOKENS:,} a cut is tried on (in memory)"
+    if val.starts[-1] <= max(shape.context for shape in LADDER):
+        return [], f"{val.starts[-1]:,} validation tokens, too few to score a trial on"
+    total = len(tokenizer.merges)
+    specials = len(tokenizer.special_tokens)
+    merges = [0, *(size - 256 - specials for size in CUT_SIZES if 0 < size - 256 - specials < total)]
+    return ([*merges, total] if total > 0 else []), "" if total > 0 else f"{data.tokenizer} has no merges"
+
+
+def _choose(full, tokenizer, merges, seconds, device, threads, agree, world):
+    """choose() for the data `full` (the training split in `tokenizer`'s tokens) cut to `merges`."""
+    vocab_size, train = tokenizer.vocab_size, full
+    if merges != len(tokenizer.merges):
+        unmerge = Unmerge(tokenizer, merges)
+        vocab_size, train = unmerge.tokenizer.vocab_size, cut_split(full, unmerge, unmerge.tokenizer.vocab_size, 1)
+    timer = step_timer(vocab_size, device, threads, seconds, agree, world)
+    chosen = choose(int(train.starts[-1]), vocab_size, seconds, timer, Repeats.of(train))
+    if chosen is None:
+        raise GptkitError(f"the recipe's smallest model does not fit {device}: give a model, with a batch that fits")
+    return chosen
+
+
+def _candidates(shapes, data, tokenizer, val):
+    """The trials' candidates: each cut of `tokenizer` (`shapes`: the Recipe chosen for each, by its
+    merges) at its shape and learning rate, without dropout, scored on the same held-out bytes (the first
+    of the validation split `val`)."""
+    held_out = val.span(0, min(VAL_TOKENS, int(val.starts[-1])))
+    candidates = []
+    for merges, chosen in shapes.items():
+        shape = chosen.shape
+        train = ShardData(data, "train", tokenizer.vocab_size, tokenizer.fingerprint, shape.context, verify=False)
+        unmerge = Unmerge(tokenizer, merges)
+        cut = unmerge.tokenizer
+        tokens = Tokens(cut, cut_split(train, unmerge, cut.vocab_size, shape.context), unmerge(held_out, np.int64))
+        name = f"{'bytes' if merges == 0 else f'{cut.vocab_size:,}'} (d {shape.d_model} x {shape.n_layers})"
+        candidates.append(Candidate(name, tokens, ModelConfig(**shape.model(cut.vocab_size)), shape.batch, shape.lr))
+    return candidates

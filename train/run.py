@@ -41,7 +41,9 @@ def train(config: TrainConfig, resume: bool | str = False, threads: int | None =
                 if dist.master:
                     print(slow.line, flush=True)
             if left is not None:  # out of the except block, the first Trainer is freed: the exception held it
-                run = settle(config.replace(max_time=f"{left:.0f}s"), resume, dist, cpu_threads)
+                # the vocabulary the trials chose stays: no trials again
+                again = config.replace(max_time=f"{left:.0f}s", merges=len(run.tokenizer.merges))
+                run = settle(again, resume, dist, cpu_threads)
                 # chosen again, once, on the machine as it is now, and held to no timing
                 steps = Trainer(dataclasses.replace(run, recipe=None), dist, cpu_threads).fit()
             dist.barrier()  # rank 0 may still be writing the last checkpoint: gloo aborts if a peer leaves first

@@ -125,6 +125,13 @@ class Batch(Section):
         None, "Tokens per sequence (at most the model's context).", shown="the model's"
     )
     loader: str = setting("random", "random (uniform offsets) | sequential (the token stream in order).")
+    merges: int | None = setting(
+        None,
+        "Train on the data's tokenizer cut to its first N merges (0: its 256 bytes), its special tokens "
+        "kept: the data's ids mapped to the cut's in memory, no encoding again.",
+        shown=f"{RECIPE}, by trial; with --model, all of them",
+        metavar="N",
+    )
     verify_data: bool = setting(
         True,
         "Read every shard once before training: its CRC-32 and that every id fits the "

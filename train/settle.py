@@ -26,6 +26,8 @@ import dataclasses
 import os
 from typing import Any
 
+import numpy as np
+
 from gptkit.model.config import ModelConfig, load_config
 from gptkit.model.info import describe, training_memory
 from gptkit.runtime.device import Memory
@@ -35,10 +37,11 @@ from gptkit.shared.errors import SettingError, named
 from gptkit.shared.shard_data import ShardData
 from gptkit.shared.shard_dir import ShardDir
 from gptkit.tokenizer import Tokenizer
+from gptkit.tokenizer.cut import Unmerge
 
 from .checkpointing import initial_model
 from .config import FIELDS, LENGTH, PATHS, PRESETS_DIR, TrainConfig, refuse_unused
-from .data import Loader, data_tokenizer
+from .data import Loader, cut_of, cut_split, data_tokenizer
 from .prepared import Run
 from .processes import Dist
 from .recipe import recipe_settings
@@ -60,22 +63,25 @@ def settle(config: TrainConfig, resume: bool | str = False, dist: Dist = Dist(),
         recorded, start = initial_model(config.job, tokenizer)
         config = from_layers({**config.to_dict(), "model": None}, {"model": recorded})
     elif config.job.model is None and not resume:  # layer 3: the recipe's choice
-        settings, recipe = recipe_settings(
-            config, data, tokenizer.vocab_size, dist.device, threads, dist.largest, dist.world
-        )
+        cut_of(config.batch.merges, data, tokenizer, None)  # merges given: refused before the recipe's timing
+        settings, recipe = recipe_settings(config, data, tokenizer, dist.device, threads, dist.largest, dist.world)
         config = from_layers(config.to_dict(), settings)
     given = config = completed(config)  # its model as given: a preset's name or a file's path, named in messages
-    model = resolve_model(config, tokenizer.vocab_size)
+    cut = cut_of(config.batch.merges, data, tokenizer, config.job.init_from)
+    model = resolve_model(config, (cut.tokenizer if cut else tokenizer).vocab_size)
     config = config.replace(model=model.to_dict())
     if recipe is not None:
         _log(recipe.line(config, model))
-    loader, val_data = _splits(config, data, tokenizer, model, dist)
+    loader, val_data = _splits(config, data, tokenizer, model, dist, cut)
+    eot_id = data.eot_id(tokenizer)
+    if cut is not None:
+        tokenizer, eot_id = cut.tokenizer, None if eot_id is None else int(cut(np.array([eot_id]), np.int64)[0])
     run = Run(
         config,
         model,
         data,
         tokenizer,
-        data.eot_id(tokenizer),
+        eot_id,
         data.identity(),
         loader,
         val_data,
@@ -178,15 +184,18 @@ def _may_be_unset(name: str) -> bool:
 
 
 def _splits(
-    config: TrainConfig, data: ShardDir, tokenizer: Tokenizer, model: ModelConfig, dist: Dist
+    config: TrainConfig, data: ShardDir, tokenizer: Tokenizer, model: ModelConfig, dist: Dist, cut: Unmerge | None
 ) -> tuple[Loader, ShardData]:
-    """This process's training batches and the validation split, both checked (verify_data)."""
+    """This process's training batches and the validation split, both checked (verify_data), in the
+    tokens of the data's `tokenizer`, or of its `cut`."""
     batch = config.batch
     context = batch.context_length or model.context_length
     train, val = (
         ShardData(data, split, tokenizer.vocab_size, tokenizer.fingerprint, context, batch.verify_data)
         for split in ("train", "val")
     )
+    if cut is not None:
+        train, val = (cut_split(split, cut, model.vocab_size, context) for split in (train, val))
     assert batch.batch_size is not None
     if batch.batch_size % dist.world:
         raise SettingError(

@@ -76,6 +76,7 @@ class Trainer:
         )
         if run.recipe is not None:
             self.planner.hold_to(run.recipe.seconds_per_step)
+            self.planner.spend(run.recipe.spent)
         self.parallel = ParallelModel(run, dist)
         self.model, self.optimizers = self.parallel.model, self.parallel.optimizers
         self.run_dir = RunDir(config.job.out, dist.master)
@@ -86,7 +87,11 @@ class Trainer:
         if run.resume is None:
             if run.init_from is not None:  # a new run from a checkpoint's weights
                 self.checkpoints.start_from(run.init_from)
+            elif run.recipe is not None and run.recipe.weights is not None:  # on from the trials' winner
+                self.checkpoints.put_weights(run.recipe.weights)
             self.run_dir.start(config.to_dict())
+            if run.recipe is not None:
+                self.run_dir.append(run.recipe.record())
         else:
             self._resume(run.resume)
         self.trackers.start(self.progress.step)
@@ -280,7 +285,11 @@ class Trainer:
         hellaswag = self.hellaswag(self.model, self.autocast) if self.hellaswag else None
         self._record(*validation_report(self.step, self.progress.tokens, val_loss, val_bpb, count, hellaswag))
         if last:
-            self._log(unigram_comparison(val_loss, val_bpb, self.run.data.unigram_entropy))
+            # the data's unigram entropy is per token of its own tokenizer, not of a cut of it
+            entropy = (
+                self.run.data.unigram_entropy if self.run.tokenizer.fingerprint == self.run.data.fingerprint else None
+            )
+            self._log(unigram_comparison(val_loss, val_bpb, entropy))
 
     def _sample(self) -> None:
         settings, eot = self.config.evaluation, self.run.eot_id

@@ -368,8 +368,8 @@ def report(path, vocab_size, times, rounds, our_bytes, compressors):
     char, ours = rounds["char"][0], rounds["ours"][0]
     compressor_bpb, held_out_bytes = compressors
     print(
-        f"\n{path.name}: {path.stat().st_size:,} bytes; our tokenizer {vocab_size} tokens "
-        f"(training {times['tokenizer_s']:.1f} s, encoding {times['encode_s']:.1f} s: not in the budget)"
+        f"\n{path.name}: {path.stat().st_size:,} bytes; our run's vocabulary {vocab_size} tokens "
+        f"(the tokenizer's training {times['tokenizer_s']:.1f} s, encoding {times['encode_s']:.1f} s: not in the budget)"
     )
     print(f"  char: {char['shape']}\n  ours: {ours['shape']}, --max-time = the char model's loop time of its round")
     print(

@@ -48,7 +48,7 @@ from .config import TrainConfig, parse_duration
 from .data import cut_split
 from .optim import AdamW
 from .sections import DEFAULT_BUDGET
-from .trials import VAL_TOKENS, Candidate, Score, Tokens, Trial, halving
+from .trials import ENOUGH_STEPS, VAL_TOKENS, Candidate, Score, Tokens, Trial, halving
 
 # Training tokens per parameter that a shape must get in the budget. On 1 MB of text (Tiny
 # Shakespeare, 1024 tokens) each shape trained for the steps it gets in 2 minutes of 2 threads
@@ -224,7 +224,7 @@ class Recipe:
     trials: tuple[tuple[Score, ...], ...] = ()  # each round's scores, where cuts were tried
     not_tried: str = ""  # why no cuts were tried
     spent: float = 0.0  # seconds of the budget the recipe took: the run trains for the rest
-    weights: dict[str, torch.Tensor] | None = None  # the trials' winner, which the run goes on from (one process)
+    weights: dict[str, torch.Tensor] | None = None  # the trials' winner, in host memory: the run goes on from it
 
     def record(self) -> dict[str, Any]:
         """What metrics.jsonl records of the choice: the trials' rounds and the time the recipe took."""
@@ -461,10 +461,12 @@ def recipe_settings(
         start = functools.partial(Trial, device=device, seed=config.job.seed, agree=agree)
         candidates = _candidates(shapes, data, tokenizer, val)
         left = RECIPE_SHARE * seconds - agree(time.monotonic() - started)
-        best, rounds = halving(candidates, left, start)
+        slowest = max(shape.seconds_per_step for shape in shapes.values())
+        best, rounds = halving(candidates, left, start, ENOUGH_STEPS * slowest)
         merges = cuts[candidates.index(best.candidate)]
         chosen = shapes[merges]
-        weights = best.model.state_dict() if world == 1 else None  # processes' trials differ in their steps
+        if world == 1:  # the processes' trials differ in their steps: a run of several starts afresh
+            weights = {name: t.detach().to("cpu", copy=True) for name, t in best.model.state_dict().items()}
     steps = None  # the budget's, as timed
     if length.max_time is None and (
         length.max_steps or length.max_tokens

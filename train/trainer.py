@@ -62,7 +62,8 @@ class Trainer:
     def __init__(self, run: Run, dist: Dist, threads: Threads | None = None) -> None:
         """Train `run` in this process's place `dist`. `threads`: torch's CPU threads (None: as they
         are, recorded where the run is deterministic on the CPU). A run whose recipe is given
-        (run.recipe) is held to its timing until its first checkpoint (budget.TooSlow)."""
+        (run.recipe) and starts afresh is held to its timing until its first checkpoint
+        (budget.TooSlow); one that goes on from the trials' winner keeps its model."""
         config = run.config
         self.run, self.config, self.dist, self.device = run, config, dist, dist.device
         self.threads = threads or Threads(
@@ -75,7 +76,8 @@ class Trainer:
             config, run.tokens_per_step, dist.master, run.resume is not None and run.resume.new_length
         )
         if run.recipe is not None:
-            self.planner.hold_to(run.recipe.seconds_per_step)
+            if run.recipe.weights is None:  # a run that goes on from the trials' winner is not chosen again
+                self.planner.hold_to(run.recipe.seconds_per_step)
             self.planner.spend(run.recipe.spent)
         self.parallel = ParallelModel(run, dist)
         self.model, self.optimizers = self.parallel.model, self.parallel.optimizers

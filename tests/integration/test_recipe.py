@@ -362,7 +362,8 @@ def test_config_bypasses_the_recipe(data, tmp_path):
 def test_a_run_far_slower_than_timed_lets_the_recipe_choose_again(data, tmp_path, monkeypatch):
     """The machine gets busy after the recipe timed it: the run stops before its first checkpoint
     and the recipe chooses again for the time left, once. The first run's model is freed before
-    the second's is built."""
+    the second's is built. (A run with the data's merges given, so without trials: one that goes
+    on from the trials' winner keeps it.)"""
     import time
     import weakref
 
@@ -399,6 +400,8 @@ def test_a_run_far_slower_than_timed_lets_the_recipe_choose_again(data, tmp_path
             "1",
             "--eval-tokens",
             "256",
+            "--merges",
+            str(len(data_tokenizer(ShardDir(str(data))).merges)),
         ],
     )
     assert res.exit_code == 0, res.output

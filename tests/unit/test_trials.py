@@ -50,6 +50,17 @@ def test_halving_goes_on_with_the_better_half_for_twice_as_long_each_round():
     assert all(t.warmup == pytest.approx(WARMUP * 10.0) for t in trials)
 
 
+def test_halving_stops_where_the_last_two_have_trained_enough():
+    """Time for 10 s units (4 dropped: a after 1, c after 3), but 24 s is enough for the last two, who
+    train 1 + 2 units: units of 8 s."""
+    bpb = {"a": 3.0, "b": 1.0, "c": 2.0}
+    best, rounds = halving(named("a", "b", "c"), 40.0, lambda c, w: Fake(c, w, bpb), enough=24.0)
+    assert best.candidate.name == "b" and best.seconds == pytest.approx(24.0)
+    assert [s.seconds for s in rounds[0]] == [pytest.approx(8.0)] * 3
+    best, rounds = halving(named("a", "b", "c"), 40.0, lambda c, w: Fake(c, w, bpb), enough=1_000.0)
+    assert best.seconds == pytest.approx(30.0)
+
+
 def test_halving_one_candidate_tries_nothing():
     best, rounds = halving(named("a"), 60.0, lambda c, w: Fake(c, w, {"a": 1.0}))
     assert best.candidate.name == "a" and best.seconds == 0 and rounds == []

@@ -161,7 +161,7 @@ ROW_TABLE = [
     (
         "recipe",
         f"recipe, --max-time {MODE['recipe_budget']}",
-        f"loop within {MODE['on_time']:.0%} of the budget" + (" (dry: looser)" if DRY else ""),
+        f"the recipe and the loop within {MODE['on_time']:.0%} of the budget" + (" (dry: looser)" if DRY else ""),
     ),
     (
         "import-eval",

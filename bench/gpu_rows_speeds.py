@@ -160,14 +160,15 @@ def row_recipe(r):
 
     got = budget_run(DATA, WORK / "recipe", MODE["recipe_budget"])
     budget = MODE["recipe_s"]
-    late = got["loop_s"] / budget - 1
+    spent = got["recipe_s"] + got["loop_s"]  # the recipe's timing and trials are inside the budget
+    late = spent / budget - 1
     r.values.update(got, budget_s=budget, late=late)
     r.figures = (
-        f"{got['shape']}, {got['steps']:,} steps, held-out {got['bpb']:.4f} bpb; loop {got['loop_s']:.1f} s of "
-        f"{budget} s ({100 * late:+.1f}%), command {got['wall_s']:.0f} s"
+        f"{got['shape']}, {got['steps']:,} steps, held-out {got['bpb']:.4f} bpb; the recipe {got['recipe_s']:.1f} s "
+        f"and the loop {got['loop_s']:.1f} s of {budget} s ({100 * late:+.1f}%), command {got['wall_s']:.0f} s"
     )
     r.check(
-        f"the loop within {MODE['on_time']:.0%} of the {budget} s budget ({got['loop_s']:.1f} s)",
+        f"the recipe and the loop within {MODE['on_time']:.0%} of the {budget} s budget ({spent:.1f} s)",
         abs(late) <= MODE["on_time"],
     )
     r.check("a finite held-out bpb", math.isfinite(got["bpb"]))

@@ -77,6 +77,8 @@ def run(data, out, budget):
         "shape": shape,
         "steps": logs[-1]["step"],
         "loop_s": logs[-1]["elapsed_s"],
+        # the recipe's timing and trials, inside the budget too (train/recipe.py)
+        "recipe_s": next((r["recipe"]["spent_s"] for r in records if "recipe" in r), 0.0),
         "wall_s": wall,
         "peak_at": next(r["step"] for r in logs if r["lr"] >= 0.999 * config["lr"])
         if max(lrs) >= 0.999 * config["lr"]
@@ -104,10 +106,10 @@ def main():
         data = prepare(args.text, work)
         print(f"machine: {cpu()}; {args.text.name}, --max-time {args.budget}")
         print(
-            "\n| load | shape | steps | loop s | command s | peak lr at step | last lr / min_lr | re-plans | evals "
+            "\n| load | shape | steps | recipe s | loop s | command s | peak lr at step | last lr / min_lr | re-plans | evals "
             "| checkpoints | held-out bpb | bpb / idle | load avg |"
         )
-        print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+        print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
         idle_bpb = None
         for load in args.loads:
             out = work / f"run-{load}"
@@ -118,7 +120,8 @@ def main():
             idle_bpb = r["bpb"] if load == "idle" else idle_bpb
             ratio = f"{r['bpb'] / idle_bpb:.3f}" if idle_bpb else "-"
             print(
-                f"| {load} | {r['shape']} | {r['steps']:,} | {r['loop_s']:.1f} | {r['wall_s']:.1f} | {r['peak_at']} | "
+                f"| {load} | {r['shape']} | {r['steps']:,} | {r['recipe_s']:.1f} | {r['loop_s']:.1f} | {r['wall_s']:.1f} | "
+                f"{r['peak_at']} | "
                 f"{r['last_lr_over_min']:.3f} | {r['replans']} | {r['evals']} | {r['checkpoints']} | {r['bpb']:.4f} | "
                 f"{ratio} | {load_avg:.2f} |",
                 flush=True,

@@ -40,7 +40,7 @@ THREADS_FLAG = $(if $(THREADS),--threads $(THREADS))
 # step taken too soon says which one to run (ls: CORPUS may be a glob).
 needs = @ls -d $(1) >/dev/null 2>&1 || { echo "Error: $(1): no such $(2); $(3)" >&2; exit 2; }
 
-.PHONY: help install demo test lint bench corpus data tokenizer encode train sample serve plot
+.PHONY: help install demo test lint bench corpus data tokenizer encode train sample serve plot llama-cpp test-gguf
 
 help: ## List the targets and their variables.
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
@@ -67,6 +67,15 @@ demo: install ## The whole pipeline offline on CPU: stories -> tokenizer -> shar
 
 test: install ## Run the test suite (CPU only, a few minutes on 2 cores).
 	$(PY) -m pytest
+
+# llama.cpp through llama-cpp-python, built from source (10.5 minutes on 2 cores, so not in CI): what the
+# GGUF export's tests run the exported files with. GGML_NATIVE=OFF: a build for any x86-64 CPU, not only this one.
+LLAMA_CPP_CMAKE ?= -DGGML_NATIVE=OFF
+llama-cpp: install ## Build llama-cpp-python (llama.cpp) from source into .venv, for make test-gguf (about 10 minutes on 2 cores).
+	CMAKE_ARGS="$(LLAMA_CPP_CMAKE)" $(PY) -m pip install -v llama-cpp-python
+
+test-gguf: install ## The GGUF export's tests, llama.cpp's own among them (make llama-cpp first; skipped without it).
+	$(PY) -m pytest tests/unit/test_gguf.py tests/integration/test_export_gguf.py
 
 # mypy finds a module by its path, and gptkit.train's is train/: setuptools' package-dir has no mypy
 # counterpart (mypy_path, explicit_package_bases and files all name a module after its folders), so mypy

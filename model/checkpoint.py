@@ -4,6 +4,11 @@ and sample stages pass each other. This module is the one place that knows the l
 specified with config.json's fields and how a text is framed (`eot_id`, `bos_id`) in
 docs/formats.md#checkpoints.
 
+A LoRA run's checkpoint holds its adapters (DIR/adapters.safetensors) instead of the weights, and
+config.json's "lora" names the checkpoint they adapt ("base", a directory) with the SHA-256 of that
+one's config.json ("base_digest"), which lists the CRC-32 of its weights: readers get the base's
+weights with the adapters merged in, or, for a resume, both apart.
+
 Nothing is pickled. A directory is written under a temporary name and renamed into place
 (shared/files.py, atomic_directory); config.json, written last, carries a CRC-32 of every other
 file, checked when a file is read.
@@ -11,6 +16,7 @@ file, checked when a file is read.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -26,11 +32,13 @@ from gptkit.shared.jsonfile import parse_json, read_json
 from gptkit.shared.text import EOT
 from gptkit.tokenizer import Tokenizer
 
-from .config import ModelConfig
+from .config import LoraConfig, ModelConfig
+from .lora import is_adapter, merged
 from .model import TransformerLM
 
 FORMAT, VERSION = "gptkit-checkpoint", 1
 MODEL_FILE, CONFIG_FILE, TOKENIZER_FILE = "model.safetensors", "config.json", "tokenizer.json"
+ADAPTER_FILE = "adapters.safetensors"  # a LoRA run's checkpoint holds this instead of MODEL_FILE
 EOT_FIRST = "eot_id"  # save_model's default bos_id: a text starts after the end-of-text token, as in gptkit's data
 # The dtypes a checkpoint (and a Hugging Face model import-hf reads) may hold, by their safetensors names.
 DTYPES = {"F32": torch.float32, "BF16": torch.bfloat16, "F16": torch.float16}
@@ -58,6 +66,7 @@ def save_model(
     extra_files: Mapping[str, Callable[[Path], object]] | None = None,
     overwrite: bool = False,
     tensors: Mapping[str, torch.Tensor] | None = None,
+    lora: Mapping[str, object] | None = None,
 ) -> None:
     """Write a checkpoint directory atomically (see the module's docstring).
 
@@ -65,15 +74,18 @@ def save_model(
     (None: none); `bos_id`: the id put before a text (None: none), by default `eot_id`;
     `extra_files`: name -> a function that writes that file given its path (the trainer's
     state); `tensors`: the weights to write where the model holds only shards of them
-    (model_tensors(model) gathered whole). Tensors are written in their own dtype. An existing
-    `directory` that is not a checkpoint is refused unless `overwrite`.
+    (model_tensors(model) gathered whole); `lora`: a LoRA run's record (LoraConfig.to_dict() with
+    its "base" and "base_digest"), where `tensors` are the adapters alone. Tensors are written in
+    their own dtype. An existing `directory` that is not a checkpoint is refused unless `overwrite`.
     """
     directory = Path(directory)
     check_target(directory, overwrite, extra_files or ())
     tensors = model_tensors(model) if tensors is None else tensors
     with atomic_directory(directory) as tmp:
         save_tensors(
-            {k: v.detach().contiguous().cpu() for k, v in tensors.items()}, tmp / MODEL_FILE, metadata={"format": "pt"}
+            {k: v.detach().contiguous().cpu() for k, v in tensors.items()},
+            tmp / (MODEL_FILE if lora is None else ADAPTER_FILE),
+            metadata={"format": "pt"},
         )
         tokenizer.save(tmp / TOKENIZER_FILE)
         for name, write in (extra_files or {}).items():
@@ -84,6 +96,7 @@ def save_model(
             "version": VERSION,
             "model": model.config.to_dict(),
             "tokenizer": {"fingerprint": tokenizer.fingerprint, "vocab_size": tokenizer.vocab_size, **framing},
+            **({} if lora is None else {"lora": dict(lora)}),
             "crc32": {path.name: file_crc32(path) for path in sorted(tmp.iterdir())},
         }
         (tmp / CONFIG_FILE).write_text(json.dumps(config, indent=2) + "\n")
@@ -106,8 +119,9 @@ def save_tensors(tensors: dict[str, torch.Tensor], path: StrPath, metadata: dict
 
 
 def load_model(directory: StrPath, device: str | torch.device = "cpu") -> tuple[TransformerLM, Tokenizer]:
-    """(model, tokenizer) of a checkpoint, after checking that the config, the weights and the
-    tokenizer agree; the first disagreement is an error naming it. The model is float32 whatever
+    """(model, tokenizer) of a checkpoint (a LoRA run's: its base with the adapters merged in), after
+    checking that the config, the weights and the tokenizer agree; the first disagreement is an
+    error naming it. The model is float32 whatever
     dtype the file holds (an imported bf16 model is widened, exactly): CPUs have no fast bf16
     kernels, and decoding and training keep float32 weights."""
     checkpoint = CheckpointReader(directory)
@@ -132,7 +146,8 @@ def checkpoint_directory(path: StrPath, setting: str = "checkpoint") -> Path:
     its newest checkpoint (LATEST). A path or a LATEST that cannot be followed (a loop of links) is
     a SettingError of `setting`, the flag that gave it (shared/files.py, looked_up)."""
     directory = settled(looked_up(path, setting))
-    if not looked_up(directory / MODEL_FILE, setting).exists() and looked_up(directory / LATEST, setting).is_dir():
+    holds_weights = any(looked_up(directory / name, setting).exists() for name in (MODEL_FILE, ADAPTER_FILE))
+    if not holds_weights and looked_up(directory / LATEST, setting).is_dir():
         return settled(directory / LATEST)
     return directory
 
@@ -149,13 +164,14 @@ class CheckpointReader:
         directory = checkpoint_directory(directory, setting)
         if not directory.is_dir():
             raise CheckpointError(f"{directory}: no such checkpoint directory; `gptkit train` (make train) writes one")
-        for name in (MODEL_FILE, CONFIG_FILE, TOKENIZER_FILE):
-            if not (directory / name).is_file():
-                raise CheckpointError(
-                    f"{directory}: incomplete checkpoint, no {name} (expected {MODEL_FILE}, {CONFIG_FILE}, "
-                    f"{TOKENIZER_FILE})"
-                )
         path = directory / CONFIG_FILE
+        if not path.is_file():  # a run directory with no checkpoint yet: its weights are named missing
+            weights = ADAPTER_FILE if (directory / ADAPTER_FILE).is_file() else MODEL_FILE
+            missing = weights if not (directory / weights).is_file() else CONFIG_FILE
+            raise CheckpointError(
+                f"{directory}: incomplete checkpoint, no {missing} (expected {MODEL_FILE}, {CONFIG_FILE}, "
+                f"{TOKENIZER_FILE})"
+            )
         try:  # a regular file, checked above: parsed as read_json would, without checking that again
             config = parse_json(path.read_text(encoding="utf-8"))
         except (OSError, ValueError) as e:
@@ -164,6 +180,13 @@ class CheckpointReader:
             raise CheckpointError(
                 f'{path}: not a checkpoint config (expected "format": "{FORMAT}" and a "model" object)'
             )
+        self.weights_file = MODEL_FILE if "lora" not in config else ADAPTER_FILE
+        for name in (self.weights_file, TOKENIZER_FILE):
+            if not (directory / name).is_file():
+                raise CheckpointError(
+                    f"{directory}: incomplete checkpoint, no {name} (expected {self.weights_file}, {CONFIG_FILE}, "
+                    f"{TOKENIZER_FILE})"
+                )
         self.directory, self.config = directory, config
 
     def file(self, name: str) -> Path:
@@ -188,12 +211,56 @@ class CheckpointReader:
         except (SafetensorError, OSError) as e:
             raise CheckpointError(f"{path}: not a readable safetensors file ({e})") from None
 
-    def weights(self, model: TransformerLM) -> dict[str, torch.Tensor]:
-        """The weights of model.safetensors, checked to be those of `model` (a TransformerLM of
-        the checkpoint's config, on any device, whole or sharded): each one there, of its shape."""
-        tensors = self.tensors()
-        check_tensors(tensors, model_tensors(model), self.directory / MODEL_FILE)
+    def weights(self, model: TransformerLM, merged_in: bool = True) -> dict[str, torch.Tensor]:
+        """The weights of the checkpoint, checked to be those of `model` (a TransformerLM of the
+        checkpoint's config, on any device, whole or sharded, with or without adapters): each one
+        there, of its shape. A LoRA run's are its base's (read the same way) with its adapters
+        merged in, or where not `merged_in` (a resume of the run) the two apart. Where `merged_in`,
+        the adapters `model` carries are not among them: new ones keep their initialization."""
+        expected = {name: t for name, t in model_tensors(model).items() if not (merged_in and is_adapter(name))}
+        lora = self.lora
+        if lora is None:
+            tensors = self.tensors()
+        else:
+            tensors = {**self.base().weights(_plain(model)), **self.tensors(ADAPTER_FILE)}
+            if merged_in:
+                tensors = merged(tensors, lora)
+        check_tensors(tensors, expected, self.directory / self.weights_file)
         return tensors
+
+    @property
+    def lora(self) -> LoraConfig | None:
+        """The adapters of a LoRA run's checkpoint (None: a checkpoint of the weights), checked
+        against its model."""
+        record = self.config.get("lora")
+        if record is None:
+            return None
+        path = self.directory / CONFIG_FILE
+        try:
+            model = ModelConfig.from_dict(self.config["model"], str(path))
+            return LoraConfig.of(model, record["rank"], record["alpha"], record["targets"])
+        except (KeyError, TypeError, InputError) as e:
+            raise CheckpointError(f"{path}: lora is damaged ({e})") from None
+
+    def base(self) -> CheckpointReader:
+        """The checkpoint a LoRA run's adapters adapt, opened, and checked to be the one they were
+        trained on (its config.json, which lists the CRC-32 of its weights, as the run recorded it)."""
+        record, path = self.config["lora"], self.directory / CONFIG_FILE
+        base = record.get("base") if isinstance(record, dict) else None
+        if not isinstance(base, str):
+            raise CheckpointError(f"{path}: lora.base is {base!r}, expected the directory of a checkpoint")
+        try:
+            reader = CheckpointReader(base, "lora base")
+        except InputError as e:
+            raise CheckpointError(f"{path}: its adapters need the checkpoint they adapt, {base}: {e}") from None
+        now = config_digest(reader.directory)
+        if now != record.get("base_digest"):
+            raise CheckpointError(
+                f"{path}: its adapters were trained on the checkpoint {base} with config.json "
+                f"{str(record.get('base_digest'))[:12]}, which is now {now[:12]} (another checkpoint is "
+                "there); put that one back"
+            )
+        return reader
 
     def tokenizer(self, vocab_size: int) -> Tokenizer:
         """tokenizer.json, checked: its CRC-32, its vocabulary the model's (`vocab_size`) and its
@@ -268,10 +335,14 @@ def _token_id(directory, recorded, key, tokenizer):
 
 def stored_dtypes(directory: StrPath) -> dict[str, torch.dtype]:
     """The dtype of each tensor as a checkpoint's file holds it (load_model widens every one to
-    float32), read from the file's header alone (no checksum: load_model checks the file)."""
+    float32), read from the file's header alone (no checksum: load_model checks the file); a LoRA
+    run's are its base's, which its adapters are merged into."""
     from safetensors import safe_open
 
-    with safe_open(checkpoint_directory(directory) / MODEL_FILE, framework="pt") as f:
+    reader = CheckpointReader(directory)
+    if reader.lora is not None:
+        return stored_dtypes(reader.config["lora"]["base"])
+    with safe_open(reader.directory / MODEL_FILE, framework="pt") as f:
         return {name: DTYPES[f.get_slice(name).get_dtype()] for name in f.keys()}
 
 
@@ -283,7 +354,7 @@ def check_target(
     `overwrite`: a user's directory or file is refused, and so is a training checkpoint under
     `model init` or `import-hf`, whose optimizer and trainer state would be lost. `what`: the
     kind of checkpoint the refusal names."""
-    names = {MODEL_FILE, CONFIG_FILE, TOKENIZER_FILE, *extra_files}
+    names = {MODEL_FILE, ADAPTER_FILE, CONFIG_FILE, TOKENIZER_FILE, *extra_files}
 
     def ours(path):
         try:
@@ -301,6 +372,18 @@ def is_checkpoint(directory: StrPath) -> bool:
         return read_json(Path(directory) / CONFIG_FILE).get("format") == FORMAT
     except (OSError, ValueError, AttributeError):
         return False
+
+
+def config_digest(directory: StrPath) -> str:
+    """The SHA-256 of a checkpoint's config.json: what a LoRA run records of the checkpoint it adapts."""
+    return hashlib.sha256((Path(directory) / CONFIG_FILE).read_bytes()).hexdigest()
+
+
+def _plain(model: TransformerLM) -> TransformerLM:
+    """A model of `model`'s config without adapters, on the meta device (its tensors' names and
+    shapes alone), for checking a base's weights."""
+    with torch.device("meta"):
+        return TransformerLM(model.config)
 
 
 def file_crc32(path: StrPath) -> int:

@@ -146,17 +146,65 @@ def init(config_name: str, tokenizer_path: str, out: str, seed: int, overwrite: 
     metavar="DIR",
     help="The Hugging Face model directory to write (new, or an earlier export).",
 )
+@click.option(
+    "--peft",
+    is_flag=True,
+    help="Of a LoRA run's checkpoint: its adapters in peft's format (adapter_config.json, "
+    "adapter_model.safetensors) for the export of the checkpoint they adapt, instead of the model with them merged in.",
+)
 @overwrite_option("an earlier export")
-def export_hf(checkpoint: str, out_dir: str, overwrite: bool) -> None:
+def export_hf(checkpoint: str, out_dir: str, peft: bool, overwrite: bool) -> None:
     """Write a Hugging Face model directory (LlamaForCausalLM; Qwen3ForCausalLM with QK-norm,
-    Qwen2ForCausalLM with q/k/v biases, GPT2LMHeadModel for the gpt2 architecture)."""
-    from .hf import export_hf  # imports torch: not at the top (see init)
+    Qwen2ForCausalLM with q/k/v biases, GPT2LMHeadModel for the gpt2 architecture), or with --peft
+    a LoRA run's adapters."""
+    from .hf import export_hf, export_peft  # imports torch: not at the top (see init)
 
     try:
-        export_hf(checkpoint, out_dir, overwrite)
+        (export_peft if peft else export_hf)(checkpoint, out_dir, overwrite)
     except OSError as e:
         raise InputError(f"--out {out_dir}: cannot write ({e.strerror}); nothing was written there") from None
+    if peft:
+        click.echo(
+            f"wrote {out_dir}: load with peft.PeftModel.from_pretrained(base, {str(out_dir)!r}), base the "
+            "transformers model of the checkpoint the run adapts (gptkit model export-hf of it)"
+        )
+        return
     click.echo(f"wrote {out_dir}: load with transformers.AutoModelForCausalLM.from_pretrained({str(out_dir)!r})")
+
+
+@cli.command("export-gguf")
+@click.option(
+    "--checkpoint",
+    required=True,
+    metavar="DIR",
+    help="A checkpoint directory (a run's latest, or any of its checkpoints).",
+)
+@click.option("--out", required=True, metavar="FILE", help="The .gguf file to write (new, or an earlier export).")
+@click.option(
+    "--dtype",
+    type=click.Choice(["f32", "f16", "bf16", "q8_0"]),
+    default="f16",
+    show_default=True,
+    help="The type of the weight matrices. f16 is what llama.cpp's converter writes and every llama.cpp "
+    "backend computes with: half of f32's size, its logits close to ours; bf16 keeps float32's range; q8_0 "
+    "is half of f16's size, a little further off. Norms and biases stay f32.",
+)
+@overwrite_option("an earlier export")
+def export_gguf(checkpoint: str, out: str, dtype: str, overwrite: bool) -> None:
+    """Write one GGUF file for llama.cpp, Ollama and LM Studio (llama.cpp's llama architecture; qwen3
+    with QK-norm; gpt2), with the tokenizer and the chat template."""
+    from .gguf import export_gguf  # imports torch: not at the top (see init)
+
+    try:
+        exported = export_gguf(checkpoint, out, dtype, overwrite)
+    except OSError as e:
+        raise InputError(f"--out {out}: cannot write ({e.strerror}); nothing was written there") from None
+    # Ollama reads a bare name after FROM as a model's name, not a file's
+    path = out if out.startswith(("/", ".")) else f"./{out}"
+    click.echo(
+        f"wrote {out}: {exported.architecture}, {dtype}, {exported.size / 2**20:.1f} MiB; run it with "
+        f"`llama-cli -m {out}`, or in Ollama from a Modelfile that says `FROM {path}`"
+    )
 
 
 @cli.command("import-hf")

@@ -1,10 +1,12 @@
-"""The model's shape as a dataclass that round-trips to JSON, and the presets shipped with it."""
+"""The model's shape as a dataclass that round-trips to JSON, the presets shipped with it, and the shape of
+the low-rank adapters a run may train on it (model/lora.py holds the adapters themselves)."""
 
 from __future__ import annotations
 
 import dataclasses
 import json
 import math
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -172,3 +174,82 @@ def load_config(name_or_path: StrPath, vocab_size: int | None = None) -> ModelCo
     if vocab_size is not None:
         settings = {**settings, "vocab_size": vocab_size}
     return ModelConfig.from_dict(settings, source=str(path))
+
+
+# The projections of a block that can carry adapters: the attention's query, key, value and output,
+# and the feed-forward's (GPT-2's MLP has no w3).
+ATTENTION, FEED_FORWARD = ("wq", "wk", "wv", "wo"), ("w1", "w2", "w3")
+
+
+def projections(config: ModelConfig) -> dict[str, tuple[int, int]]:
+    """The adaptable projections of `config`'s blocks: name -> (in, out) features."""
+    d, q, kv = config.d_model, config.n_heads * config.head_dim, config.n_kv_heads * config.head_dim
+    sizes = {"wq": (d, q), "wk": (d, kv), "wv": (d, kv), "wo": (q, d), "w1": (d, config.d_ff), "w2": (config.d_ff, d)}
+    if config.architecture != "gpt2":
+        sizes["w3"] = (d, config.d_ff)
+    return sizes
+
+
+def target_names(value: str | Iterable[str] | None) -> list[str] | None:
+    """--lora-targets as a list: comma-separated names of ATTENTION and FEED_FORWARD, or "all" alone;
+    None where unset (then all)."""
+    if value is None:
+        return None
+    names = value.split(",") if isinstance(value, str) else list(value)
+    if not all(isinstance(n, str) for n in names):
+        raise SettingError("lora_targets", f"{value!r}: expected projection names, comma-separated")
+    names = list(dict.fromkeys(n.strip() for n in names if n.strip()))
+    if names == ["all"]:
+        return names
+    known = ATTENTION + FEED_FORWARD
+    unknown = [n for n in names if n not in known]
+    if unknown or not names:
+        what = repr(unknown[0] if unknown else value)
+        raise SettingError(
+            "lora_targets", f"{what}: expected all (alone), or some of {', '.join(known)} (comma-separated)"
+        )
+    return names
+
+
+@dataclass(frozen=True)
+class LoraConfig:
+    """The adapters of a run: their rank, alpha (their update is scaled by alpha / rank) and the
+    projections of every block that carry them, checked against the model they adapt."""
+
+    rank: int
+    alpha: float
+    targets: tuple[str, ...]
+
+    @property
+    def scale(self) -> float:
+        return self.alpha / self.rank
+
+    @classmethod
+    def of(cls, model: ModelConfig, rank: int, alpha: float | None, targets: Sequence[str] | None) -> LoraConfig:
+        """The adapters asked for on `model`: alpha None is twice the rank; targets None or ["all"]
+        are every projection the architecture has. A target the architecture lacks, or a rank above
+        a target's smaller side (an update of that rank is the whole matrix), is a SettingError."""
+        sizes = projections(model)
+        chosen = tuple(sizes) if targets is None or list(targets) == ["all"] else tuple(targets)
+        missing = [t for t in chosen if t not in sizes]
+        if missing:
+            raise SettingError(
+                "lora_targets",
+                f"{missing[0]}: architecture {model.architecture!r} has no such projection (it has {', '.join(sizes)})",
+            )
+        name, (fan_in, fan_out) = min(((t, sizes[t]) for t in chosen), key=lambda item: min(item[1]))
+        if rank > min(fan_in, fan_out):
+            raise SettingError(
+                "lora_rank",
+                f"{rank}: larger than the projection {name} ({fan_in} x {fan_out}) it adapts; at most "
+                f"{min(fan_in, fan_out)}",
+            )
+        return cls(rank, float(2 * rank if alpha is None else alpha), chosen)
+
+    def params(self, model: ModelConfig) -> int:
+        """The adapters' parameters on `model`: r x (in + out) for each target of each block."""
+        sizes = projections(model)
+        return model.n_layers * sum(self.rank * sum(sizes[t]) for t in self.targets)
+
+    def to_dict(self) -> dict:
+        return {"rank": self.rank, "alpha": self.alpha, "targets": list(self.targets)}

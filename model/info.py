@@ -70,6 +70,7 @@ def training_memory(
     muon: bool = False,
     shards: int = 1,
     activation_checkpointing: bool = False,
+    adapters: int | None = None,
 ) -> dict[str, int]:
     """Bytes of weights, gradients, optimizer state and activations for one training step of one
     process on `batch_size` sequences of `context_length` tokens (None: the model's context): an
@@ -87,7 +88,8 @@ def training_memory(
     what FSDP gathers at a time: two blocks (the one computing, the next one prefetched) and the
     root (embeddings, final norm, head), at `activation_bytes` a value (bf16 copies on CUDA).
     `activation_checkpointing`: of each block only its input is kept, and one block's
-    activations while it is recomputed.
+    activations while it is recomputed. `adapters`: the parameters of LoRA adapters where only they
+    train: they alone have gradients and optimizer state, and the frozen weights none.
     """
     cost = model_cost(config)
     d, q_width, kv = config.d_model, config.n_heads * config.head_dim, config.n_kv_heads * config.head_dim
@@ -99,8 +101,9 @@ def training_memory(
     )
     activations = tokens * (layers + config.vocab_size * (activation_bytes + 8) + 2 * d * 4)
     muon_params = cost.block_matrix_params if muon else 0
-    optimizer = {"adamw": 8 * (cost.params - muon_params), **({"muon": 4 * muon_params} if muon else {})}
-    state = {"weights": 4 * cost.params, "gradients": 4 * cost.params, **optimizer}
+    trained = cost.params if adapters is None else adapters
+    optimizer = {"adamw": 8 * (trained - muon_params), **({"muon": 4 * muon_params} if muon else {})}
+    state = {"weights": 4 * (cost.params + (adapters or 0)), "gradients": 4 * trained, **optimizer}
     memory = {name: -(-size // shards) for name, size in state.items()}
     if shards > 1:
         root = cost.params - config.n_layers * cost.layer_params

@@ -20,7 +20,8 @@ A run, top to bottom:
                      prepared.py holds the Run it makes, which the trainer's components read
     run.py           train(config): the processes, the output lock, settle, then Trainer(run).fit()
     trainer.py       the loop; each component gets the Run or its own section:
-      parallel.py      the model as the processes hold it (DDP or FSDP2, fsdp.py) and its optimizers (optim.py)
+      parallel.py      the model as the processes hold it (DDP or FSDP2, fsdp.py; LoRA's adapters on it,
+                       model/lora.py) and its optimizers (optim.py)
       budget.py        the run's length and schedule; a timed run's plans (Planner, TimeBudget)
       evaluate.py      validation loss and HellaSwag
       checkpointing.py what a checkpoint holds, written whole or not at all, read back checked

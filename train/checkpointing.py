@@ -11,7 +11,8 @@ back with load_state_dict():
 
     progress    step, tokens                      trainer_state.json
     model       the weights (whole, gathered      model.safetensors
-                from the shards where sharded)
+                from the shards where sharded);   (adapters.safetensors, and
+                a LoRA run's adapters alone       config.json's "lora")
     optimizers  each one's step count             trainer_state.json "optimizer_steps"
                 and state tensors                 optimizer.safetensors ("adamw/...", "muon/...")
     schedule    the Planner's schedule            trainer_state.json "schedule"
@@ -47,11 +48,13 @@ from gptkit.model.checkpoint import (
     TOKENIZER_FILE,
     CheckpointError,
     CheckpointReader,
+    config_digest,
     model_tensors,
     save_model,
     save_tensors,
 )
 from gptkit.model.config import ModelConfig
+from gptkit.model.lora import is_adapter
 from gptkit.model.model import TransformerLM
 from gptkit.shared.errors import GptkitError, InputError, SettingError, named
 from gptkit.shared.files import (
@@ -128,6 +131,12 @@ class Checkpoints:
         # chat data's template (and the token names it renders with) go with the model it trains
         self.extra = {path.name: path.read_text(encoding="utf-8") for path in run.data.chat_files if path.is_file()}
         self.identity = {"config_digest": run.config.digest(), "data": run.data_identity}
+        # A LoRA run saves its adapters, and names the checkpoint they adapt by its real place and digest.
+        self.lora = None
+        if run.lora is not None:
+            assert run.lora_base is not None  # settled with the adapters
+            base = os.path.realpath(run.lora_base.directory)
+            self.lora = {**run.lora.to_dict(), "base": base, "base_digest": config_digest(base)}
         self.directory, self.latest = self.run_dir / CHECKPOINTS, self.run_dir / LATEST
         # the weights and at most two float32 optimizer tensors of each (AdamW's moments)
         nbytes = 3 * sum(t.numel() * t.element_size() for t in model_tensors(parts.model).values())
@@ -143,7 +152,7 @@ class Checkpoints:
         and returns the checkpoint's directory, the others wait for it (save_timeout) and return None."""
         parts = self.parts
         optimizers = parts.optimizers.state_dict()
-        weights = whole(model_tensors(parts.model), self.master)
+        weights = whole(self._saved(model_tensors(parts.model)), self.master)
         tensors = whole({f"{k}/{n}": t for k, o in optimizers.items() for n, t in o["tensors"].items()}, self.master)
         directory = self._write(optimizers, weights, tensors) if self.master else None
         if self.written is not None:
@@ -173,6 +182,7 @@ class Checkpoints:
                 directory,
                 eot_id=self.eot_id,
                 tensors=weights,
+                lora=self.lora,
                 extra_files={
                     OPTIMIZER_FILE: lambda path: save_tensors({k: v.contiguous() for k, v in tensors.items()}, path),
                     STATE_FILE: lambda path: path.write_text(json.dumps(state, indent=2) + "\n"),
@@ -199,7 +209,7 @@ class Checkpoints:
             saved.tokenizer(
                 model.config.vocab_size
             )  # checked as load_model checks it: a damaged checkpoint is refused whole
-            weights = saved.weights(model)
+            weights = saved.weights(model, merged_in=False)
             tensors = _read_optimizer_tensors(saved, optimizers)
         except CheckpointError as e:
             raise CheckpointError(f"{e}; {_intact_note(saved.directory, self.directory, optimizers)}") from None
@@ -219,10 +229,16 @@ class Checkpoints:
         self.parts.threads.load_state_dict(state.get("threads"))
         self.parts.rng.load_state_dict(state["rng"])
 
+    def _saved(self, tensors: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        """What of the model's `tensors` a checkpoint holds: all, or a LoRA run's adapters."""
+        return tensors if self.lora is None else {name: t for name, t in tensors.items() if is_adapter(name)}
+
     def start_from(self, saved: CheckpointReader) -> None:
         """Put the weights of `saved` (--init-from's checkpoint, opened and its tokenizer checked by
         initial_model, in settle.py: a new run, whose model is the checkpoint's) into the model, each
-        tensor checked, read once, and widened to the model's float32 (exactly, as load_model does)."""
+        tensor checked, read once, and widened to the model's float32 (exactly, as load_model does).
+        A LoRA run's checkpoint gives its base's weights with its adapters merged in; new adapters
+        keep their initialization."""
         self.put_weights(saved.weights(self.parts.model))
 
     def put_weights(self, weights: dict[str, torch.Tensor]) -> None:

@@ -3,6 +3,7 @@ handed to the component that uses it.
 
     TrainConfig
       job           what to train on, where to write, the model, the seed
+      lora          low-rank adapters on --init-from's frozen weights
       parallelism   the device, DDP or FSDP, compilation, determinism
       batch         sequences per step, their length, the loader
       length        max_steps, max_tokens or max_time
@@ -33,12 +34,13 @@ from typing import Any
 from gptkit.shared import config as config_files
 from gptkit.shared.errors import SettingError, named
 
-from .sections import Batch, Checkpoint, Evaluation, Job, Length, LRSchedule, Metrics, Optim, Parallelism
+from .sections import Batch, Checkpoint, Evaluation, Job, Length, Lora, LRSchedule, Metrics, Optim, Parallelism
 
 PRESETS_DIR = Path(__file__).parent / "presets"
 
 SECTIONS = {
     "job": Job,
+    "lora": Lora,
     "parallelism": Parallelism,
     "batch": Batch,
     "length": Length,
@@ -106,6 +108,7 @@ class TrainConfig:
     """A run's settings, by section. Made from flat settings with TrainConfig.of."""
 
     job: Job
+    lora: Lora = field(default_factory=Lora)
     parallelism: Parallelism = field(default_factory=Parallelism)
     batch: Batch = field(default_factory=Batch)
     length: Length = field(default_factory=Length)
@@ -189,6 +192,7 @@ class TrainConfig:
                 raise SettingError(name, f"{value!r}: expected a finite number {expected}")
         if values["max_time"] is not None:
             parse_duration(values["max_time"])
+        _check_lora(values)
         lengths = [name for name in LENGTH if values[name] is not None]
         if len(lengths) > 1:
             first, second = lengths[:2]
@@ -216,6 +220,25 @@ class TrainConfig:
 
 def _may_be_unset(name: str) -> bool:
     return FIELDS[name].default is None
+
+
+def _check_lora(values: dict[str, Any]) -> None:
+    """The adapters' settings go with a rank, and a rank with the checkpoint it adapts; its AdamW state
+    is the memory they save (Muon would orthogonalize matrices of rank r)."""
+    if values["lora_rank"] is None:
+        given = [name for name in ("lora_alpha", "lora_targets") if values[name] is not None]
+        if given:
+            raise SettingError(given[0], f"{values[given[0]]}: only with {named('lora_rank')} (the adapters' rank)")
+        return
+    if values["init_from"] is None:
+        raise SettingError(
+            "lora_rank",
+            f"{values['lora_rank']}: adapters train on a checkpoint's frozen weights; give it with {named('init_from')}",
+        )
+    if values["optimizer"] != "adamw":
+        raise SettingError(
+            "optimizer", f"{values['optimizer']}: adapters train with adamw (not with {named('lora_rank')})"
+        )
 
 
 # What __post_init__ checks, setting by setting.
@@ -248,6 +271,7 @@ WHOLE = {
     "checkpoint_interval": 0,
     "seed": 0,
     "merges": 0,
+    "lora_rank": 1,
 }
 # Real numbers: each finite and in its range.
 AT_LEAST_0, ABOVE_0, BELOW_1, UP_TO_1 = (
@@ -258,6 +282,7 @@ AT_LEAST_0, ABOVE_0, BELOW_1, UP_TO_1 = (
 )
 REAL = {
     "lr": AT_LEAST_0,
+    "lora_alpha": ABOVE_0,
     "min_lr": AT_LEAST_0,
     "weight_decay": AT_LEAST_0,
     "grad_clip": AT_LEAST_0,

@@ -312,6 +312,8 @@ def build_optimizers(model: torch.nn.Module, settings: Optim, rank: int = 0, wor
     AdamW is fused on CUDA."""
     hidden, decayed, plain = [], [], []
     for name, p in model.named_parameters():
+        if not p.requires_grad:  # frozen under LoRA adapters
+            continue
         is_embedding = name in ("embedding.weight", "position_embedding.weight", "lm_head.weight")
         if p.dim() >= 2 and not is_embedding and settings.optimizer == "muon":
             hidden.append((name, p))

@@ -14,6 +14,7 @@ import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
+from gptkit.model.lora import add_adapters
 from gptkit.model.model import Block, TransformerLM
 
 from .fsdp import local, shard
@@ -44,6 +45,8 @@ class ParallelModel:
         with run.memory.guard():
             # A model to shard is made whole in host memory and reaches the device one shard at a time.
             self.model = TransformerLM(run.model).to("cpu" if dist.sharded else device)
+            if run.lora is not None:
+                add_adapters(self.model, run.lora)
             for block in self.model.layers:
                 assert isinstance(block, Block)
                 block.activation_checkpointing = settings.activation_checkpointing

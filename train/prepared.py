@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from gptkit.model.checkpoint import CheckpointReader
-from gptkit.model.config import ModelConfig
+from gptkit.model.config import LoraConfig, ModelConfig
 from gptkit.runtime.device import Memory
 from gptkit.shared.shard_data import ShardData
 from gptkit.shared.shard_dir import ShardDir
@@ -41,6 +41,8 @@ class Run:
     init_from: CheckpointReader | None = None  # --init-from's checkpoint, opened: the weights a new run starts from
     recipe: Recipe | None = None  # the recipe that chose the settings, whose timing the run is held to
     resume: Resume | None = None  # a resume's checkpoint and what changed, checked against the settings
+    lora: LoraConfig | None = None  # the adapters trained on the frozen model, where the run trains adapters
+    lora_base: CheckpointReader | None = None  # the checkpoint they adapt, opened (its digest checked on a resume)
 
     @property
     def context(self) -> int:

@@ -33,6 +33,12 @@ def check_resume(
     checkpoint = Path(out) / LATEST if resume is True else Path(str(resume))
     setting = "resume" if resume is True else "from_checkpoint"  # what named the checkpoint
     saved, state = read_state(checkpoint, config.job, run.tokenizer, run.model, setting)
+    if saved.lora != run.lora:
+        raise SettingError(
+            "resume",
+            f"{checkpoint}: its adapters are {_adapters(saved.lora)}, and the settings ask for "
+            f"{_adapters(run.lora)}; a resume keeps the run's adapters (start a new run to change them)",
+        )
     # Hashed with the settings before: the preset name or file path, by a run begun before
     # config.json held the model itself; the data's path, before the data was known by its content.
     digests = {c.digest(data) for c in (config, given) for data in (None, then.get("data"))}
@@ -51,6 +57,12 @@ def check_resume(
             f"{'all' if asked == step else 'more than'} the {asked:,} asked for",
         )
     return Resume(saved, new_length, recorded=config.to_dict() == then)
+
+
+def _adapters(lora):
+    if lora is None:
+        return "none (every weight trains)"
+    return f"rank {lora.rank}, alpha {lora.alpha:g} on {','.join(lora.targets)}"
 
 
 def _check_threads(recorded, threads):

@@ -8,6 +8,7 @@ import os
 from dataclasses import MISSING, dataclass, field
 from typing import Any
 
+from gptkit.model.config import target_names
 from gptkit.shared.errors import SettingError
 
 # The recipe's budget where no length is given: long enough to learn something, short enough to wait for.
@@ -81,6 +82,30 @@ class Job(Section):
         metavar="DIR",
     )
     seed: int = setting(1337, "Seed of the model's initialization, the random loader and the samples.")
+
+
+@dataclass(frozen=True)
+class Lora(Section):
+    """Low-rank adapters on --init-from's frozen weights (model/lora.py)."""
+
+    lora_rank: int | None = setting(
+        None,
+        "Train low-rank adapters of this rank on --init-from's weights, which stay frozen; the run's "
+        "checkpoints hold the adapters alone and name the checkpoint they adapt.",
+        shown="none: every weight trains",
+        metavar="R",
+    )
+    lora_alpha: float | None = setting(None, "The adapters' update is scaled by alpha / rank.", shown="2 x --lora-rank")
+    lora_targets: str | list | None = setting(
+        None,
+        "The projections of every block that get adapters: all, or some of wq,wk,wv,wo (attention) and "
+        "w1,w2,w3 (feed-forward; GPT-2's has no w3), comma-separated.",
+        shown="all",
+        metavar="NAMES",
+    )
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "lora_targets", target_names(self.lora_targets))  # kept as a list of names
 
 
 @dataclass(frozen=True)

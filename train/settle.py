@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from gptkit.model.config import ModelConfig, load_config
+from gptkit.model.config import LoraConfig, ModelConfig, load_config
 from gptkit.model.info import describe, training_memory
 from gptkit.runtime.device import Memory
 from gptkit.runtime.threads import Threads
@@ -70,6 +70,7 @@ def settle(config: TrainConfig, resume: bool | str = False, dist: Dist = Dist(),
     cut = cut_of(config.batch.merges, data, tokenizer, config.job.init_from)
     model = resolve_model(config, (cut.tokenizer if cut else tokenizer).vocab_size)
     config = config.replace(model=model.to_dict())
+    lora = _lora(config, model)
     if recipe is not None:
         _log(recipe.line(config, model))
     loader, val_data = _splits(config, data, tokenizer, model, dist, cut)
@@ -85,14 +86,25 @@ def settle(config: TrainConfig, resume: bool | str = False, dist: Dist = Dist(),
         data.identity(),
         loader,
         val_data,
-        _memory(given, model, dist),
+        _memory(given, model, dist, lora),
         init_from=start,
         recipe=recipe,
+        lora=lora,
+        lora_base=start if lora else None,
     )
     if not resume:
         return run
     assert then is not None
-    return dataclasses.replace(run, resume=check_resume(run, resume, given, then, threads))
+    checked = check_resume(run, resume, given, then, threads)
+    return dataclasses.replace(run, resume=checked, lora_base=checked.checkpoint.base() if lora else None)
+
+
+def _lora(config: TrainConfig, model: ModelConfig) -> LoraConfig | None:
+    """The adapters the run trains on `model` (None: none), checked against its projections."""
+    settings = config.lora
+    if settings.lora_rank is None:
+        return None
+    return LoraConfig.of(model, settings.lora_rank, settings.lora_alpha, settings.lora_targets)
 
 
 def completed(config: TrainConfig) -> TrainConfig:
@@ -205,10 +217,11 @@ def _splits(
     return Loader(train, batch, config.job.seed, dist), val
 
 
-def _memory(config: TrainConfig, model: ModelConfig, dist: Dist) -> Memory:
+def _memory(config: TrainConfig, model: ModelConfig, dist: Dist, lora: LoraConfig | None) -> Memory:
     """What one process needs for the model, its batch, optimizer and activations, checked against its
     device: a model too large is refused before it is built, not by the allocator. Activations are bf16
-    under CUDA's autocast; a sharded model's state is split in `dist.world` shards."""
+    under CUDA's autocast; a sharded model's state is split in `dist.world` shards; with `lora`, only
+    the adapters have gradients and optimizer state."""
     batch_size = (config.batch.batch_size or 1) // dist.world
     context = config.batch.context_length or model.context_length
     needed = training_memory(
@@ -219,6 +232,7 @@ def _memory(config: TrainConfig, model: ModelConfig, dist: Dist) -> Memory:
         muon=config.optim.optimizer == "muon",
         shards=dist.world if dist.sharded else 1,
         activation_checkpointing=config.parallelism.activation_checkpointing,
+        adapters=lora.params(model) if lora else None,
     )
     name = f"{config.job.model}: " if isinstance(config.job.model, str) else ""
     memory = Memory(

@@ -167,8 +167,16 @@ class Trainer:
         length = planner.total_steps if planner.planned else f"{self.config.length.max_time} of training"
         threads = "" if self.device.type != "cpu" else f", {self.threads.describe()}"
         compiled = ", compiled" if self.parallel.compiled else ""
+        lora = self.run.lora
+        trained = sum(p.numel() for p in self.model.parameters() if p.requires_grad)
+        what = (
+            f"{self.model.num_params():,} parameters"
+            if lora is None
+            else f"{trained:,} adapter parameters (LoRA rank {lora.rank}, alpha {lora.alpha:g}, on "
+            f"{','.join(lora.targets)}) on {self.model.num_params() - trained:,} frozen ones"
+        )
         return (
-            f"training {self.model.num_params():,} parameters on {self.device} x {self.dist.world} "
+            f"training {what} on {self.device} x {self.dist.world} "
             f"({self.parallel.describe()}{compiled}{threads}), {self.run.tokens_per_step:,} tokens per step, "
             f"steps {self.step} -> {length}"
         )

@@ -54,10 +54,9 @@ def export_hf(checkpoint: StrPath, out_dir: StrPath, overwrite: bool = False) ->
     EXPORT_MARKER into a new directory that replaces `out_dir` whole; an existing `out_dir` that is
     not an earlier export as it wrote it only with `overwrite`, and never the checkpoint, a
     directory that holds it or one inside it. The weights keep the dtype the checkpoint's file
-    holds them in."""
+    holds them in; a LoRA run's are its base's with the adapters merged in."""
     out_dir = Path(out_dir)
-    check_apart(out_dir, checkpoint, "--checkpoint")
-    check_output(out_dir, _is_export, "an earlier export", overwrite, directory=True)
+    check_export_target(out_dir, checkpoint, overwrite)
     model, tokenizer = load_model(checkpoint)
     bos_id, eot_id = checkpoint_bos_id(checkpoint, tokenizer), checkpoint_eot_id(checkpoint, tokenizer)
     token_of: dict[int | None, str] = {i: token for token, i in tokenizer.special_tokens.items()}
@@ -79,13 +78,27 @@ def export_hf(checkpoint: StrPath, out_dir: StrPath, overwrite: bool = False) ->
         },
         "tokenizer.json": hf_tokenizer_json(tokenizer, bos_token),
     }
+    write_export(out_dir, {"model.safetensors": tensors}, files)
+    return out_dir
+
+
+def check_export_target(out_dir: Path, checkpoint: StrPath, overwrite: bool) -> None:
+    """Refuse an `out_dir` that is the checkpoint, holds it or lies inside it, and one that is not an
+    earlier export as it was written unless `overwrite`."""
+    check_apart(out_dir, checkpoint, "--checkpoint")
+    check_output(out_dir, _is_export, "an earlier export", overwrite, directory=True)
+
+
+def write_export(out_dir: Path, tensor_files: dict[str, dict], json_files: dict[str, Any]) -> None:
+    """Write the safetensors files `tensor_files` (name -> tensors), the JSON files `json_files`
+    (name -> content) and EXPORT_MARKER into a new directory that replaces `out_dir` whole."""
     with atomic_directory(out_dir) as tmp:
-        save_tensors(tensors, tmp / "model.safetensors", metadata={"format": "pt"})
-        for name, content in files.items():
+        for name, tensors in tensor_files.items():
+            save_tensors(tensors, tmp / name, metadata={"format": "pt"})
+        for name, content in json_files.items():
             (tmp / name).write_text(json.dumps(content, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
         marker = {"format": EXPORT_FORMAT, "crc32": {path.name: file_crc32(path) for path in sorted(tmp.iterdir())}}
         (tmp / EXPORT_MARKER).write_text(json.dumps(marker, indent=2) + "\n")
-    return out_dir
 
 
 def _is_export(directory):

@@ -41,6 +41,7 @@ def fake_run(**settings):
         model=ModelConfig(**MODEL),
         checkpoint=None,
         memory=types.SimpleNamespace(guard=contextlib.nullcontext),
+        lora=None,
     )
 
 

@@ -68,10 +68,10 @@ demo: install ## The whole pipeline offline on CPU: stories -> tokenizer -> shar
 test: install ## Run the test suite (CPU only, a few minutes on 2 cores).
 	$(PY) -m pytest
 
-# llama.cpp through llama-cpp-python, built from source (10.5 minutes on 2 cores, so not in CI): what the
+# llama.cpp through llama-cpp-python, built from source (7 minutes on 2 idle cores, so not in CI): what the
 # GGUF export's tests run the exported files with. GGML_NATIVE=OFF: a build for any x86-64 CPU, not only this one.
 LLAMA_CPP_CMAKE ?= -DGGML_NATIVE=OFF
-llama-cpp: install ## Build llama-cpp-python (llama.cpp) from source into .venv, for make test-gguf (about 10 minutes on 2 cores).
+llama-cpp: install ## Build llama-cpp-python (llama.cpp) from source into .venv, for make test-gguf (about 7 minutes on 2 cores).
 	CMAKE_ARGS="$(LLAMA_CPP_CMAKE)" $(PY) -m pip install -v llama-cpp-python
 
 test-gguf: install ## The GGUF export's tests, llama.cpp's own among them (make llama-cpp first; skipped without it).

@@ -111,7 +111,8 @@ def test_llama_cpp_continues_greedily_as_gptkit_sample(tmp_path, checkpoints, sm
         # `gptkit sample` prints the prompt and the text of the same ids
         res = CliRunner().invoke(
             sample_cli,
-            ["--checkpoint", str(ckpt), "--prompt", prompt, "--temperature", "0", "--max-new-tokens", str(steps)],
+            ["--checkpoint", str(ckpt), "--prompt", prompt, "--temperature", "0", "--max-new-tokens", str(steps)]
+            + ["--device", "cpu"],
         )
         assert res.exit_code == 0, res.output
         stream = TextStream(tok)
@@ -134,6 +135,7 @@ def test_llama_cpp_chats_with_the_checkpoint_template(tmp_path, small_tokenizer)
     reply = llm.create_chat_completion(messages=messages, max_tokens=16, temperature=0.0)
     assert reply["usage"]["prompt_tokens"] == len(template.prompt_ids(chat, messages))
     steps = reply["usage"]["completion_tokens"]  # llama-cpp-python may take one past max_tokens
-    ours = chat_with(tmp_path / "ckpt", messages, Settings(temperature=0.0, max_new_tokens=steps)).texts()[0]
+    settings = Settings(temperature=0.0, max_new_tokens=steps)
+    ours = chat_with(tmp_path / "ckpt", messages, settings, device="cpu").texts()[0]
     # llama-cpp-python drops the bytes of a reply that are not UTF-8; gptkit shows U+FFFD for them
     assert reply["choices"][0]["message"]["content"] == ours.replace("\ufffd", "")

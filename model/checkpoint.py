@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import re
 import zlib
@@ -28,12 +29,12 @@ import torch
 
 from gptkit.shared.errors import InputError
 from gptkit.shared.files import LATEST, StrPath, atomic_directory, check_output, looked_up, settled
-from gptkit.shared.jsonfile import parse_json, read_json
+from gptkit.shared.jsonfile import is_count, parse_json, read_json
 from gptkit.shared.text import EOT
 from gptkit.tokenizer import Tokenizer
 
-from .config import LoraConfig, ModelConfig
-from .lora import is_adapter, merged
+from .config import LoraConfig, ModelConfig, target_names
+from .lora import add_adapters, is_adapter, merged
 from .model import TransformerLM
 
 FORMAT, VERSION = "gptkit-checkpoint", 1
@@ -180,7 +181,7 @@ class CheckpointReader:
             raise CheckpointError(
                 f'{path}: not a checkpoint config (expected "format": "{FORMAT}" and a "model" object)'
             )
-        self.weights_file = MODEL_FILE if "lora" not in config else ADAPTER_FILE
+        self.weights_file = MODEL_FILE if config.get("lora") is None else ADAPTER_FILE
         for name in (self.weights_file, TOKENIZER_FILE):
             if not (directory / name).is_file():
                 raise CheckpointError(
@@ -222,10 +223,22 @@ class CheckpointReader:
         if lora is None:
             tensors = self.tensors()
         else:
-            tensors = {**self.base().weights(_plain(model)), **self.tensors(ADAPTER_FILE)}
+            tensors = {**self.base().weights(_meta(model.config)), **self.adapters()}
             if merged_in:
                 tensors = merged(tensors, lora)
         check_tensors(tensors, expected, self.directory / self.weights_file)
+        return tensors
+
+    def adapters(self) -> dict[str, torch.Tensor]:
+        """The tensors of a LoRA run's adapters.safetensors, checked to be the adapters its "lora"
+        puts on its model: each one there, of its shape, and nothing else (a base weight there would
+        replace the base's)."""
+        lora = self.lora
+        assert lora is not None  # a LoRA run's checkpoint
+        tensors = self.tensors(ADAPTER_FILE)
+        config = ModelConfig.from_dict(self.config["model"], str(self.directory / CONFIG_FILE))
+        expected = {name: t for name, t in model_tensors(_meta(config, lora)).items() if is_adapter(name)}
+        check_tensors(tensors, expected, self.directory / ADAPTER_FILE)
         return tensors
 
     @property
@@ -238,7 +251,10 @@ class CheckpointReader:
         path = self.directory / CONFIG_FILE
         try:
             model = ModelConfig.from_dict(self.config["model"], str(path))
-            return LoraConfig.of(model, record["rank"], record["alpha"], record["targets"])
+            rank, alpha, targets = record["rank"], record["alpha"], target_names(record["targets"])
+            if not (is_count(rank) and rank > 0 and type(alpha) in (int, float) and 0 < alpha < math.inf):
+                raise TypeError(f"rank {rank!r}, alpha {alpha!r}: expected a whole number and a number, both above 0")
+            return LoraConfig.of(model, rank, alpha, targets)
         except (KeyError, TypeError, InputError) as e:
             raise CheckpointError(f"{path}: lora is damaged ({e})") from None
 
@@ -341,7 +357,7 @@ def stored_dtypes(directory: StrPath) -> dict[str, torch.dtype]:
 
     reader = CheckpointReader(directory)
     if reader.lora is not None:
-        return stored_dtypes(reader.config["lora"]["base"])
+        return stored_dtypes(reader.base().directory)
     with safe_open(reader.directory / MODEL_FILE, framework="pt") as f:
         return {name: DTYPES[f.get_slice(name).get_dtype()] for name in f.keys()}
 
@@ -379,11 +395,14 @@ def config_digest(directory: StrPath) -> str:
     return hashlib.sha256((Path(directory) / CONFIG_FILE).read_bytes()).hexdigest()
 
 
-def _plain(model: TransformerLM) -> TransformerLM:
-    """A model of `model`'s config without adapters, on the meta device (its tensors' names and
-    shapes alone), for checking a base's weights."""
+def _meta(config: ModelConfig, lora: LoraConfig | None = None) -> TransformerLM:
+    """A model of `config` (with `lora`'s adapters) on the meta device: its tensors' names and shapes
+    alone, which a checkpoint's tensors are checked against."""
     with torch.device("meta"):
-        return TransformerLM(model.config)
+        model = TransformerLM(config)
+        if lora is not None:
+            add_adapters(model, lora)
+    return model
 
 
 def file_crc32(path: StrPath) -> int:

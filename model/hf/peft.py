@@ -19,7 +19,7 @@ import torch
 from gptkit.shared.errors import InputError
 from gptkit.shared.files import StrPath
 
-from ..checkpoint import ADAPTER_FILE, CheckpointReader
+from ..checkpoint import CheckpointReader
 from ..config import LoraConfig, ModelConfig
 from .export import check_export_target, write_export
 from .families import FAMILIES
@@ -43,7 +43,7 @@ def export_peft(checkpoint: StrPath, out_dir: StrPath, overwrite: bool = False) 
         )
     model = ModelConfig.from_dict(reader.config["model"], str(reader.directory / "config.json"))
     family = FAMILIES[model.architecture]
-    tensors, ranks = _peft_tensors(family, reader.tensors(ADAPTER_FILE), lora)
+    tensors, ranks = _peft_tensors(family, reader.adapters(), lora)
     config = {
         "peft_type": "LORA",
         "task_type": "CAUSAL_LM",
@@ -91,8 +91,8 @@ def _peft_tensors(
 
 def _fused(pieces: dict[Any, tuple[torch.Tensor, torch.Tensor]]) -> tuple[torch.Tensor, torch.Tensor]:
     """One adapter of a module holding three (GPT-2's c_attn) from those of its thirds."""
-    rank, width = next(iter(pieces.values()))[1].shape[1], next(iter(pieces.values()))[1].shape[0]
     thirds = sorted(pieces)
+    width, rank = pieces[thirds[0]][1].shape
     a = torch.cat([pieces[t][0] for t in thirds])
     b = torch.zeros(3 * width, rank * len(thirds))
     for j, t in enumerate(thirds):

@@ -310,3 +310,25 @@ def test_the_gguf_export_of_a_lora_checkpoint_is_the_merged_model(tmp_path, smal
     qkv = torch.cat([state[f"layers.1.attention.{w}.weight"] for w in ("wq", "wk", "wv")]).numpy()
     assert (read["blk.1.attn_qkv.weight"][1] == qkv).all()
     assert (read["blk.0.ffn_up.weight"][1] == state["layers.0.ffn.w1.weight"].numpy()).all()
+
+
+def test_an_adapters_file_that_is_not_the_records_adapters_is_refused(tmp_path, small_tokenizer):
+    tok, _ = small_tokenizer
+    base, lora = lora_checkpoint(tok, tmp_path, "llama", ["wq"])
+    model, _ = load_model(base)
+    record = json.loads((lora / "config.json").read_text())["lora"]
+    adapters = load_file(lora / "adapters.safetensors")
+    eot = tok.special_tokens["<|endoftext|>"]
+    for name, tensors, needle in (
+        ("stray", {**adapters, "embedding.weight": torch.zeros_like(model.embedding.weight)}, "'embedding.weight'"),
+        ("short", {k: v for k, v in adapters.items() if not k.startswith("layers.1.")}, "no tensor 'layers.1."),
+    ):
+        save_model(model, tok, tmp_path / name, eot_id=eot, tensors=tensors, lora=record)
+        for res in (
+            CliRunner().invoke(sample_cli, ["--checkpoint", str(tmp_path / name), "--prompt", "a", "--device", "cpu"]),
+            CliRunner().invoke(
+                model_cli, ["export-hf", "--checkpoint", str(tmp_path / name), "--out", str(tmp_path / "x"), "--peft"]
+            ),
+        ):
+            assert_input_error(res, str(tmp_path / name / "adapters.safetensors"), needle)
+        assert not (tmp_path / "x").exists()

@@ -20,14 +20,18 @@ instead) or for such a GPU_CHECK_OUT. No network: the data is
 The rows (each a child process of its own, in its own process group, killed at its time limit;
 a row that fails or runs out of time leaves the others to run):
 
-  1 gpu-tier     `pytest -m gpu` (tests/integration/test_gpu.py): all pass, none skipped.
+  1 gpu-tier     `pytest -m gpu tests/gpu`: all pass, none skipped.
   2 train-step   the training step at GPT-2 small (bf16 autocast, torch.compile, batch 32 x 1024)
                  with bench/train_gpu.py's own contenders in one process: ours (Trainer.train_step),
+                 ours again under deterministic algorithms (ours-det: what --deterministic costs),
                  HF LlamaForCausalLM of the same size, a nanoGPT-style GPT-2; tokens/s and MFU =
                  tokens/s x FLOPs per token / 989e12 (H100 SXM, dense bf16). FLOPs per token: 6 per
                  matmul weight (6N, N without the embedding lookup; a tied head counted once) + 12 x
                  layers x d x context for attention (PaLM's count, gptkit.model.info.model_cost; the
-                 nanoGPT model by the same rule). Target: ours >= 45% MFU and ahead of both in tok/s.
+                 nanoGPT model by the same rule). Then torch.profiler over 3 of ours' steps: the
+                 device's ms a step by kind of kernel and the longest kernels, and its idle time
+                 (figures and values: where the next gain is). Target: ours >= 50% MFU and >= 1.05x
+                 the tok/s of both references.
   3 resume       `gptkit train --nproc-per-node 1 --deterministic` on the stories shards (a
                  6-layer d 384 model, 32 x 512 tokens, 300 steps, a loss logged every step): the run
                  uninterrupted; the same run stopped by SIGTERM mid-run and `--resume`d. Target: its
@@ -57,36 +61,43 @@ a row that fails or runs out of time leaves the others to run):
                  (bf16 autocast): losses within 1% of each other; and with --adapt on the GPU
                  (copies of the model stepped with SGD under autocast): at most the model
                  alone's bits plus the mixture's log 4 nats.
-  7 sampling     tokens/s of `gptkit.model.generate` (KV cache, eager) against HF `generate`
-                 with `cache_implementation="static"` (which transformers compiles on CUDA) on
-                 the same random GPT-2-small-sized Llama (our checkpoint, exported with
-                 export_hf; ours as `gptkit sample` runs it, float32 weights under bf16
-                 autocast, HF with bf16 weights), batch 1 and 16, 16 prompt + 128 new tokens,
-                 temperature 0.8, top-p 0.9, after a warm-up run each; tokens/s counts the
-                 prefill's time. Target: ours >= HF at both.
+  7 sampling     tokens/s of a gptkit.model.generate.Decoder as `gptkit sample` runs it (bf16
+                 linear weights under bf16 autocast, each step a CUDA graph kept from the warm-up
+                 run) against HF `generate` with `cache_implementation="static"` (which
+                 transformers compiles on CUDA) on the same random GPT-2-small-sized Llama (our
+                 checkpoint, exported with export_hf; HF with bf16 weights), batch 1 and 16, 16
+                 prompt + 128 new tokens, temperature 0.8, top-p 0.9, after a warm-up run each;
+                 tokens/s counts the prefill's time. Target: ours >= 2x HF at both.
   8 loader       in row 2's process, on its compiled trainer: timed blocks of steps drawing
                  batches from the loader (memmapped shards, pinned, a thread ahead) against
                  blocks on one cached device batch, alternating; medians. Target: under 2%.
+  9 serve        `gptkit serve --max-batch 8` on the device with a random GPT-2-small-sized Llama:
+                 1 client, then 8, each sending 4 completions of 128 tokens one after another,
+                 whole, over plain HTTP (a GPU machine may lack the openai client); tokens/s of the
+                 round and p50 seconds per token. Target: 8 clients >= 5x one client's tokens/s.
 
 Schedule (GPU): the data first (a few seconds), then rows 1, 3, 4 and 6 side by side (their
 figures are verdicts and memory, which other processes on the GPU do not change; 4 waits at its
-end for 3's DDP run to compare with), then 2 (+8), 5 and 7 one at a time, alone (their figures
-are speeds). Time limits: 1: 240 s, 3: 150, 4: 170, 6: 70, 2+8: 190, 5: 170, 7: 120, and
-the whole run at most GPU_CHECK_BUDGET seconds (575 by default): a row gets what is left at most,
+end for 3's DDP run to compare with), then 2 (+8), 5, 7 and 9 one at a time, alone (their figures
+are speeds). Time limits: 1: 240 s, 3: 150, 4: 170, 6: 70, 2+8: 250, 5: 170, 7: 120, 9: 100, and
+the whole run at most GPU_CHECK_BUDGET seconds (590 by default): a row gets what is left at most,
 and one left under 20 s is SKIP. These limits are estimates: see bench/README.md.
+
+Nothing is installed (bench/gpu_check_needs.py): `make gpu-check` runs this checkout with the
+first Python whose torch sees a CUDA device, and a package that Python lacks is named in one line.
 
 The dry run (GPU_CHECK_DRY=1) runs every row's code on the CPU (CUDA hidden, torch.compile never
 called: compile off in the trainer, train_gpu and HF generate), with tiny shapes and a few steps,
 and judges each row with the same code; its figures mean nothing, so all its rows run side by
 side (four lanes). Looser there: the GPU tier's
 tests may skip (no CUDA), no MFU target (a CPU has no bf16 peak) and no "ahead of" targets, the
-sampling ratio is not judged, the recipe's 8 s budget is held to 50%, the loader's cost to 50%
+sampling and serving ratios are not judged, the recipe's 8 s budget is held to 50%, the loader's cost to 50%
 (the CPU path loads synchronously), FSDP's memory (peak RSS, mostly torch itself) to 1.5x DDP's.
 
 This file is the driver: the data, the phases of the plan, the table and the report, and the
 entry of each row's child process. The settings are in bench/gpu_check_config.py, how the rows
 are run in bench/gpu_check_schedule.py, the rows in bench/gpu_rows_verdicts.py (1, 3, 4, 6) and
-bench/gpu_rows_speeds.py (2, 5, 7, 8), what they share in bench/gpu_rows_common.py.
+bench/gpu_rows_speeds.py (2, 5, 7, 8, 9), what they share in bench/gpu_rows_common.py.
 """
 
 from __future__ import annotations
@@ -104,7 +115,13 @@ from pathlib import Path
 
 sys.path[0] = str(Path(__file__).resolve().parent.parent)  # the repository, not bench/: `from bench... import ...`
 
-from bench.gpu_check_config import (  # noqa: E402 (after the path is set)
+from bench.gpu_check_needs import unmet  # noqa: E402 (after the path is set)
+
+if __name__ == "__main__" and (why := unmet()):  # before anything imports gptkit or torch
+    print(why, file=sys.stderr)
+    sys.exit(2)
+
+from bench.gpu_check_config import (  # noqa: E402
     CORPUS,
     DATA,
     DRY,
@@ -126,7 +143,7 @@ from bench.gpu_check_config import (  # noqa: E402 (after the path is set)
 )
 from bench.gpu_check_schedule import Scheduler, child_env  # noqa: E402
 from bench.gpu_rows_common import RowError, RowResult, gptkit, last_line, telling_line, write_json  # noqa: E402
-from bench.gpu_rows_speeds import row_recipe, row_sampling, row_train_step  # noqa: E402
+from bench.gpu_rows_speeds import row_recipe, row_sampling, row_serve, row_train_step  # noqa: E402
 from bench.gpu_rows_verdicts import row_fsdp, row_gpu_tier, row_import_eval, row_resume  # noqa: E402
 from gptkit.shared.errors import SettingError  # noqa: E402
 from gptkit.shared.files import looked_up  # noqa: E402
@@ -368,6 +385,7 @@ ROW_FUNCTIONS = {
     "recipe": row_recipe,
     "import-eval": row_import_eval,
     "sampling": row_sampling,
+    "serve": row_serve,
 }
 
 

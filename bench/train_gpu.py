@@ -1,7 +1,7 @@
 """Benchmark the training step on a GPU: ours against Hugging Face's LlamaForCausalLM and against
 GPT-2 as nanoGPT defines it, at the shapes of our presets, in one process.
 
-    python bench/train_gpu.py [--shapes tinystories-17m gpt2-small] [--steps 30] [--warmup 8]
+    python bench/train_gpu.py [--shapes tinystories-17m gpt2-small] [--steps 30] [--warmup 8] [--deterministic]
 
 Shapes (the model preset, with the batch of the training preset of that name):
   tinystories-17m   d 512, 4 layers, 16 heads, vocab 10000, batch 64 x 256
@@ -14,6 +14,8 @@ clipping at 1.0 and one optimizer step per batch:
   hf-llama   `LlamaForCausalLM` of the same configuration (our export's `hf_config`), SDPA
              attention, the loss from `labels` (shift_labels: the same predictions as ours),
              `torch.optim.AdamW(fused=True)`; the same batches as device tensors.
+  ours-det   (--deterministic) ours again under torch's deterministic algorithms, as `gptkit train
+             --deterministic` trains: what exactness costs.
   nanogpt    GPT-2 as nanoGPT's model.py defines it (written here: learned positions, LayerNorm
              with biases, one fused QKV projection, GELU MLP of 4 x d, tied head), the same
              d_model, layers, heads, vocabulary and context, `torch.optim.AdamW(fused=True)`.
@@ -31,6 +33,7 @@ that the script works; its figures mean nothing): `--device cpu --shapes tiny --
 import argparse
 import gc
 import math
+import re
 import sys
 import tempfile
 import time
@@ -46,6 +49,7 @@ import torch.nn.functional as F  # noqa: E402
 from bench.train import build_data  # noqa: E402
 from gptkit.model.config import load_config  # noqa: E402
 from gptkit.model.info import model_cost  # noqa: E402
+from gptkit.runtime.device import deterministic as exactly  # noqa: E402
 from gptkit.train.config import TrainConfig  # noqa: E402
 from gptkit.train.processes import Dist  # noqa: E402
 from gptkit.train.report import peak_bf16_flops  # noqa: E402
@@ -132,8 +136,9 @@ def reference_step(model, loss_of, batches, device, compile_model):
     return step
 
 
-def contenders(shape, data, run_dir, device, compile_model):
-    """(name, make a step function, FLOPs per token), ours first; each built only when its turn comes."""
+def contenders(shape, data, run_dir, device, compile_model, deterministic=False):
+    """(name, make a step function, FLOPs per token), ours first; each built only when its turn comes.
+    `deterministic`: ours a second time, as --deterministic trains (`ours-det`), after ours."""
     batch, context = SHAPES[shape]
     config = load_config(shape)
     config.context_length = context
@@ -182,6 +187,7 @@ def contenders(shape, data, run_dir, device, compile_model):
 
     return [
         ("ours", ours, model_cost(config).flops_per_token),
+        *([("ours-det", ours, model_cost(config).flops_per_token)] if deterministic else []),
         ("hf-llama", hf_llama, model_cost(config).flops_per_token),
         ("nanogpt", nanogpt, None),
     ]
@@ -205,6 +211,7 @@ def main():
     parser.add_argument("--steps", type=int, default=30, help="timed steps per contender")
     parser.add_argument("--warmup", type=int, default=8, help="untimed steps first (torch.compile compiles here)")
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu", choices=["cuda", "cpu"])
+    parser.add_argument("--deterministic", action="store_true", help="also ours as --deterministic trains (ours-det)")
     a = parser.parse_args()
     device = torch.device(a.device, 0) if a.device == "cuda" else torch.device("cpu")
     compile_model = device.type == "cuda"
@@ -227,7 +234,7 @@ def main():
             build_data(data, vocab, train_tokens=max(1 << 20, 4 * batch * (context + 1)))
             results = {}
             for name_, tokens_per_s, flops, memory, _ in race(
-                shape, data, Path(tmp) / f"run-{shape}", device, compile_model, a.steps, a.warmup
+                shape, data, Path(tmp) / f"run-{shape}", device, compile_model, a.steps, a.warmup, a.deterministic
             ):
                 results[name_] = tokens_per_s
                 mfu = f"{100 * flops * tokens_per_s / peak:.1f}%" if peak else "n/a"
@@ -239,27 +246,75 @@ def main():
                 )
 
 
-def race(shape, data, run_dir, device, compile_model, steps, warmup):
+# What a kernel's name says it does (the first that matches), for profile()'s table by kind.
+KINDS = (
+    ("attention", re.compile(r"flash|fmha|attention|sdpa|mha", re.I)),
+    ("matmul", re.compile(r"gemm|cutlass|xmma|nvjet|matmul|wgmma", re.I)),
+    ("optimizer", re.compile(r"adam|multi_tensor|foreach", re.I)),
+    ("loss", re.compile(r"cross_entropy|log_softmax|nll", re.I)),
+    ("fused (triton)", re.compile(r"triton", re.I)),
+    ("copy", re.compile(r"memcpy|memset|copy", re.I)),
+)
+
+
+def profile(step, steps, device):
+    """Where `steps` steps' time goes: torch.profiler's device time per kernel (each kernel's ms a
+    step, the 15 longest), per kind (KINDS), and the time the device had no kernel to run (the
+    step's wall time less the kernels' sum: launch gaps and host syncs), as a dict."""
+    from torch.profiler import ProfilerActivity
+    from torch.profiler import profile as profiler
+
+    cuda = device.type == "cuda"
+    synchronize = torch.cuda.synchronize if cuda else (lambda: None)
+    step()
+    synchronize()
+    with profiler(activities=[ProfilerActivity.CUDA if cuda else ProfilerActivity.CPU]) as prof:
+        start = time.perf_counter()
+        for _ in range(steps):
+            step()
+        synchronize()
+        wall = (time.perf_counter() - start) / steps
+    events = [e for e in prof.key_averages() if (e.self_device_time_total if cuda else e.self_cpu_time_total) > 0]
+    ms = {e.key: (e.self_device_time_total if cuda else e.self_cpu_time_total) / 1e3 / steps for e in events}
+    kinds = {}
+    for name, t in ms.items():
+        kind = next((k for k, pattern in KINDS if pattern.search(name)), "other")
+        kinds[kind] = kinds.get(kind, 0.0) + t
+    busy = sum(ms.values())
+    top = sorted(ms.items(), key=lambda kv: -kv[1])[:15]
+    return {
+        "step_ms": 1000 * wall,
+        "busy_ms": busy,
+        "idle_ms": max(1000 * wall - busy, 0.0) if cuda else None,
+        "kinds_ms": dict(sorted(kinds.items(), key=lambda kv: -kv[1])),
+        "kernels_ms": dict(top),
+    }
+
+
+def race(shape, data, run_dir, device, compile_model, steps, warmup, deterministic=False):
     """Each contender's training step at `shape`, one after the other on `device`: yields (name,
     tokens/s, FLOPs per token, peak memory in bytes (None off CUDA), ours' trainer), while the
     contender is still built (the trainer's batches feed the references)."""
     batch, context = SHAPES[shape]
     trainer = None
-    for name, build, flops in contenders(shape, data, run_dir, device, compile_model):
+    for name, build, flops in contenders(shape, data, run_dir, device, compile_model, deterministic):
         if trainer is not None:  # the references read the trainer's batches; its model and optimizer go first
             trainer.model = trainer.parallel = trainer.optimizers = trainer.checkpoints = None
         gc.collect()
         if device.type == "cuda":
             torch.cuda.empty_cache()
             torch.cuda.reset_peak_memory_stats(device)
-        if name == "ours":
-            trainer = build()
-            step = trainer.train_step
-        else:
-            model, loss_of = build()
-            flops = flops or model.flops_per_token(context)
-            step = reference_step(model, loss_of, trainer.batches, device, compile_model)
-        seconds = measure(step, steps, warmup, device)
+        if name == "ours-det":  # compiled again, under deterministic algorithms (as train.run trains it)
+            torch._dynamo.reset()
+        with exactly(name == "ours-det"):
+            if name.startswith("ours"):
+                trainer = build()
+                step = trainer.train_step
+            else:
+                model, loss_of = build()
+                flops = flops or model.flops_per_token(context)
+                step = reference_step(model, loss_of, trainer.batches, device, compile_model)
+            seconds = measure(step, steps, warmup, device)
         memory = torch.cuda.max_memory_allocated(device) if device.type == "cuda" else None
         yield name, steps * batch * context / seconds, flops, memory, trainer
         step = model = None

@@ -12,4 +12,11 @@ The stages are subpackages with a command each (`gptkit --help`):
     gptkit.stories      the generated demo corpus
 """
 
+from pathlib import Path
+
 __version__ = "0.2.0"
+
+# Run from a checkout that is not installed (make gpu-check on a GPU machine where nothing can be
+# installed), the stages are this folder's siblings, as pyproject's package-dir maps them.
+if (Path(__file__).parent.parent / "pyproject.toml").is_file():
+    __path__.append(str(Path(__file__).parent.parent))

@@ -166,13 +166,17 @@ class KVCache:
         self.keys[:, row, :, : other.length] = other.keys[:, 0, :, : other.length]
         self.values[:, row, :, : other.length] = other.values[:, 0, :, : other.length]
 
-    def expand(self, batch_size: int) -> KVCache:
-        """The cache of a batch of one after its prefill, repeated: many samples share one prompt's prefill."""
-        assert self.keys is not None and self.values is not None, "expand() follows a prefill"
-        self.shape = (self.shape[0], batch_size, *self.shape[2:])
-        self.keys = self.keys.expand(-1, batch_size, -1, -1, -1).contiguous()
-        self.values = self.values.expand(-1, batch_size, -1, -1, -1).contiguous()
-        return self
+    def fill(self, other: KVCache) -> None:
+        """Copy the positions that `other`, a batch of one, holds into every row, in place: many
+        samples share one prompt's prefill (generate.py), and a cache kept for the next generation
+        keeps its addresses. Its later positions stay what they were, masked or never read."""
+        assert other.keys is not None and other.values is not None, "fill() follows the other's prefill"
+        if self.keys is None or self.values is None:
+            self.keys = torch.zeros(self.shape, device=other.keys.device, dtype=other.keys.dtype)
+            self.values = torch.zeros(self.shape, device=other.keys.device, dtype=other.keys.dtype)
+        self.keys[:, :, :, : other.length] = other.keys[:, :1, :, : other.length]
+        self.values[:, :, :, : other.length] = other.values[:, :1, :, : other.length]
+        self.length = other.length
 
 
 class Attention(nn.Module):

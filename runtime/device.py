@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -13,6 +14,8 @@ from gptkit.shared.errors import SettingError
 
 DEVICES = ("auto", "cpu", "cuda")
 MEMINFO = Path("/proc/meminfo")
+# What torch says of an op without a deterministic kernel, under torch.use_deterministic_algorithms(True).
+NONDETERMINISTIC = re.compile(r"(\S+) does not have a deterministic implementation")
 # What torch's CPU allocator says when malloc fails (a RuntimeError, not torch.OutOfMemoryError):
 # "can't allocate memory" on Linux, "not enough memory" on Windows.
 CPU_OUT_OF_MEMORY = ("DefaultCPUAllocator: can't allocate memory", "DefaultCPUAllocator: not enough memory")
@@ -42,12 +45,17 @@ def resolve_device(name: str, local_rank: int = 0) -> torch.device:
 @contextlib.contextmanager
 def deterministic(on: bool) -> Iterator[None]:
     """Where `on`, what runs inside computes with deterministic algorithms only, and the process's
-    settings come back after it. torch's own flag covers the eager kernels (an op without a
-    deterministic one warns, warn_only); cuBLAS needs a fixed workspace, read when its handle is
-    made, so the variable stays set after; Inductor, where this torch has the switch, picks its
-    kernels by rule instead of timing them, and falls back to aten where it would add with atomics
-    (it reads torch's flag). None of these fixes the order in which CPU kernels add, which depends
-    on the thread count: a deterministic training run fixes the count (runtime/threads.py)."""
+    settings come back after it.
+
+    torch's own flag, strict (warn_only off): the attention kernels (flash, memory-efficient,
+    cuDNN) take their deterministic backward only then, and with warn_only they keep the one that
+    adds with atomics and only warn; an op with no deterministic kernel at all stops the run as a
+    SettingError naming it, rather than running on and breaking the promise. cuBLAS needs a fixed
+    workspace, read when its handle is made, so the variable stays set after. Inductor, where this
+    torch has the switch, picks its kernels by rule instead of timing them, and falls back to aten
+    where it would add with atomics (it reads torch's flag). None of these fixes the order in which
+    CPU kernels add, which depends on the thread count: a deterministic training run fixes the
+    count (runtime/threads.py)."""
     if not on:
         yield
         return
@@ -56,11 +64,20 @@ def deterministic(on: bool) -> Iterator[None]:
     before = torch.are_deterministic_algorithms_enabled(), torch.is_deterministic_algorithms_warn_only_enabled()
     inductor_before = getattr(inductor, "deterministic", None)
     os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
-    torch.use_deterministic_algorithms(True, warn_only=True)
+    torch.use_deterministic_algorithms(True)
     if inductor_before is not None:
         inductor.deterministic = True
     try:
         yield
+    except RuntimeError as e:  # torch.compile's errors are RuntimeErrors that quote the op's
+        op = NONDETERMINISTIC.search(str(e))
+        if op is None:
+            raise
+        raise SettingError(
+            "deterministic",
+            f"cannot hold here: {op[1]} has no deterministic implementation in torch {torch.__version__}; "
+            "train without it",
+        ) from None
     finally:
         torch.use_deterministic_algorithms(before[0], warn_only=before[1])
         if inductor_before is not None:

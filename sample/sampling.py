@@ -24,7 +24,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, Protocol
 
 from gptkit.model.checkpoint import TOKENIZER_FILE, bos_id, checkpoint_directory, eot_id, load_model
-from gptkit.model.generate import generate, prompt_ids
+from gptkit.model.generate import Decoder, decoding_weights, prompt_ids
 from gptkit.model.info import describe, sampling_memory
 from gptkit.runtime.device import Memory, resolve_device
 from gptkit.runtime.threads import torch_threads
@@ -75,6 +75,9 @@ class Sampler:
         self.checkpoint, self.device = checkpoint, resolve_device(device)
         self.threads = torch_threads(threads, self.device)
         self.model, self.tokenizer = load_model(checkpoint, self.device)
+        if self.device.type == "cuda":  # where decoding computes under bf16 autocast
+            decoding_weights(self.model)
+        self.decoder = Decoder(self.model)  # keeps its CUDA graph for the next call of the same shape
         self.bos_id = bos_id(checkpoint, self.tokenizer)  # what a text starts with
         self.eot_id = eot_id(checkpoint, self.tokenizer)  # the token that stops a sample
         self.template: ChatTemplate | None
@@ -162,7 +165,7 @@ class Samples:
         self._pieces: list[list[str]] = [[] for _ in range(settings.num_samples)]
         self.tokens = [0] * settings.num_samples
         self.finish_reasons = ["length"] * settings.num_samples
-        self._steps = (steps or functools.partial(_generated, sampler.model))(ids, settings, self.seed)
+        self._steps = (steps or functools.partial(_generated, sampler.decoder))(ids, settings, self.seed)
         self._iterator = self._generate(sampler, settings)
 
     def __iter__(self) -> Iterator[tuple[int, str]]:
@@ -208,9 +211,8 @@ class Samples:
             yield i, text
 
 
-def _generated(model, ids, settings, seed):
-    return generate(
-        model,
+def _generated(decoder, ids, settings, seed):
+    return decoder.generate(
         ids,
         max_new_tokens=settings.max_new_tokens,
         num_samples=settings.num_samples,

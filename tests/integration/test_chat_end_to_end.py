@@ -9,7 +9,7 @@ import re
 import subprocess
 import sys
 
-import openai
+import pytest
 from click.testing import CliRunner
 
 from gptkit.model.cli import cli as model_cli
@@ -20,6 +20,8 @@ from gptkit.stories.cli import cli as stories_cli
 from gptkit.stories.generate import WHO, write_corpus
 from gptkit.tokenizer.cli import cli as tokenizer_cli
 from gptkit.train.cli import cli as train_cli
+
+openai = pytest.importorskip("openai")  # the reference client, a test extra
 
 MODEL = {
     "vocab_size": 512,

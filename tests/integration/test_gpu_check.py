@@ -1,6 +1,6 @@
 """bench/gpu_check.py (`make gpu-check`, issue 31) cannot rot: its dry run (GPU_CHECK_DRY=1: every
-row's code on the CPU with tiny shapes, no torch.compile) writes a report with every row and its
-verdict, and every row passes; without CUDA and without the dry run it says so in one line and
+row's code on the CPU with tiny shapes, no torch.compile), through make in a Python where gptkit is not
+installed, writes a report with every row and its verdict, and every row passes; without CUDA and without the dry run it says so in one line and
 exits 2, writing nothing; GPU_CHECK_OUT is replaced only where it is the check's own. The dry run
 takes about a minute on 2 cores."""
 
@@ -13,25 +13,44 @@ from pathlib import Path
 
 import pytest
 
+from bench.gpu_check_needs import unmet
+
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "bench" / "gpu_check.py"
-ROWS = ["gpu-tier", "train-step", "resume", "fsdp", "recipe", "import-eval", "sampling", "loader"]
+ROWS = ["gpu-tier", "train-step", "resume", "fsdp", "recipe", "import-eval", "sampling", "loader", "serve"]
 
 
 def env(**settings):
     return {**{k: v for k, v in os.environ.items() if not k.startswith("GPU_CHECK_")}, **settings}
 
 
-def test_the_dry_run_reports_every_row_with_a_verdict_and_passes(tmp_path):
+def bare_python(root):
+    """A Python as a GPU machine has one: torch and the packages gptkit needs, gptkit not installed (this
+    interpreter's package folders read through a .pth file, whose own .pth files, gptkit's editable
+    install among them, are not)."""
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", root], check=True)
+    python = root / "bin" / "python"
+    folders = [p for p in sys.path if p.endswith("-packages")]
+    site = subprocess.run(
+        [python, "-c", "import site; print(site.getsitepackages()[0])"], capture_output=True, text=True
+    )
+    (Path(site.stdout.strip()) / "packages.pth").write_text("\n".join(folders) + "\n")
+    return python
+
+
+@pytest.mark.skipif(shutil.which("make") is None, reason="no make")
+def test_the_dry_run_through_make_without_gptkit_installed_reports_every_row_and_passes(tmp_path):
+    python = bare_python(tmp_path / "venv")
+    assert subprocess.run([python, "-c", "import gptkit.train"], cwd=tmp_path).returncode != 0
     res = subprocess.run(
-        [sys.executable, SCRIPT],
+        ["make", "gpu-check", f"GPU_PYTHON={python}", "GPU_CHECK_DRY=1", f"GPU_CHECK_OUT={tmp_path / 'out'}"],
         cwd=ROOT,
-        env=env(GPU_CHECK_DRY="1", GPU_CHECK_OUT=str(tmp_path)),
+        env=env(),
         capture_output=True,
         text=True,
         timeout=600,
     )
-    report = json.loads((tmp_path / "report.json").read_text())
+    report = json.loads((tmp_path / "out" / "report.json").read_text())
     assert report["mode"] == "dry" and [row["name"] for row in report["rows"]] == ROWS
     for row in report["rows"]:
         assert (
@@ -60,20 +79,28 @@ def test_without_cuda_and_without_the_dry_run_it_says_so_in_one_line_and_exits_2
 
 
 @pytest.mark.skipif(shutil.which("make") is None, reason="no make")
-def test_make_gpu_check_runs_the_script_with_its_output_directory(tmp_path):
+def test_make_gpu_check_installs_nothing_and_runs_a_python_with_torch(tmp_path):
     venv = Path(sys.executable).parents[1]
     res = subprocess.run(
-        ["make", "-n", "-o", f"{venv}/.installed", "gpu-check", f"VENV={venv}", f"GPU_CHECK_OUT={tmp_path}"],
+        ["make", "-n", "gpu-check", f"VENV={venv}", f"GPU_CHECK_OUT={tmp_path}"],
         cwd=ROOT,
         env=env(),
         capture_output=True,
         text=True,
         timeout=60,
     )
-    assert res.returncode == 0 and f"GPU_CHECK_OUT={tmp_path} " in res.stdout and "bench/gpu_check.py" in res.stdout, (
-        res
-    )
+    # no CUDA here: the first Python with a torch, this one
+    assert res.returncode == 0 and f"GPU_CHECK_OUT={tmp_path} " in res.stdout, res
+    assert f"{venv}/bin/python bench/gpu_check.py" in res.stdout and "pip" not in res.stdout, res.stdout
     assert "make gpu-check" in subprocess.run(["make", "-s", "help"], cwd=ROOT, capture_output=True, text=True).stdout
+
+
+def test_a_python_without_what_gptkit_needs_is_told_in_one_line():
+    assert unmet(("numpy", "no_such_package_here")) == (
+        "gpu-check: this Python lacks no_such_package_here; install it (without a package index: "
+        "pip install --no-index --no-deps WHEELS, the wheels brought from elsewhere)"
+    )
+    assert unmet() is None  # this one has them all
 
 
 def test_gpu_check_rows_runs_those_rows_alone_numbered_as_in_the_whole_table(tmp_path):

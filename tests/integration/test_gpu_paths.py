@@ -1,7 +1,7 @@
 """The GPU paths of issue 31, checked where they can be without a GPU: FSDP's bf16 mixed precision
 (the policy CUDA gets) on one gloo process, sampling from it and its RoPE tables; the KV cache's
 dtype; evaluation's copies to the device; the FLOPs and peak behind MFU. What needs CUDA itself is
-in tests/integration/test_gpu.py."""
+in tests/gpu/test_gpu.py."""
 
 import copy
 
@@ -114,7 +114,7 @@ def test_the_kv_cache_is_made_in_the_dtype_attention_computes_in(kw):
 
 
 def test_evaluation_batches_reach_a_cpu_as_they_are():
-    """On a CPU the copy is no copy (pinning is for CUDA: tests/integration/test_gpu.py)."""
+    """On a CPU the copy is no copy (pinning is for CUDA: tests/gpu/test_gpu.py)."""
     array = np.arange(12, dtype=np.uint16).reshape(3, 4)
     tensor = on_device(array, torch.device("cpu"))
     assert tensor.data_ptr() == array.ctypes.data and torch.equal(tensor, torch.from_numpy(array))

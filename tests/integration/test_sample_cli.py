@@ -46,9 +46,7 @@ def greedy_text(model, tok, prompt, n):
 
 def test_cli_prompt_and_seed(checkpoint):
     base = ["--checkpoint", checkpoint, "--prompt", PROMPT, "--max-new-tokens", 12]
-    first = ok(
-        *base, "--device", "auto"
-    )  # CUDA where there is one (in bf16: its text is tests/integration/test_gpu.py's)
+    first = ok(*base, "--device", "auto")  # CUDA where there is one (in bf16: its text is tests/gpu/test_gpu.py's)
     assert first.stdout.startswith(PROMPT) and first.stdout.endswith("\n")
     seed_line = first.stderr.strip()
     assert seed_line.startswith("seed: ")  # a random seed is printed so the text can be had again

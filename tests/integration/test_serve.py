@@ -14,7 +14,6 @@ import threading
 import time
 from pathlib import Path
 
-import openai
 import pytest
 
 from gptkit.model.generate import prompt_ids
@@ -23,6 +22,8 @@ from gptkit.serve.api import render_chat
 from gptkit.serve.server import INTERNAL_ERROR, Engine, default_name, make_server
 from tests.conftest import assert_input_error
 from tests.serving import CONTEXT, raw, running, send, tiny_checkpoint
+
+openai = pytest.importorskip("openai")  # the reference client, a test extra
 
 PROMPT = "the little cat sat on the"
 KEY = "sesame"

@@ -3,13 +3,14 @@ alone, and the batch is bounded."""
 
 import threading
 
-import openai
 import pytest
 import torch
 
 from gptkit.sample.sampling import Sampler, Settings
 from gptkit.serve.batching import Batcher, Busy
 from tests.serving import running, tiny_checkpoint
+
+openai = pytest.importorskip("openai")  # the reference client, a test extra
 
 
 @pytest.fixture(scope="module")

@@ -415,14 +415,15 @@ def test_a_step_at_a_position_on_the_device_is_the_step_at_the_cache_length(kw):
             model(idx[:, :2], cache=stepped)
 
 
-def test_kv_cache_expand_gives_identical_continuations():
+def test_kv_cache_fill_gives_identical_continuations():
     config = cfg(n_kv_heads=2)
     model = build(config)
     prompt = tokens(config, 1, 6)
     with torch.no_grad():
-        cache = KVCache(config, batch_size=1)
-        model(prompt, cache=cache)
-        cache.expand(3)
+        prefill, cache = KVCache(config, batch_size=1), KVCache(config, batch_size=3)
+        model(prompt, cache=prefill)
+        cache.fill(prefill)
+        assert cache.length == 6
         # the same token in every row: the same logits and greedy tokens, step after step
         # (equal up to rounding: a GEMM may round rows of a batch differently)
         nxt = torch.full((3, 1), 7)
@@ -432,9 +433,7 @@ def test_kv_cache_expand_gives_identical_continuations():
             nxt = logits[:, -1].argmax(-1, keepdim=True)
             assert nxt.unique().numel() == 1
         # different tokens per row: each row is its own continuation of the prompt
-        cache = KVCache(config, batch_size=1)
-        model(prompt, cache=cache)
-        cache.expand(3)
+        cache.fill(prefill)  # in place: the rows' later positions are written again
         nxt = torch.tensor([[1], [2], [3]])
         logits, _ = model(nxt, cache=cache)
         full, _ = model(torch.cat([prompt.expand(3, -1), nxt], dim=1))
@@ -475,10 +474,10 @@ def test_generate_sizes_the_cache_to_the_prompt_and_new_tokens(monkeypatch):
 
     monkeypatch.setattr("gptkit.model.generate.KVCache", Recorded)
     list(generate(model, [1, 2, 3], max_new_tokens=5, temperature=0))
-    assert capacities == [3 + 5]
+    assert capacities == [3 + 5, 3]  # the batch's, then the prompt's prefill
     capacities.clear()
     list(generate(model, list(range(40)), max_new_tokens=60, temperature=0))  # past the context: the window slides
-    assert capacities == [64]  # the slide refills the same cache (a CUDA graph's step keeps its addresses)
+    assert capacities == [64, 40]  # the slide refills the same cache (a CUDA graph's step keeps its addresses)
     assert sampling_memory(config, 2, 8)["KV cache"] == sampling_memory(config, 2)["KV cache"] * 8 // 64
 
 

@@ -8,7 +8,7 @@ import torch
 
 from gptkit.model.checkpoint import save_model
 from gptkit.model.config import ModelConfig
-from gptkit.model.generate import filter_probs, generate, next_tokens
+from gptkit.model.generate import Decoder, decoding_weights, filter_probs, generate, next_tokens
 from gptkit.model.model import TransformerLM
 from gptkit.sample.stream import TextStream
 
@@ -184,6 +184,59 @@ def test_seed_reproducible_and_samples_independent(model, tok):
 def test_sampling_past_the_context(model):
     steps = list(generate(model, [1, 2, 3], max_new_tokens=3 * CONTEXT + 1, num_samples=2, temperature=1.0, seed=3))
     assert len(steps) == 3 * CONTEXT + 1 and all(s.shape == (2,) for s in steps)
+
+
+@pytest.mark.parametrize(
+    "kw",
+    [dict(temperature=0), dict(temperature=1.0, top_p=0.9, seed=3), dict(temperature=0.7, top_k=20, seed=4)],
+    ids=["greedy", "top-p", "top-k"],
+)
+def test_the_steps_a_cuda_graph_replays_give_the_plain_steps_tokens(model, monkeypatch, kw):
+    """What a CUDA graph captures (a step at a position on the device, over the whole capacity, the
+    next tokens chosen with uniform numbers read from a buffer: Step's fixed shapes) run eagerly
+    on the CPU: the plain steps' tokens, across two slides of the window and a generation that
+    reuses the decoder's step."""
+    import gptkit.model.generate as gen
+
+    kw = dict(max_new_tokens=2 * CONTEXT + 5, num_samples=2) | kw
+    plain = torch.stack(list(generate(model, [1, 2, 3], **kw)))
+    monkeypatch.setattr(gen, "graphed", lambda model, device: True)
+    decoder = gen.Decoder(model)
+    fixed = [torch.stack(list(decoder.generate([1, 2, 3], **kw))) for _ in range(2)]
+    assert decoder.last is not None and decoder.last[1].fixed_shapes and decoder.last[1].graph is None  # no CUDA
+    assert torch.equal(fixed[0], plain) and torch.equal(fixed[1], plain)
+
+
+def test_a_decoder_makes_a_new_step_for_other_shapes_or_settings_and_keeps_one(model):
+    decoder, steps = Decoder(model), []
+    for kw in (dict(num_samples=2), dict(num_samples=2), dict(num_samples=3), dict(num_samples=3, top_p=0.5)):
+        list(decoder.generate([1, 2], max_new_tokens=4, **kw))
+        steps.append(decoder.last[1])
+    assert steps[0] is steps[1] and len({id(s) for s in steps}) == 3
+
+
+def test_weights_cast_for_decoding_give_autocasts_logits_exactly(tok):
+    """What a Sampler does on CUDA, checked under the CPU's bf16 autocast: the linear layers cast
+    once give the logits that autocast gives casting them at each step, bit for bit."""
+    config = ModelConfig(
+        vocab_size=tok.vocab_size,
+        context_length=CONTEXT,
+        d_model=32,
+        n_layers=2,
+        n_heads=4,
+        d_ff=64,
+        tie_embeddings=True,
+    )
+    torch.manual_seed(1)
+    model = TransformerLM(config).eval()
+    reference = TransformerLM(config).eval()
+    reference.load_state_dict(model.state_dict())
+    decoding_weights(model)
+    assert model.lm_head.weight is not model.embedding.weight and model.lm_head.weight.dtype == torch.bfloat16
+    assert model.embedding.weight.dtype == torch.float32 and model.layers[0].attention.wq.weight.dtype == torch.bfloat16
+    ids = torch.tensor([tok.encode(PROMPT)])
+    with torch.inference_mode(), torch.autocast("cpu", torch.bfloat16):
+        assert torch.equal(model(ids)[0], reference(ids)[0])
 
 
 # -- TextStream -------------------------------------------------------------------------------

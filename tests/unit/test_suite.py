@@ -1,7 +1,8 @@
 """The test suite itself: no test is lost to a second definition of its name (Python keeps the last
-one silently, and pytest runs only that)."""
+one silently, and pytest runs only that), and every GPU test is where make gpu-check looks for them."""
 
 import ast
+import re
 from pathlib import Path
 
 TESTS = Path(__file__).resolve().parents[1]  # tests/, both tiers and what is beside them
@@ -64,3 +65,14 @@ def test_a(): pass
         "t.py:12: helper (first defined at line 3)",
         "t.py:13: test_a (first defined at line 2)",
     ]
+
+
+def test_every_gpu_test_is_in_tests_gpu():
+    # make gpu-check runs `pytest -m gpu tests/gpu` alone: a GPU machine may lack the clients that
+    # other modules import (bench/gpu_rows_verdicts.py), so a gpu test elsewhere would never run there.
+    elsewhere = [
+        str(path.relative_to(TESTS.parent))
+        for path in sorted(TESTS.rglob("test_*.py"))
+        if path.parent.name != "gpu" and re.search(r"pytest\.mark\.gpu\b", path.read_text(encoding="utf-8"))
+    ]
+    assert not elsewhere, elsewhere

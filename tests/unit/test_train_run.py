@@ -23,7 +23,18 @@ from gptkit.train.optim import AdamW
 from gptkit.train.run import train
 from gptkit.train.settle import settle
 from gptkit.train.trainer import Trainer, TrainingError
-from tests.training import MODEL, SIGNALS, comparable, config, invoke, latest_step, records, stopped_after, weights
+from tests.training import (
+    MODEL,
+    SIGNALS,
+    comparable,
+    config,
+    invoke,
+    latest_step,
+    records,
+    run_flags,
+    stopped_after,
+    weights,
+)
 
 
 @pytest.fixture
@@ -103,7 +114,8 @@ def test_resume_is_exact(data, model_json, tmp_path, optimizer):
 def test_deterministic_trains_under_deterministic_algorithms_and_gives_the_process_its_settings_back(
     data, model_json, tmp_path, monkeypatch
 ):
-    """--deterministic: every step computes with torch's deterministic algorithms and Inductor's
+    """--deterministic: every step computes with torch's deterministic algorithms, strictly (warn_only
+    off: CUDA's attention kernels take their deterministic backward only then), and Inductor's
     deterministic switch (what makes a compiled CUDA run repeat itself, where the GPU tier checks it);
     the setting is recorded, so a resume keeps it; the process computes as before afterwards."""
     import torch._inductor.config as inductor
@@ -111,7 +123,10 @@ def test_deterministic_trains_under_deterministic_algorithms_and_gives_the_proce
     seen, step = [], Trainer.train_step
 
     def recorded(self):
-        seen.append((torch.are_deterministic_algorithms_enabled(), inductor.deterministic))
+        strict = (
+            torch.are_deterministic_algorithms_enabled() and not torch.is_deterministic_algorithms_warn_only_enabled()
+        )
+        seen.append((strict, inductor.deterministic))
         return step(self)
 
     monkeypatch.setattr(Trainer, "train_step", recorded)
@@ -129,6 +144,25 @@ def test_deterministic_trains_under_deterministic_algorithms_and_gives_the_proce
     seen.clear()
     train(config(data, tmp_path / "plain", model_json, max_steps=1))
     assert seen == [(False, False)]
+
+
+def test_an_op_without_a_deterministic_kernel_stops_a_deterministic_run_in_one_line_naming_it(
+    data, model_json, tmp_path, monkeypatch
+):
+    forward = Block.residual
+
+    def unpooled(self, x, *args, **kwargs):  # max_unpool has no deterministic kernel, on the CPU too
+        indices = torch.arange(0, 2 * x.shape[-1], 2).expand_as(x).contiguous()
+        return forward(self, x, *args, **kwargs) + torch.nn.functional.max_unpool1d(x, indices, 2)[..., ::2]
+
+    monkeypatch.setattr(Block, "residual", unpooled)
+    result = invoke(*run_flags(data, tmp_path / "run", model_json, max_steps=2), "--deterministic")
+    assert result.exit_code == 2 and result.output.strip().splitlines()[-1] == (
+        "Error: --deterministic cannot hold here: max_unpooling2d_forward_out has no deterministic implementation "
+        f"in torch {torch.__version__}; train without it"
+    ), result.output
+    assert [p.name for p in (tmp_path / "run").iterdir()] == ["config.json"]  # no checkpoint: a new run's directory
+    assert invoke(*run_flags(data, tmp_path / "run", model_json, max_steps=1)).exit_code == 0  # the op runs there
 
 
 def test_activation_checkpointing_recomputes_each_block_and_trains_the_same_run(

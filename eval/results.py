@@ -11,9 +11,9 @@ from os import PathLike
 from pathlib import Path
 from typing import Any
 
-from gptkit.shared.cli import flag
+from gptkit.model.checkpoint import inputs_of
 from gptkit.shared.errors import SettingError
-from gptkit.shared.files import atomic_write, check_apart, check_output, resolved
+from gptkit.shared.files import Input, atomic_write, cause, check_output, resolved
 from gptkit.shared.jsonfile import read_json
 
 RESULTS_FORMAT = "gptkit-eval"  # in every results file: how a result of ours tells itself from a user's file
@@ -23,13 +23,16 @@ def check_out(
     out: str | PathLike[str] | None, overwrite: bool, inputs: Iterable[tuple[str, str | PathLike[str] | None]]
 ) -> None:
     """Refuse an `out` that is not a result of ours, unless `overwrite`, and one that is one of
-    `inputs` ((setting, path); a path None is not there), holds one or lies inside one, even with
-    it. Nothing to check where `out` is None."""
+    `inputs` ((setting, path); a path None is not there; a checkpoint with what it reads, a LoRA
+    run's base), holds one or lies inside one, even with it. Nothing to check where `out` is None."""
     if out is not None:
-        for setting, path in inputs:
-            if path is not None:
-                check_apart(out, path, flag(setting))
-        check_output(out, _is_result, "a result of gptkit eval", overwrite)
+        sources = [
+            source
+            for setting, path in inputs
+            if path is not None
+            for source in (inputs_of(path) if setting == "checkpoint" else [Input.given(setting, path)])
+        ]
+        check_output(out, _is_result, "a result of gptkit eval", overwrite, inputs=sources)
 
 
 def recorded(path: str | PathLike[str] | None, setting: str) -> str | None:
@@ -44,7 +47,7 @@ def write_results(out: str | PathLike[str], results: dict[str, Any]) -> None:
         with atomic_write(out) as f:
             f.write(json.dumps({"format": RESULTS_FORMAT, **results}, indent=2) + "\n")
     except OSError as e:
-        raise SettingError("out", f"{out}: cannot write there ({e.strerror or e})") from None
+        raise SettingError("out", f"{out}: cannot write there ({cause(e)})") from None
 
 
 def _is_result(path):

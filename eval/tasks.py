@@ -10,8 +10,9 @@ from pathlib import Path
 
 from gptkit.shared.download import download
 from gptkit.shared.errors import InputError, SettingError
-from gptkit.shared.files import looked_up, output_lock
+from gptkit.shared.files import looked_up
 from gptkit.shared.jsonfile import parse_json
+from gptkit.shared.lock import output_lock
 
 HELLASWAG_URL = "https://raw.githubusercontent.com/rowanz/hellaswag/master/data/hellaswag_val.jsonl"
 HELLASWAG_FILE = (

@@ -22,13 +22,13 @@ import math
 import os
 import re
 import zlib
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from pathlib import Path
 
 import torch
 
-from gptkit.shared.errors import InputError
-from gptkit.shared.files import LATEST, StrPath, atomic_directory, check_output, looked_up, settled
+from gptkit.shared.errors import InputError, named
+from gptkit.shared.files import LATEST, Input, StrPath, atomic_directory, check_output, looked_up, settled
 from gptkit.shared.jsonfile import is_count, parse_json, read_json
 from gptkit.shared.text import EOT
 from gptkit.tokenizer import Tokenizer
@@ -325,27 +325,27 @@ def check_tensors(
 
 def eot_id(directory: StrPath, tokenizer: Tokenizer) -> int | None:
     """The end-of-text id a checkpoint records, which decoding stops at (None: its data had none)."""
-    recorded = CheckpointReader(directory).config.get("tokenizer", {})
+    reader = CheckpointReader(directory)
+    recorded = reader.config.get("tokenizer", {})
     if "eot_id" in recorded:
-        return _token_id(directory, recorded, "eot_id", tokenizer)
+        return _token_id(reader.directory, recorded, "eot_id", tokenizer)
     return tokenizer.special_tokens.get(EOT)  # written before the id was recorded
 
 
 def bos_id(directory: StrPath, tokenizer: Tokenizer) -> int | None:
     """The id a checkpoint puts before a text (generate.prompt_ids; None: none): the bos_id it
     records (an imported model's), else its end-of-text id."""
-    recorded = CheckpointReader(directory).config.get("tokenizer", {})
+    reader = CheckpointReader(directory)
+    recorded = reader.config.get("tokenizer", {})
     if "bos_id" in recorded:
-        return _token_id(directory, recorded, "bos_id", tokenizer)
+        return _token_id(reader.directory, recorded, "bos_id", tokenizer)
     return eot_id(directory, tokenizer)
 
 
 def _token_id(directory, recorded, key, tokenizer):
     value = recorded[key]
     if value is not None and not (type(value) is int and 0 <= value < tokenizer.vocab_size):
-        raise CheckpointError(
-            f"{Path(directory) / CONFIG_FILE}: tokenizer.{key} is {value!r}, expected a token id or null"
-        )
+        raise CheckpointError(f"{directory / CONFIG_FILE}: tokenizer.{key} is {value!r}, expected a token id or null")
     return value
 
 
@@ -363,13 +363,18 @@ def stored_dtypes(directory: StrPath) -> dict[str, torch.dtype]:
 
 
 def check_target(
-    directory: StrPath, overwrite: bool = False, extra_files: Collection[str] = (), what: str | None = None
+    directory: StrPath,
+    overwrite: bool = False,
+    extra_files: Collection[str] = (),
+    what: str | None = None,
+    sources: Iterable[Input] = (),
 ) -> None:
     """Refuse to write a checkpoint over an existing path that is not a checkpoint holding only
     what the new one will hold (its three files and `extra_files`, the trainer's), unless
     `overwrite`: a user's directory or file is refused, and so is a training checkpoint under
     `model init` or `import-hf`, whose optimizer and trainer state would be lost. `what`: the
-    kind of checkpoint the refusal names."""
+    kind of checkpoint the refusal names; `sources`: what the command reads, which it is never
+    written over or into (shared/files.py, check_apart)."""
     names = {MODEL_FILE, ADAPTER_FILE, CONFIG_FILE, TOKENIZER_FILE, *extra_files}
 
     def ours(path):
@@ -379,7 +384,7 @@ def check_target(
             return False
 
     what = what or ("a checkpoint" if extra_files else "a checkpoint of a model alone (without training state)")
-    check_output(directory, ours, what, overwrite, directory=True)
+    check_output(directory, ours, what, overwrite, directory=True, inputs=sources)
 
 
 def is_checkpoint(directory: StrPath) -> bool:
@@ -388,6 +393,24 @@ def is_checkpoint(directory: StrPath) -> bool:
         return read_json(Path(directory) / CONFIG_FILE).get("format") == FORMAT
     except (OSError, ValueError, AttributeError):
         return False
+
+
+def inputs_of(checkpoint: StrPath, setting: str = "checkpoint") -> list[Input]:
+    """What a command reading `checkpoint` (given by `setting`) reads, which its output may not be,
+    hold or lie inside (shared/files.py, check_apart): the checkpoint and, for a LoRA run's, the
+    checkpoint its adapters adapt, and so on down the chain. A checkpoint that cannot be read is
+    named by the command's reading of it, later."""
+    found, path = [Input.given(setting, checkpoint)], checkpoint
+    while True:
+        try:
+            record = CheckpointReader(path, setting).config.get("lora")
+        except InputError:
+            return found
+        base = record.get("base") if isinstance(record, dict) else None
+        if not isinstance(base, str) or any(os.path.realpath(base) == os.path.realpath(i.path) for i in found):
+            return found
+        found.append(Input(base, f"{base}, the checkpoint whose weights {named(setting)} {checkpoint} adapts"))
+        path = base
 
 
 def config_digest(directory: StrPath) -> str:

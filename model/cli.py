@@ -4,8 +4,8 @@ Hugging Face. Run `gptkit model --help`."""
 import click
 
 from gptkit.shared.cli import CONTEXT, Group, overwrite_option, version_option
-from gptkit.shared.errors import InputError
-from gptkit.shared.files import looked_up
+from gptkit.shared.errors import InputError, SettingError
+from gptkit.shared.files import Input, cause, looked_up
 from gptkit.shared.text import EOT
 from gptkit.tokenizer import Tokenizer
 
@@ -109,7 +109,7 @@ def init(config_name: str, tokenizer_path: str, out: str, seed: int, overwrite: 
     config = load_config(config_name)
     if not looked_up(tokenizer_path, "tokenizer").is_file():
         raise InputError(f"--tokenizer {tokenizer_path}: no such file")
-    check_target(out, overwrite)
+    check_target(out, overwrite, sources=[Input.given("tokenizer", tokenizer_path)])
     tokenizer = Tokenizer.from_file(tokenizer_path)
     if config.vocab_size != tokenizer.vocab_size:
         click.echo(f"note: vocab_size {config.vocab_size:,} -> {tokenizer.vocab_size:,}, the tokenizer's", err=True)
@@ -128,7 +128,7 @@ def init(config_name: str, tokenizer_path: str, out: str, seed: int, overwrite: 
         try:
             save_model(model, tokenizer, out, eot_id=tokenizer.special_tokens.get(EOT), overwrite=overwrite)
         except OSError as e:
-            raise InputError(f"--out {out}: cannot write ({e.strerror}); nothing was written there") from None
+            raise _cannot_write(out, e) from None
     click.echo(f"wrote {out}: {model.num_params():,} parameters, tokenizer {tokenizer.fingerprint}")
 
 
@@ -162,7 +162,7 @@ def export_hf(checkpoint: str, out_dir: str, peft: bool, overwrite: bool) -> Non
     try:
         (export_peft if peft else export_hf)(checkpoint, out_dir, overwrite)
     except OSError as e:
-        raise InputError(f"--out {out_dir}: cannot write ({e.strerror}); nothing was written there") from None
+        raise _cannot_write(out_dir, e) from None
     if peft:
         click.echo(
             f"wrote {out_dir}: load with peft.PeftModel.from_pretrained(base, {str(out_dir)!r}), base the "
@@ -198,7 +198,7 @@ def export_gguf(checkpoint: str, out: str, dtype: str, overwrite: bool) -> None:
     try:
         exported = export_gguf(checkpoint, out, dtype, overwrite)
     except OSError as e:
-        raise InputError(f"--out {out}: cannot write ({e.strerror}); nothing was written there") from None
+        raise _cannot_write(out, e) from None
     # Ollama reads a bare name after FROM as a model's name, not a file's
     path = out if out.startswith(("/", ".")) else f"./{out}"
     click.echo(
@@ -226,7 +226,7 @@ def import_hf(hf_dir: str, out: str, overwrite: bool) -> None:
     try:
         imported = import_hf(hf_dir, out, overwrite)
     except OSError as e:
-        raise InputError(f"--out {out}: cannot write ({e.strerror}); nothing was written there") from None
+        raise _cannot_write(out, e) from None
     for note in imported.notes:
         click.echo(f"note: {note}", err=True)
     names = {i: token for token, i in imported.tokenizer.special_tokens.items()}
@@ -239,6 +239,11 @@ def import_hf(hf_dir: str, out: str, overwrite: bool) -> None:
         f"a text starts with {token(imported.bos_id)}, sampling stops at {token(imported.eot_id)}"
         f"{'; its chat template is carried (sample --chat, serve)' if imported.chat_template else ''}"
     )
+
+
+def _cannot_write(out: str, error: OSError) -> SettingError:
+    """A write that failed, its cause named: the outputs are written whole or not at all."""
+    return SettingError("out", f"{out}: cannot write ({cause(error)}); nothing was written there")
 
 
 def main() -> None:

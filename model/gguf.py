@@ -26,11 +26,19 @@ from typing import Any
 import torch
 
 from gptkit.shared.errors import InputError, SettingError
-from gptkit.shared.files import StrPath, atomic_path, check_apart, check_output, regular_file
+from gptkit.shared.files import StrPath, atomic_path, check_output, regular_file
 from gptkit.tokenizer import Tokenizer, split
 from gptkit.tokenizer.files import token_text
 
-from .checkpoint import CONFIG_FILE, TOKENIZER_FILE, CheckpointError, checkpoint_directory, load_model, model_tensors
+from .checkpoint import (
+    CONFIG_FILE,
+    TOKENIZER_FILE,
+    CheckpointError,
+    checkpoint_directory,
+    inputs_of,
+    load_model,
+    model_tensors,
+)
 from .checkpoint import bos_id as checkpoint_bos_id
 from .checkpoint import eot_id as checkpoint_eot_id
 from .config import ModelConfig
@@ -102,14 +110,14 @@ class Exported:
 
 def export_gguf(checkpoint: StrPath, out: StrPath, dtype: str = "f16", overwrite: bool = False) -> Exported:
     """Write the checkpoint as the GGUF file `out`, atomically; an existing `out` that is not an
-    earlier export as it wrote it only with `overwrite`, and never one inside the checkpoint.
+    earlier export as it wrote it only with `overwrite`, and never the checkpoint, nor one inside it
+    or inside the checkpoint a LoRA run's adapters adapt.
     `dtype`: the type of the weight matrices (DTYPES)."""
     gguf = _import_gguf()
     if dtype not in DTYPES:
         raise SettingError("dtype", f"{dtype!r}: expected one of {', '.join(DTYPES)}")
     out = Path(out)
-    check_apart(out, checkpoint, "--checkpoint")
-    check_output(out, _is_export, "an earlier export", overwrite)
+    check_output(out, _is_export, "an earlier export", overwrite, inputs=inputs_of(checkpoint))
     model, tokenizer = load_model(checkpoint)
     config, directory = model.config, checkpoint_directory(checkpoint)
     architecture = _architecture(config, directory)

@@ -26,7 +26,7 @@ import numpy as np
 
 from gptkit.shared.corpus import READ_ERRORS, decompressed, expand_inputs
 from gptkit.shared.errors import InputError, SettingError
-from gptkit.shared.files import StrPath
+from gptkit.shared.files import StrPath, cause
 from gptkit.shared.jsonfile import parse_json
 from gptkit.shared.progress import Progress
 from gptkit.shared.shard_set import ShardSet, check_shard_directory
@@ -112,7 +112,7 @@ def encode_chat(
         shards.discard()
         if not isinstance(e, OSError):
             raise
-        detail = f"{e.filename}: {e.strerror}" if e.filename else e.strerror
+        detail = f"{e.filename}: {cause(e)}" if e.filename else cause(e)
         raise SettingError("out", f"{out_dir}: cannot write ({detail})") from None
     return manifest
 

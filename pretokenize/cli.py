@@ -8,9 +8,10 @@ import click
 from click.core import ParameterSource
 
 from gptkit.shared.cli import CONTEXT, DefaultGroup, overwrite_option, threads_option, version_option
-from gptkit.shared.corpus import DEFAULT_SEPARATOR, Corpus
+from gptkit.shared.corpus import DEFAULT_SEPARATOR, Corpus, expand_inputs
 from gptkit.shared.errors import InputError
-from gptkit.shared.files import check_output, looked_up, output_lock
+from gptkit.shared.files import Input, check_apart, check_output, looked_up
+from gptkit.shared.lock import output_lock
 from gptkit.shared.shard_dir import MANIFEST, TOKENIZER_FILE, ShardDir
 from gptkit.shared.shards import MAX_TOKENS, ShardError, open_shard, read_header, verify_shard
 from gptkit.shared.text import EOT
@@ -147,6 +148,21 @@ def encode(
     if not chat:
         corpus = Corpus(inputs, separator=separator or None, text_field=text_field)
         val_corpus = Corpus(val_inputs, separator=separator or None, text_field=text_field) if val_inputs else None
+    # what it reads, never written over or into: the tokenizer (a chat template lies beside it), the
+    # inputs, and the files their globs and directories name
+    found = (
+        [*expand_inputs(inputs), *expand_inputs(val_inputs)]
+        if chat
+        else [*corpus.paths, *(val_corpus.paths if val_corpus else [])]
+    )
+    check_apart(
+        out_dir,
+        [
+            Input.given("tokenizer", tokenizer_path),
+            *(Input.given("input", path) for path in [*map(Path, inputs), *found]),
+            *(Input.given("val_input", path) for path in val_inputs),
+        ],
+    )
     start = time.perf_counter()
     with output_lock(out_dir, "gptkit pretokenize"):
         # The dataset's copy of the tokenizer replaces a tokenizer.json that a dataset's manifest

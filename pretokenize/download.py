@@ -1,6 +1,6 @@
 """Public corpora, downloaded with resume and checked against the SHA-256 the server publishes
 (Hugging Face names each file's in the `X-Linked-Etag` header; shared/download.py). One process
-downloads into a directory at a time (shared/files.py, output_lock).
+downloads into a directory at a time (shared/lock.py, output_lock).
 """
 
 from __future__ import annotations
@@ -10,7 +10,8 @@ from pathlib import Path
 
 from gptkit.shared.download import download
 from gptkit.shared.errors import InputError, SettingError
-from gptkit.shared.files import StrPath, looked_up, output_lock
+from gptkit.shared.files import StrPath, looked_up
+from gptkit.shared.lock import output_lock
 
 HF = "https://huggingface.co/datasets"
 DATASETS = {

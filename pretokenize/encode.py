@@ -32,7 +32,7 @@ from typing import Any
 
 from gptkit.shared.corpus import Corpus
 from gptkit.shared.errors import InputError, SettingError, named
-from gptkit.shared.files import StrPath
+from gptkit.shared.files import StrPath, cause
 from gptkit.shared.shard_set import ShardSet, check_shard_directory
 from gptkit.shared.text import EOT
 from gptkit.tokenizer import Tokenizer
@@ -123,7 +123,7 @@ def encode_corpus(
             written[-1].discard()
         if not isinstance(e, OSError):
             raise
-        detail = f"{e.filename}: {e.strerror}" if e.filename else e.strerror
+        detail = f"{e.filename}: {cause(e)}" if e.filename else cause(e)
         raise SettingError("out", f"{out_dir}: cannot write ({detail})") from None
     return manifest
 

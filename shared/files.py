@@ -8,12 +8,13 @@ writer's process id, so that a later writer removes what a killed one left and l
 one's alone.
 
 One rule for outputs (`check_output`): a command replaces what it wrote before (a tokenizer.json,
-a checkpoint: what it can recognize as its own kind), never anything else unless --overwrite; and
-never its input, even with --overwrite (`check_apart`).
+a checkpoint: what it can recognize as its own kind), never anything else unless --overwrite; never
+what is not a regular file or a directory (a device, a named pipe, a socket), and never what it
+reads, nor a place inside it, even with --overwrite (`check_apart`: its inputs, and what they lead
+to, a LoRA checkpoint's base). What it writes gets the mode the umask gives (`_shareable`), and a
+failed write names its cause (`cause`).
 
-One owner (`output_lock`): a directory that a long command writes over time (a run, a shard
-directory) is locked by the process writing it, so that a second one is refused instead of
-mixing its files in.
+One owner: a directory a long command writes is locked by its writer (shared/lock.py).
 
 Paths a user gives are looked up through one check (`looked_up`, `resolved`): one that cannot be
 followed (a loop of symbolic links, a directory this user may not search, a name too long) is
@@ -24,12 +25,12 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import fcntl
 import glob
 import os
 import shutil
 import stat
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, TypeVar
 
@@ -38,9 +39,6 @@ from .errors import SettingError, named
 # A path as callers give one: a str or any os.PathLike (a Path).
 StrPath = str | os.PathLike[str]
 _P = TypeVar("_P", bound=StrPath)
-
-LOCK_FILE = ".lock"  # a dot-file: the checks for other files in a directory pass it by
-
 
 _CANNOT_LOOK_UP: dict[int | None, str] = {  # by OSError.errno, which may be None
     errno.ELOOP: "a loop of symbolic links (or too many in a row); fix the link, or give another path",
@@ -62,7 +60,7 @@ def looked_up(path: StrPath, setting: str) -> Path:
     except (FileNotFoundError, NotADirectoryError):
         pass
     except OSError as e:
-        problem = _CANNOT_LOOK_UP.get(e.errno, f"cannot look it up ({e.strerror}); give another path")
+        problem = _CANNOT_LOOK_UP.get(e.errno, f"cannot look it up ({cause(e)}); give another path")
         raise SettingError(setting, f"{path}: {problem}") from None
     return path
 
@@ -71,6 +69,16 @@ def resolved(path: StrPath, setting: str) -> Path:
     """The absolute path `path` names, its links followed (what a command records of a path, or
     compares with another); looked up first (looked_up), a failure a SettingError of `setting`."""
     return Path(os.path.realpath(looked_up(path, setting)))
+
+
+def cause(error: OSError) -> str:
+    """What a one-line message shows of an OS error: its strerror ("File too large"), else the name
+    of its errno (EFBIG), else its own words (numpy's "76800 requested and 47184 written")."""
+    if error.strerror:
+        return str(error.strerror)
+    if error.errno is not None:
+        return errno.errorcode.get(error.errno, f"error {error.errno}")
+    return str(error) or type(error).__name__
 
 
 def temporary(path: StrPath) -> Path:
@@ -138,12 +146,46 @@ def atomic_path(path: StrPath) -> Iterator[Path]:
     remove_stale_temporaries(path)
     tmp = temporary(path)
     try:
-        yield tmp
+        try:
+            yield tmp
+        except OSError as e:
+            raise _with_cause(e, tmp) from None
         _fsync(tmp)
+        _shareable(tmp)
         os.replace(tmp, path)
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
+
+
+def _with_cause(error: OSError, path: Path) -> OSError:
+    """`error`, or where it has no errno (a short write of numpy's tofile, the GGUF writer's), the
+    error one more byte at the end of `path` meets: File too large, No space left on device."""
+    if error.errno is not None:
+        return error
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND)
+        try:
+            os.write(fd, b"\0")
+        finally:
+            os.close(fd)
+    except OSError as e:
+        if e.errno is not None:
+            return OSError(e.errno, e.strerror, str(path))
+    return error
+
+
+def _shareable(path: StrPath) -> None:
+    """Give the file `path` the mode open() gives, what the umask leaves of rw-rw-rw-: a writer that
+    makes its files private (safetensors' save_file: 0600) keeps other users from the weights."""
+    os.chmod(path, 0o666 & ~_umask())
+
+
+def _umask() -> int:
+    # read only by setting it: 077 meanwhile, so that a file another thread makes is never more open
+    mask = os.umask(0o077)
+    os.umask(mask)
+    return mask
 
 
 @contextlib.contextmanager
@@ -172,6 +214,7 @@ def atomic_directory(path: StrPath) -> Iterator[Path]:
         yield tmp
         for file in tmp.iterdir():
             _fsync(file)
+            _shareable(file)
         old = _aside(path)
         if path.exists() or path.is_symlink():
             os.replace(path, old)
@@ -276,22 +319,29 @@ def check_output(
     overwrite: bool = False,
     *,
     directory: bool = False,
+    inputs: Iterable[Input] = (),
 ) -> None:
     """Refuse to replace an existing `path` that the command did not write, unless `overwrite`.
 
     `ours(path)` says whether it is of the kind the command writes (a tokenizer.json, a
     checkpoint), which it replaces; `ours` None: the command cannot tell its own output (a text
     corpus), so only `overwrite` replaces it. `what`: that kind, for the message. `directory`:
-    the output is a directory, and an empty one is replaced (nothing is lost); a file output is
-    never written over a directory, even with `overwrite`. A directory output is settled first
-    (settle_directory: what a killed writer left aside is put back), so that the check sees what
-    a reader would. The error is a SettingError of the setting `out`, which a command line shows
-    as its flag (`--out`)."""
+    the output is a directory, and an empty one is replaced (nothing is lost). Even with
+    `overwrite`, a file output never replaces a directory, and no output a device, a named pipe, a
+    socket, or one of the command's `inputs` (check_apart). A directory output is settled first
+    (settle_directory: what a killed writer left aside is put back), so that the check sees what a
+    reader would. The error is a SettingError of `out`, which a command line shows as `--out`."""
     path = looked_up(path, "out")
+    check_apart(path, inputs)
     if directory:
         settle_directory(path)
     if not (path.exists() or path.is_symlink()):
         return
+    node = _kind(os.stat(path).st_mode) if path.exists() else None  # None: a link to nothing
+    if node not in (None, "a regular file", "a directory"):
+        raise SettingError(
+            "out", f"{path}: is {node}, not a file to replace; choose another path ({named('overwrite')} or not)"
+        )
     if path.is_dir() and not directory:
         raise SettingError("out", f"{path}: is a directory; expected the path of {what} to write")
     if overwrite or (ours is not None and ours(path)):
@@ -300,9 +350,7 @@ def check_output(
         try:
             names = sorted(p.name for p in path.iterdir())
         except OSError as e:
-            raise SettingError(
-                "out", f"{path}: exists and cannot be read ({e.strerror}); choose another path"
-            ) from None
+            raise SettingError("out", f"{path}: exists and cannot be read ({cause(e)}); choose another path") from None
         if not names:
             return
         found = f"a directory of other files ({names[0]}{', ...' if len(names) > 1 else ''})"
@@ -314,25 +362,35 @@ def check_output(
     )
 
 
-def check_apart(out: StrPath, source: StrPath, source_flag: str) -> None:
-    """Refuse an output that is its command's input, holds it or lies inside it, even with
-    --overwrite: replacing it would delete the input, or change it while it is read. A
-    SettingError of the setting `out`; `source_flag`: the input's flag (`--copy-from`), for the
-    message, whose setting (`copy_from`) names a source that cannot be looked up."""
+@dataclass(frozen=True)
+class Input:
+    """A path a command reads, which its output may not be, hold or lie inside (check_apart), how a
+    message names it (`shown`), and the setting that gave it (named if it cannot be looked up)."""
+
+    path: StrPath
+    shown: str
+    setting: str | None = None
+
+    @classmethod
+    def given(cls, setting: str, path: StrPath) -> Input:
+        """The path a setting gives (`copy_from`: a command line shows `--copy-from`)."""
+        return cls(path, f"{named(setting)} {path}, the input", setting)
+
+
+def check_apart(out: StrPath, inputs: Iterable[Input]) -> None:
+    """Refuse an output that is one of its command's `inputs`, holds one or lies inside one, even
+    with --overwrite: replacing it would delete the input, or change it while it is read, and
+    writing into it would change an input that a run or a checkpoint depends on. A SettingError of
+    the setting `out`, before anything is written."""
     out_path = resolved(out, "out")
-    source_path = resolved(source, source_flag.removeprefix("--").replace("-", "_"))
-    if out_path == source_path:
-        relation = "is"
-    elif source_path.is_relative_to(out_path):
-        relation = "holds"
-    elif out_path.is_relative_to(source_path):
-        relation = "lies inside"
-    else:
-        return
-    raise SettingError(
-        "out",
-        f"{out}: {relation} {source_flag} {source}, the input; choose a path apart from it ({named('overwrite')} or not)",
-    )
+    for source in inputs:
+        path = resolved(source.path, source.setting) if source.setting else Path(os.path.realpath(source.path))
+        if path.is_relative_to(out_path) or out_path.is_relative_to(path):
+            relation = "is" if path == out_path else "holds" if path.is_relative_to(out_path) else "lies inside"
+            raise SettingError(
+                "out",
+                f"{out}: {relation} {source.shown}; choose a path apart from it (nothing is written over or into an input)",
+            )
 
 
 class NotRegularFile(OSError):
@@ -346,78 +404,19 @@ def regular_file(path: _P) -> _P:
     """`path`, after checking that it is a regular file (links followed): reading a named pipe
     would wait for a writer, forever if none comes, and a device (/dev/zero) may never end.
     NotRegularFile (an OSError) where it is something else; FileNotFoundError where it is missing."""
-    mode = os.stat(path).st_mode
-    if not stat.S_ISREG(mode):
-        kind = (
-            "a directory"
-            if stat.S_ISDIR(mode)
-            else "a named pipe"
-            if stat.S_ISFIFO(mode)
-            else "a socket"
-            if stat.S_ISSOCK(mode)
-            else "a device"
-        )
+    kind = _kind(os.stat(path).st_mode)
+    if kind != "a regular file":
         raise NotRegularFile(errno.EINVAL, f"not a regular file but {kind}")
     return path
 
 
-@contextlib.contextmanager
-def output_lock(directory: StrPath, owner: str) -> Iterator[None]:
-    """Own `directory` (made if missing) while the block runs: a second process is refused,
-    its message naming this one (`owner`: the command, as `gptkit train`).
-
-    The lock is flock(2) on `directory/.lock`, which the kernel drops when the process ends,
-    kill -9 included: a lock a dead process left is free, so the next one takes it over. The
-    file holds the owner's process id and command, only for the message. It is deleted when the
-    block ends (while still locked); a process that locked a file deleted meanwhile sees that
-    the name is no longer its file and locks the new one. A directory this made and left empty
-    (the command failed before writing) is removed, as if never made. Under torchrun only the
-    rank that writes takes it."""
-    directory, lock = looked_up(directory, "out"), Path(directory) / LOCK_FILE
-    if directory.exists() and not directory.is_dir():
-        raise SettingError("out", f"{directory}: exists and is not a directory")
-    while True:
-        try:
-            made = not directory.is_dir()
-            directory.mkdir(parents=True, exist_ok=True)
-            fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
-        except FileNotFoundError:  # removed by a process that made it and is done: make it again
-            continue
-        except OSError as e:
-            raise SettingError("out", f"{directory}: cannot write there ({e.strerror})") from None
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            holder = _lock_holder(fd)
-            os.close(fd)
-            raise SettingError(
-                "out", f"{directory}: in use by {holder}; wait for it or choose another directory"
-            ) from None
-        try:
-            mine = os.path.samestat(os.fstat(fd), os.stat(lock))
-        except FileNotFoundError:
-            mine = False
-        if mine:
-            break
-        os.close(fd)
-    try:
-        record = f"{os.getpid()} {owner}\n".encode()
-        os.pwrite(fd, record, 0)  # over a dead owner's: a reader meanwhile sees the new line first
-        os.ftruncate(fd, len(record))
-        yield
-    finally:
-        lock.unlink(missing_ok=True)
-        os.close(fd)
-        if made:
-            with contextlib.suppress(OSError):  # not empty: the command wrote something, which stays
-                directory.rmdir()
-
-
-def _lock_holder(fd):
-    """`process PID (COMMAND)` from a lock file, as its owner wrote it."""
-    line = os.pread(fd, 4096, 0).decode(errors="replace").split("\n", 1)[0]
-    pid, _, owner = line.partition(" ")
-    return f"process {pid} ({owner})" if pid.isdigit() else "another process"
+def _kind(mode: int) -> str:
+    """What a file of st_mode `mode` is, for a message."""
+    if stat.S_ISREG(mode):
+        return "a regular file"
+    if stat.S_ISDIR(mode):
+        return "a directory"
+    return "a named pipe" if stat.S_ISFIFO(mode) else "a socket" if stat.S_ISSOCK(mode) else "a device"
 
 
 def _remove(path):

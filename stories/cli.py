@@ -11,7 +11,7 @@ from click.core import ParameterSource
 
 from gptkit.shared.cli import CONTEXT, Command, overwrite_option, version_option
 from gptkit.shared.errors import InputError
-from gptkit.shared.files import check_output
+from gptkit.shared.files import cause, check_output
 
 from .generate import write_conversations, write_corpus
 
@@ -87,7 +87,7 @@ def cli(out: str, size: str, seed: int, chat: bool, overwrite: bool) -> None:
         else:
             n, n_bytes = write_corpus(out, size_bytes, seed=seed, words=words)
     except OSError as e:
-        raise InputError(f"--out {out}: {e.strerror or e}") from None
+        raise InputError(f"--out {out}: {cause(e)}") from None
     what = f"{n:,} chats" if chat else f"{n:,} stories"
     vocabulary = "" if chat else f", {len(words):,} distinct words"
     click.echo(f"wrote {out}: {what}, {n_bytes / 1e6:,.2f} MB{vocabulary}, in {time.perf_counter() - start:.1f} s")

@@ -12,7 +12,7 @@ import click
 from gptkit.shared.cli import CONTEXT, Group, overwrite_option, threads_option, version_option
 from gptkit.shared.corpus import DEFAULT_SEPARATOR, Corpus
 from gptkit.shared.errors import InputError
-from gptkit.shared.files import check_output
+from gptkit.shared.files import Input, cause, check_output
 from gptkit.shared.jsonfile import read_json
 from gptkit.shared.text import EOT, Utf8Decoder, without_surrogates
 
@@ -124,11 +124,12 @@ def train(
     inputs = inputs + more_inputs
     if not inputs:
         raise InputError("--input: give at least one corpus file, directory or glob")
-    check_output(out, _is_tokenizer_file, "a tokenizer.json", overwrite)
+    corpus = Corpus(inputs, separator=separator or None, text_field=text_field)
+    read = [Input.given("input", path) for path in [*map(Path, inputs), *corpus.paths]]  # and what globs name
+    check_output(out, _is_tokenizer_file, "a tokenizer.json", overwrite, inputs=read)
     if chat:
         special_tokens = (*special_tokens, *(t for t in CHAT_TOKENS if t not in special_tokens))
     start = time.perf_counter()
-    corpus = Corpus(inputs, separator=separator or None, text_field=text_field)
 
     def trained(size):
         return train_bpe(
@@ -163,7 +164,8 @@ def train(
 @overwrite_option("a tokenizer.json")
 def convert(vocab_path: str, merges_path: str, special_tokens: tuple[str, ...], out: str, overwrite: bool) -> None:
     """Turn GPT-2-style vocab.json + merges.txt into a tokenizer.json."""
-    check_output(out, _is_tokenizer_file, "a tokenizer.json", overwrite)
+    read = [Input.given("vocab", vocab_path), Input.given("merges", merges_path)]
+    check_output(out, _is_tokenizer_file, "a tokenizer.json", overwrite, inputs=read)
     tokenizer = Tokenizer.from_gpt2_files(vocab_path, merges_path, special_tokens or None)
     _save(tokenizer, out)
     click.echo(f"wrote {out}: {tokenizer.vocab_size:,} tokens, fingerprint {tokenizer.fingerprint}")
@@ -253,7 +255,7 @@ def _save(tokenizer, out):
         Path(out).parent.mkdir(parents=True, exist_ok=True)
         tokenizer.save(out)
     except OSError as e:
-        raise InputError(f"--out {out}: cannot write ({e.strerror})") from None
+        raise InputError(f"--out {out}: cannot write ({cause(e)})") from None
 
 
 def _open_binary(path):

@@ -59,6 +59,7 @@ from gptkit.model.model import TransformerLM
 from gptkit.shared.errors import GptkitError, InputError, SettingError, named
 from gptkit.shared.files import (
     atomic_symlink,
+    cause,
     looked_up,
     remove_directory,
     remove_stale_temporaries,
@@ -192,7 +193,7 @@ class Checkpoints:
             sync_directory(self.directory)  # the checkpoint reaches the disk under its name before the pointer to it
             atomic_symlink(self.latest, Path(CHECKPOINTS) / name)
         except OSError as e:
-            raise GptkitError(f"{directory}: cannot write ({e.strerror}); {self.full_disk_note()}") from None
+            raise GptkitError(f"{directory}: cannot write ({cause(e)}); {self.full_disk_note()}") from None
         for old in sorted(self.directory.glob("step-*"))[: -self.keep_last]:
             remove_directory(old)
         for stale in self.directory.glob(".step-*.tmp-*"):  # of a process killed while saving or deleting
@@ -298,7 +299,8 @@ def read_state(
 def initial_model(job: Job, tokenizer: Tokenizer) -> tuple[dict[str, Any], CheckpointReader]:
     """(the model, the checkpoint opened) of a new run from job.init_from. The run's model is the
     checkpoint's, and it starts from the checkpoint's weights (Checkpoints.start_from). The checkpoint
-    must be whole, and its tokenizer the one the data was encoded with, `tokenizer`."""
+    must be whole, and its tokenizer the one the data was encoded with, `tokenizer`. `job`'s paths as
+    the user gave them: messages name them so (and the files found there: a run's latest/tokenizer.json)."""
     if job.model is not None:
         raise SettingError(
             "init_from",
@@ -315,7 +317,7 @@ def initial_model(job: Job, tokenizer: Tokenizer) -> tuple[dict[str, Any], Check
         tokenizer,
         job.data,
         "the checkpoint's model was made for",
-        f"encode the data with {Path(job.init_from) / TOKENIZER_FILE}",
+        f"encode the data with {saved.directory / TOKENIZER_FILE}",
     )
     saved.file(TOKENIZER_FILE)  # its CRC-32: the checkpoint is whole
     return saved.config["model"], saved

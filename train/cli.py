@@ -106,7 +106,7 @@ def run(
     metrics go to --out. Several processes (GPUs): gptkit train --nproc-per-node N ..., the same
     as torchrun --nproc-per-node N -m gptkit train ..."""
     # these import torch (2-3 s): not for --help, a bad flag or `plot`
-    from .run import train
+    from .run import check_apart_from_inputs, train
     from .settle import from_layers, load_train_config, resume_config
 
     overrides = {k: v for k, v in settings.items() if v is not None}
@@ -134,6 +134,7 @@ def run(
     else:  # no preset: without --model, the recipe sizes the model, batch and schedule when the run starts
         config = from_layers(overrides)
     refuse_unused(config, overrides)
+    check_apart_from_inputs(config, resume)
     if not resume:  # before the recipe's timing or any worker starts (rank 0 writes the run when it starts)
         RunDir(config.job.out).check_new()
     one_process = functools.partial(train, config, resume=from_checkpoint or resume, threads=threads)

@@ -6,10 +6,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from gptkit.shared.errors import InputError, SettingError
-from gptkit.shared.files import StrPath, atomic_path, check_output
+from gptkit.shared.files import Input, StrPath, atomic_path, cause, check_output
 from gptkit.shared.shard_dir import ShardDir
 
-from .run_dir import METRICS_FILE, load_run_config, read_metrics
+from .run_dir import CONFIG_FILE, METRICS_FILE, load_run_config, read_metrics
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 CREATOR = "gptkit train plot"  # in the PNG's text chunks: how a plot tells itself from a user's picture
@@ -17,7 +17,8 @@ CREATOR = "gptkit train plot"  # in the PNG's text chunks: how a plot tells itse
 
 def plot_run(run_dir: StrPath, out: StrPath | None = None, overwrite: bool = False) -> Path:
     """Draw `run_dir`'s metrics.jsonl to `out` (default: RUN/loss.png), a PNG; the path written.
-    An existing `out` is replaced if it is a plot of ours, anything else only with `overwrite`."""
+    An existing `out` is replaced if it is a plot of ours, anything else only with `overwrite`, and
+    never the run's metrics.jsonl or config.json, which it reads."""
     try:
         import matplotlib
 
@@ -29,7 +30,8 @@ def plot_run(run_dir: StrPath, out: StrPath | None = None, overwrite: bool = Fal
         ) from None
     run_dir = Path(run_dir)
     out = Path(out or run_dir / "loss.png")
-    check_output(out, _is_plot, "a gptkit loss plot", overwrite)
+    read = [Input(path, f"{path}, which it plots") for path in (run_dir / METRICS_FILE, run_dir / CONFIG_FILE)]
+    check_output(out, _is_plot, "a gptkit loss plot", overwrite, inputs=read)
     records = read_metrics(run_dir)
     train = [r for r in records if "loss" in r]
     val = [r for r in records if "val_loss" in r]
@@ -73,7 +75,7 @@ def plot_run(run_dir: StrPath, out: StrPath | None = None, overwrite: bool = Fal
         with atomic_path(out) as tmp:
             fig.savefig(tmp, format="png", dpi=120, metadata={"Creator": CREATOR})
     except OSError as e:
-        raise SettingError("out", f"{out}: cannot write there ({e.strerror or e})") from None
+        raise SettingError("out", f"{out}: cannot write there ({cause(e)})") from None
     return out
 
 

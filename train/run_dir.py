@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from gptkit.shared.errors import InputError, SettingError, named
-from gptkit.shared.files import LATEST, StrPath, atomic_write, looked_up, resolved
+from gptkit.shared.files import LATEST, StrPath, atomic_write, cause, looked_up, resolved
 from gptkit.shared.jsonfile import parse_json, read_json
 
 from .config import FIELDS, TrainConfig
@@ -43,7 +43,7 @@ class RunDir:
                 self._write_config(record)
                 self.metrics.unlink(missing_ok=True)
             except OSError as e:
-                raise SettingError("out", f"{self.path}: cannot write there ({e.strerror})") from None
+                raise SettingError("out", f"{self.path}: cannot write there ({cause(e)})") from None
 
     def check_new(self) -> None:
         """Refuse a new run anywhere but in a new directory or one a run of ours left without a

@@ -55,12 +55,13 @@ def settle(config: TrainConfig, resume: bool | str = False, dist: Dist = Dist(),
     (a new run), True (from the run's latest checkpoint), or a checkpoint directory of the run. The recipe
     times its candidates with `threads`; a resume refuses a thread count other than the run's."""
     then = load_run_config(config.job.out) if resume else None  # the run's config.json, read once
+    as_given = config.job  # its paths as the user spelled them, which messages name
     config = config.replace(**recorded_paths(config, then))
     data = ShardDir(config.job.data)
     tokenizer = data_tokenizer(data)
     recipe = start = None
     if config.job.init_from and not resume:  # layer 3: the checkpoint's model
-        recorded, start = initial_model(config.job, tokenizer)
+        recorded, start = initial_model(as_given, tokenizer)
         config = from_layers({**config.to_dict(), "model": None}, {"model": recorded})
     elif config.job.model is None and not resume:  # layer 3: the recipe's choice
         cut_of(config.batch.merges, data, tokenizer, None)  # merges given: refused before the recipe's timing

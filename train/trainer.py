@@ -28,6 +28,7 @@ from gptkit.model.generate import generate, prompt_ids
 from gptkit.model.info import model_cost
 from gptkit.runtime.threads import Threads
 from gptkit.shared.errors import GptkitError
+from gptkit.shared.files import cause
 
 from .budget import UNPLANNED, Planner
 from .checkpointing import Checkpoints, Parts
@@ -349,7 +350,7 @@ class Trainer:
             self.run_dir.append(record)
         except OSError as e:  # a full disk: a line cut short is dropped by the resume (RunDir.go_on)
             raise TrainingError(
-                f"{self.run_dir.metrics}: cannot write ({e.strerror}); {self.checkpoints.full_disk_note()}"
+                f"{self.run_dir.metrics}: cannot write ({cause(e)}); {self.checkpoints.full_disk_note()}"
             ) from None
         self.trackers.send(record)  # after metrics.jsonl, the source of truth
 

@@ -9,12 +9,12 @@ import json
 from pathlib import Path
 from typing import Any
 
-from gptkit.shared.files import StrPath, atomic_directory, check_apart, check_output, regular_file
+from gptkit.shared.files import StrPath, atomic_directory, check_output, regular_file
 from gptkit.shared.jsonfile import read_json
 
 from ..checkpoint import bos_id as checkpoint_bos_id
 from ..checkpoint import eot_id as checkpoint_eot_id
-from ..checkpoint import file_crc32, load_model, model_tensors, save_tensors, stored_dtypes
+from ..checkpoint import file_crc32, inputs_of, load_model, model_tensors, save_tensors, stored_dtypes
 from ..config import ModelConfig
 from .chat import checkpoint_template
 from .families import FAMILIES
@@ -52,9 +52,10 @@ EXPORT_MARKER, EXPORT_FORMAT = "gptkit-export.json", "gptkit-hf-export"
 def export_hf(checkpoint: StrPath, out_dir: StrPath, overwrite: bool = False) -> Path:
     """Write config.json, model.safetensors, generation_config.json, the tokenizer files and
     EXPORT_MARKER into a new directory that replaces `out_dir` whole; an existing `out_dir` that is
-    not an earlier export as it wrote it only with `overwrite`, and never the checkpoint, a
-    directory that holds it or one inside it. The weights keep the dtype the checkpoint's file
-    holds them in; a LoRA run's are its base's with the adapters merged in."""
+    not an earlier export as it wrote it only with `overwrite`, and never the checkpoint (nor the
+    one a LoRA run's adapters adapt), a directory that holds it or one inside it. The weights keep
+    the dtype the checkpoint's file holds them in; a LoRA run's are its base's with the adapters
+    merged in."""
     out_dir = Path(out_dir)
     check_export_target(out_dir, checkpoint, overwrite)
     model, tokenizer = load_model(checkpoint)
@@ -83,10 +84,9 @@ def export_hf(checkpoint: StrPath, out_dir: StrPath, overwrite: bool = False) ->
 
 
 def check_export_target(out_dir: Path, checkpoint: StrPath, overwrite: bool) -> None:
-    """Refuse an `out_dir` that is the checkpoint, holds it or lies inside it, and one that is not an
-    earlier export as it was written unless `overwrite`."""
-    check_apart(out_dir, checkpoint, "--checkpoint")
-    check_output(out_dir, _is_export, "an earlier export", overwrite, directory=True)
+    """Refuse an `out_dir` that is the checkpoint (or a LoRA run's base), holds it or lies inside it,
+    and one that is not an earlier export as it was written unless `overwrite`."""
+    check_output(out_dir, _is_export, "an earlier export", overwrite, directory=True, inputs=inputs_of(checkpoint))
 
 
 def write_export(out_dir: Path, tensor_files: dict[str, dict], json_files: dict[str, Any]) -> None:

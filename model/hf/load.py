@@ -21,7 +21,7 @@ from pathlib import Path
 import torch
 
 from gptkit.shared.errors import InputError
-from gptkit.shared.files import StrPath, check_apart
+from gptkit.shared.files import Input, StrPath
 from gptkit.tokenizer import Tokenizer
 
 from ..checkpoint import check_target, check_tensors, model_tensors, save_model
@@ -57,8 +57,8 @@ def import_hf(hf_dir: StrPath, out: StrPath, overwrite: bool = False) -> Importe
     docstring). An existing `out` that is not a checkpoint of a model alone is refused unless
     `overwrite`; `hf_dir` itself, a directory holding it and one inside it, always."""
     hf_dir = Path(hf_dir)
-    check_apart(out, hf_dir, "--from")
-    check_target(out, overwrite, CHECKPOINT_FILES, "a checkpoint of a model alone (without training state)")
+    what = "a checkpoint of a model alone (without training state)"
+    check_target(out, overwrite, CHECKPOINT_FILES, what, [Input.given("from", hf_dir)])
     config_path = hf_dir / "config.json"
     data = read_json_object(config_path)
     architecture = _architecture(config_path, data)

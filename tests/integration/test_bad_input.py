@@ -907,16 +907,24 @@ def test_a_resume_finds_the_data_from_another_working_directory_or_through_a_lin
     assert [r["step"] for r in records(run)] == [1, 2, 3, 4, 5, 6]
 
 
-def test_a_resume_on_data_of_another_tokenizer_blames_the_data(run, data, tmp_path):
+def data_of_another_tokenizer(tmp_path):
+    """tmp_path/other: a pretokenize directory of a 400-token tokenizer; and that tokenizer."""
     from gptkit.pretokenize import Split, encode_corpus
     from gptkit.shared.corpus import Corpus
-    from gptkit.tokenizer import Tokenizer, train_bpe
+    from gptkit.tokenizer import train_bpe
 
     (tmp_path / "docs.txt").write_text("<|endoftext|>".join(english_like(200, seed=i) for i in range(40)))
     other = train_bpe(Corpus([tmp_path / "docs.txt"]), 400, quiet=True)
     encode_corpus(
         Corpus([tmp_path / "docs.txt"]), other, tmp_path / "other", split=Split(val_fraction=0.1), workers=1, quiet=True
     )
+    return tmp_path / "other", other
+
+
+def test_a_resume_on_data_of_another_tokenizer_blames_the_data(run, data, tmp_path):
+    from gptkit.tokenizer import Tokenizer
+
+    _, other = data_of_another_tokenizer(tmp_path)
     ours = Tokenizer.from_file(data / "tokenizer.json")
     res = invoke(train_cli, "--out", run, "--resume", "--data", tmp_path / "other", "--max-steps", 5)
     assert_input_error(
@@ -924,6 +932,19 @@ def test_a_resume_on_data_of_another_tokenizer_blames_the_data(run, data, tmp_pa
         f"--data {tmp_path / 'other'}: encoded with tokenizer {other.fingerprint} (400 tokens), "
         f"the run was trained on tokenizer {ours.fingerprint} ({ours.vocab_size:,} tokens)",
     )
+
+
+def test_a_new_run_on_data_of_another_tokenizer_names_the_checkpoints_tokenizer_as_the_user_gave_it(
+    run, tmp_path, monkeypatch
+):
+    """The tokenizer.json that is there (a run's is its latest checkpoint's), by the user's relative path."""
+    data_of_another_tokenizer(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    res = invoke(train_cli, "--init-from", "run", "--data", "other", "--out", "new", "--device", "cpu")
+    assert_input_error(
+        res, "--data other: encoded with tokenizer", " in run; encode the data with run/latest/tokenizer.json"
+    )
+    assert (tmp_path / "run" / "latest" / "tokenizer.json").is_file() and not (tmp_path / "new").exists()
 
 
 # -- a model too large for the memory, a disk too full for a checkpoint ---------------------------

@@ -4,6 +4,7 @@ their base by place and digest, a resume is exact, and sample, eval and serve ta
 The adapters' peft export is proven by peft itself, the merged export by merge_and_unload()."""
 
 import hashlib
+import importlib.util
 import json
 import shutil
 
@@ -332,3 +333,53 @@ def test_an_adapters_file_that_is_not_the_records_adapters_is_refused(tmp_path, 
         ):
             assert_input_error(res, str(tmp_path / name / "adapters.safetensors"), needle)
         assert not (tmp_path / "x").exists()
+
+
+# -- the checkpoint a LoRA run adapts is an input of every command that reads the run ---------------
+
+
+def contents(directory):
+    """Every path under `directory` and the bytes of its files: what a refused command leaves as it was."""
+    return {p.relative_to(directory): p.read_bytes() if p.is_file() else None for p in directory.rglob("*")}
+
+
+def test_no_command_writes_over_or_into_the_checkpoint_a_lora_run_adapts(data, model_json, tmp_path, small_tokenizer):
+    tok, _ = small_tokenizer
+    base, lora = lora_checkpoint(tok, tmp_path, "llama", ["wq"])
+    before = contents(base)
+    adapts = f"{base}, the checkpoint whose weights --checkpoint {lora} adapts"
+    cases = [
+        (model_cli, ["export-hf", "--checkpoint", lora, "--out", base, "--overwrite"], f"--out {base}: is {adapts}"),
+        (model_cli, ["export-hf", "--checkpoint", lora, "--out", base, "--overwrite", "--peft"], f"is {adapts}"),
+        (eval_cli, ["text", "--checkpoint", lora, "--data", data, "--out", base / "r.json"], f"lies inside {adapts}"),
+    ]
+    if importlib.util.find_spec("gguf") is not None:
+        cases += [
+            (
+                model_cli,
+                ["export-gguf", "--checkpoint", lora, "--out", base / "model.safetensors", "--overwrite"],
+                adapts,
+            ),
+            (model_cli, ["export-gguf", "--checkpoint", lora, "--out", base / "x.gguf"], f"lies inside {adapts}"),
+        ]
+    for cli, args, needle in cases:
+        assert_input_error(CliRunner().invoke(cli, [str(a) for a in args]), needle, "choose a path apart from it")
+        assert contents(base) == before
+    # training: inside its own frozen base, inside the base of the checkpoint it starts from, inside its data
+    for extra, out, needle in (
+        (
+            ("--init-from", base, *LORA),
+            base / "lora",
+            f"--out {base / 'lora'}: lies inside --init-from {base}, the input",
+        ),
+        (("--init-from", base), base, f"--out {base}: is --init-from {base}, the input"),
+        (
+            ("--init-from", lora),
+            base / "run",
+            f"lies inside {base}, the checkpoint whose weights --init-from {lora} adapts",
+        ),
+        (("--model", model_json), data / "run", f"--out {data / 'run'}: lies inside --data {data}, the input"),
+    ):
+        data_before = contents(data)
+        assert_input_error(invoke(*run_flags(data, out, None, max_steps=2), *extra), needle)
+        assert contents(base) == before and contents(data) == data_before

@@ -3,13 +3,17 @@ naming it; a killed one's lock is taken over), nothing a command did not write i
 without --overwrite, and a directory swapped for a new one is never missing after a kill."""
 
 import hashlib
+import importlib.util
 import json
 import os
 import signal
+import socket
+import stat
 import subprocess
 import sys
 import textwrap
 import urllib.request
+from pathlib import Path
 
 import pytest
 import torch
@@ -19,16 +23,18 @@ from gptkit.cli import cli
 from gptkit.model.checkpoint import load_model
 from gptkit.pretokenize import download as dl
 from gptkit.shared.errors import SettingError
-from gptkit.shared.files import LOCK_FILE, output_lock, settle_directory
+from gptkit.shared.files import settle_directory
+from gptkit.shared.lock import LOCK_FILE, output_lock
 from gptkit.train.run_dir import RunDir
 from tests.conftest import assert_input_error
 from tests.integration.test_download import PAYLOAD, FakeServer
+from tests.integration.test_lora import lora_checkpoint
 from tests.training import ENV, ROOT, flags
 
 # Holds the lock of a directory, as a live command does, until killed.
 HOLDER = textwrap.dedent("""
     import sys, time
-    from gptkit.shared.files import output_lock
+    from gptkit.shared.lock import output_lock
     with output_lock(sys.argv[1], sys.argv[2]):
         print("locked", flush=True)
         time.sleep(600)
@@ -234,6 +240,52 @@ def test_a_file_output_never_replaces_a_directory_and_a_directory_output_takes_a
     load_model(directory)
 
 
+def make_node(path, kind):
+    """A named pipe, a socket or a device at `path` (a device: a link to /dev/null where this user may
+    not make one; a command follows the link to it)."""
+    if kind == "a named pipe":
+        os.mkfifo(path)
+    elif kind == "a socket":
+        with socket.socket(socket.AF_UNIX) as s:
+            s.bind(str(path))
+    else:
+        try:
+            os.mknod(path, stat.S_IFCHR | 0o666, os.makedev(1, 3))  # /dev/null's numbers
+        except PermissionError:
+            path.symlink_to("/dev/null")
+
+
+@pytest.mark.parametrize("kind", ["a named pipe", "a socket", "a device"])
+def test_no_output_replaces_a_device_a_named_pipe_or_a_socket(
+    commands, finished_run, data, model_json, small_tokenizer, kind, tmp_path, monkeypatch
+):
+    monkeypatch.chdir(tmp_path)  # a short relative path: a socket's name has at most 107 bytes
+    node = Path("node")
+    make_node(node, kind)
+    before = os.lstat(node)
+    latest = finished_run / "latest"
+    every = {name: args for name, (args, _) in commands.items()}
+    every["model export-gguf"] = ["model", "export-gguf", "--checkpoint", latest]
+    every["eval text"] = ["eval", "text", "--checkpoint", latest, "--data", data, "--device", "cpu"]
+    if importlib.util.find_spec("matplotlib") is None:
+        del every["train plot"]
+    if importlib.util.find_spec("gguf") is None:
+        del every["model export-gguf"]
+    for args in every.values():
+        assert_input_error(
+            invoke(*args, "--out", node, "--overwrite"), f"--out {node}: is {kind}, not a file to replace"
+        )
+    corpus = tmp_path / "corpus.txt"  # the commands fixture's
+    directories = [
+        ["pretokenize", "-t", small_tokenizer[1], "--input", corpus, "--out", node, "--overwrite"],
+        train_args(data, node, model_json),
+    ]
+    for args in directories:
+        assert_input_error(invoke(*args), f"--out {node}")
+    after = os.lstat(node)
+    assert (after.st_ino, after.st_mode) == (before.st_ino, before.st_mode)
+
+
 def test_pretokenize_keeps_a_tokenizer_json_of_another_tokenizer_in_its_out(small_tokenizer, small_text, tmp_path):
     from gptkit.tokenizer import Tokenizer
 
@@ -276,6 +328,70 @@ def test_download_keeps_a_file_it_did_not_download(tmp_path, monkeypatch):
     target.write_text("my own notes")
     ok("pretokenize", "download", "stories", "--out", target.parent, "--overwrite")
     assert target.read_bytes() == PAYLOAD and server.ranges == [0]
+
+
+# -- what is written: the mode the umask gives, a failed write's cause -----------------------------
+
+
+@pytest.mark.parametrize("umask", [0o022, 0o077])
+def test_weights_and_exports_get_the_mode_the_umask_gives(umask, data, model_json, small_tokenizer, tmp_path):
+    """As the JSON beside them: safetensors' save_file alone would make every weight file 0600."""
+    out = tmp_path / "out"
+    old = os.umask(umask)
+    try:
+        _, lora = lora_checkpoint(small_tokenizer[0], out, "llama", ["wq"])  # adapters.safetensors
+        ok(*train_args(data, out / "run", model_json, max_steps=1))  # model and optimizer.safetensors
+        ok("model", "init", "--config", model_json, "-t", small_tokenizer[1], "--out", out / "init")
+        ok("model", "export-hf", "--checkpoint", lora, "--out", out / "hf")
+        ok("model", "export-hf", "--checkpoint", lora, "--out", out / "peft", "--peft")
+        if importlib.util.find_spec("gguf") is not None:
+            ok("model", "export-gguf", "--checkpoint", lora, "--out", out / "m.gguf")
+    finally:
+        os.umask(old)
+    files = [p for p in out.rglob("*") if p.is_file() and not p.is_symlink()]
+    names = {p.name for p in files}
+    assert {"model.safetensors", "optimizer.safetensors", "adapters.safetensors", "adapter_model.safetensors"} <= names
+    modes = {str(p.relative_to(out)): oct(p.stat().st_mode & 0o777) for p in files}
+    assert modes == dict.fromkeys(modes, oct(0o666 & ~umask))
+
+
+# `gptkit model ARGS...` for each line of standard input, as a user runs them, in one process (torch
+# imported once) whose files may not grow past 1,000 bytes; the exit status and standard error of each.
+FILE_SIZE_LIMITED = textwrap.dedent("""
+    import json, resource, signal, sys
+    from click.testing import CliRunner
+    from gptkit.model.cli import cli
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # as Python sets it: a write past the limit fails (EFBIG)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (1000, 1000))
+    for line in sys.stdin:
+        res = CliRunner().invoke(cli, json.loads(line))
+        print(json.dumps([res.exit_code, res.stderr]), flush=True)
+""")
+
+
+def test_a_write_past_the_file_size_limit_names_its_cause(small_tokenizer, tmp_path):
+    """A real failed write: the kernel refuses a file past the limit, in every writer. The GGUF
+    writer (numpy's tofile) reports a short write without its cause; the line names it all the same."""
+    pytest.importorskip("resource")
+    _, lora = lora_checkpoint(small_tokenizer[0], tmp_path, "llama", ["wq"])
+    commands = [
+        ["export-hf"],
+        ["export-hf", "--peft"],
+        *([["export-gguf"]] if importlib.util.find_spec("gguf") else []),
+    ]
+    outs = [tmp_path / f"{command[-1]}-out" for command in commands]
+    lines = "".join(
+        json.dumps([*command, "--checkpoint", str(lora), "--out", str(out)]) + "\n"
+        for command, out in zip(commands, outs)
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", FILE_SIZE_LIMITED], input=lines, cwd=ROOT, env=ENV, capture_output=True, text=True
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert [json.loads(line) for line in proc.stdout.splitlines()] == [
+        [2, f"Error: --out {out}: cannot write (File too large); nothing was written there\n"] for out in outs
+    ]
+    assert sorted(os.listdir(tmp_path)) == ["base", "lora"]  # no export, nor a temporary of one
 
 
 # -- a directory swapped for a new one is never missing ---------------------------------------------

@@ -1,5 +1,6 @@
 """shared/: atomic writes, progress display, worker pools, errors and what every command shares."""
 
+import errno
 import io
 import logging
 import multiprocessing
@@ -15,7 +16,7 @@ from click.testing import CliRunner
 import gptkit.shared.progress
 from gptkit.shared.cli import Command
 from gptkit.shared.errors import GptkitError, InputError, SettingError
-from gptkit.shared.files import atomic_write
+from gptkit.shared.files import atomic_write, cause
 from gptkit.shared.progress import Progress
 from gptkit.shared.workers import process_pool
 
@@ -83,6 +84,19 @@ def test_atomic_write_binary(tmp_path):
             f.write("text into a binary file")
     assert path.read_bytes() == payload
     assert os.listdir(tmp_path) == ["data.bin"]
+
+
+@pytest.mark.parametrize(
+    "error, shown",
+    [
+        (OSError(errno.EFBIG, os.strerror(errno.EFBIG)), "File too large"),
+        (OSError(errno.EFBIG, None), "EFBIG"),  # no strerror: its errno's name, never "None"
+        (OSError("76800 requested and 47184 written"), "76800 requested and 47184 written"),  # numpy's tofile
+        (OSError(), "OSError"),
+    ],
+)
+def test_an_os_errors_cause_is_shown_whatever_it_carries(error, shown):
+    assert cause(error) == shown
 
 
 def test_atomic_write_into_missing_directory_fails_cleanly(tmp_path):

@@ -32,6 +32,8 @@ from gptkit.shared.progress import Progress
 from gptkit.shared.shard_data import ShardData
 from gptkit.shared.shard_dir import ShardDir
 from gptkit.shared.text import decode_utf8
+from gptkit.tokenizer import Tokenizer
+from gptkit.tokenizer.cut import cut_split, cut_to
 
 from . import copy
 from .adapt import LEARNING_RATES, adapted_losses
@@ -300,16 +302,25 @@ def _copy_tokens(copy_from, scorer: Scorer, scored):
 
 
 def _split(data, setting, split, scorer: Scorer, context_length) -> ShardData:
-    """One split of the data directory `data` (the value of `setting`), which must be the
-    checkpoint's tokenizer's."""
+    """One split of the data directory `data` (the value of `setting`), in the ids of the
+    checkpoint's tokenizer: the data's own, or, where the checkpoint's tokenizer is a cut of the
+    data's (a run trained with --merges, or the recipe's trials' choice), the data's mapped to the
+    cut as the trainer maps them (tokenizer/cut.py)."""
     directory, tokenizer = ShardDir(data), scorer.tokenizer
+    read, unmerge = tokenizer, None
     if directory.fingerprint not in (None, tokenizer.fingerprint):
-        model = "the model" if scorer.checkpoint is None else f"the checkpoint {scorer.checkpoint}"
-        raise SettingError(
-            setting,
-            f"{data}: encoded with tokenizer {directory.fingerprint}, {model} is for tokenizer {tokenizer.fingerprint}",
-        )
+        if directory.tokenizer.is_file() and not directory.has_mask:  # chat data's mask follows its own ids
+            read = Tokenizer.from_file(directory.tokenizer)
+            unmerge = cut_to(read, tokenizer)
+        if unmerge is None:
+            model = "the model" if scorer.checkpoint is None else f"the checkpoint {scorer.checkpoint}"
+            raise SettingError(
+                setting,
+                f"{data}: encoded with tokenizer {directory.fingerprint}, {model} is for tokenizer "
+                f"{tokenizer.fingerprint}",
+            )
     try:
-        return ShardData(directory, split, tokenizer.vocab_size, tokenizer.fingerprint, context_length)
+        shards = ShardData(directory, split, read.vocab_size, read.fingerprint, context_length)
     except SettingError as e:  # ShardData names the setting training's `data`
         raise SettingError(setting, e.marked) from None
+    return shards if unmerge is None else cut_split(shards, unmerge, context_length)

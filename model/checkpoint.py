@@ -43,6 +43,7 @@ ADAPTER_FILE = "adapters.safetensors"  # a LoRA run's checkpoint holds this inst
 EOT_FIRST = "eot_id"  # save_model's default bos_id: a text starts after the end-of-text token, as in gptkit's data
 # The dtypes a checkpoint (and a Hugging Face model import-hf reads) may hold, by their safetensors names.
 DTYPES = {"F32": torch.float32, "BF16": torch.bfloat16, "F16": torch.float16}
+SHA256 = re.compile(r"[0-9a-f]{64}")  # config_digest's form, which a LoRA run records of its base
 
 
 class CheckpointError(InputError):
@@ -202,15 +203,19 @@ class CheckpointReader:
 
     def tensors(self, name: str = MODEL_FILE) -> dict[str, torch.Tensor]:
         """The tensors of the checkpoint's safetensors file `name`, in host memory, checksum checked
-        (safetensors: no code runs while loading)."""
+        (safetensors: no code runs while loading), each one finite: a NaN or an infinity, which the
+        file's own checks pass, would make every output NaN (sample would print the token of id 0,
+        an export would write it on)."""
         from safetensors import SafetensorError
         from safetensors.torch import load_file
 
         path = self.file(name)
         try:
-            return load_file(path)
+            tensors = load_file(path)
         except (SafetensorError, OSError) as e:
             raise CheckpointError(f"{path}: not a readable safetensors file ({e})") from None
+        check_finite(tensors, path)  # here, where every tensor a checkpoint holds is read for use
+        return tensors
 
     def weights(self, model: TransformerLM, merged_in: bool = True) -> dict[str, torch.Tensor]:
         """The weights of the checkpoint, checked to be those of `model` (a TransformerLM of the
@@ -223,9 +228,13 @@ class CheckpointReader:
         if lora is None:
             tensors = self.tensors()
         else:
-            tensors = {**self.base().weights(_meta(model.config)), **self.adapters()}
+            adapters = self.adapters()
+            tensors = {**self.base().weights(_meta(model.config)), **adapters}
             if merged_in:
                 tensors = merged(tensors, lora)
+                # finite adapters can still overflow float32 once merged into their weights
+                adapted = [name.removesuffix(".lora_a") + ".weight" for name in adapters if name.endswith(".lora_a")]
+                check_finite({name: tensors[name] for name in adapted}, self.directory / ADAPTER_FILE)
         check_tensors(tensors, expected, self.directory / self.weights_file)
         return tensors
 
@@ -262,19 +271,21 @@ class CheckpointReader:
         """The checkpoint a LoRA run's adapters adapt, opened, and checked to be the one they were
         trained on (its config.json, which lists the CRC-32 of its weights, as the run recorded it)."""
         record, path = self.config["lora"], self.directory / CONFIG_FILE
-        base = record.get("base") if isinstance(record, dict) else None
+        base, digest = (record.get(key) if isinstance(record, dict) else None for key in ("base", "base_digest"))
+        # a record that cannot name its base is damaged, whatever the base is now
         if not isinstance(base, str):
-            raise CheckpointError(f"{path}: lora.base is {base!r}, expected the directory of a checkpoint")
+            raise _damaged(path, "base", base, "the directory of the checkpoint its adapters adapt")
+        if not (isinstance(digest, str) and SHA256.fullmatch(digest)):
+            raise _damaged(path, "base_digest", digest, "the SHA-256 of that checkpoint's config.json, 64 hex digits")
         try:
             reader = CheckpointReader(base, "lora base")
         except InputError as e:
             raise CheckpointError(f"{path}: its adapters need the checkpoint they adapt, {base}: {e}") from None
         now = config_digest(reader.directory)
-        if now != record.get("base_digest"):
+        if now != digest:
             raise CheckpointError(
                 f"{path}: its adapters were trained on the checkpoint {base} with config.json "
-                f"{str(record.get('base_digest'))[:12]}, which is now {now[:12]} (another checkpoint is "
-                "there); put that one back"
+                f"{digest[:12]}, which is now {now[:12]} (another checkpoint is there); put that one back"
             )
         return reader
 
@@ -321,6 +332,20 @@ def check_tensors(
     extra = sorted(set(tensors) - set(expected))
     if extra:
         raise CheckpointError(f"{where(extra[0])}: tensor {extra[0]!r} is not part of the model the config describes")
+
+
+def check_finite(
+    tensors: Mapping[str, torch.Tensor], path: StrPath, file_of: Mapping[str, StrPath] | None = None
+) -> None:
+    """Refuse, in one line naming the file, a tensor of `tensors` (name -> tensor) that holds a NaN
+    or an infinity. `path`: the file they were read from; `file_of`: name -> file, where they were
+    read from several."""
+    for name, tensor in tensors.items():
+        if not torch.isfinite(tensor).all():
+            raise CheckpointError(
+                f"{(file_of or {}).get(name, path)}: tensor {name!r} holds NaN or infinite values; "
+                "expected finite numbers"
+            )
 
 
 def eot_id(directory: StrPath, tokenizer: Tokenizer) -> int | None:
@@ -416,6 +441,12 @@ def inputs_of(checkpoint: StrPath, setting: str = "checkpoint") -> list[Input]:
 def config_digest(directory: StrPath) -> str:
     """The SHA-256 of a checkpoint's config.json: what a LoRA run records of the checkpoint it adapts."""
     return hashlib.sha256((Path(directory) / CONFIG_FILE).read_bytes()).hexdigest()
+
+
+def _damaged(path: Path, key: str, value: object, expected: str) -> CheckpointError:
+    """The error of a LoRA record (in the config.json `path`) whose `key` is missing or not what it should be."""
+    found = f"no {key}" if value is None else f"{key} is {value!r}"
+    return CheckpointError(f"{path}: lora is damaged ({found}; expected {expected})")
 
 
 def _meta(config: ModelConfig, lora: LoraConfig | None = None) -> TransformerLM:

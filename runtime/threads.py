@@ -228,7 +228,7 @@ def torch_threads(
     of this process's share, and beside a GPU (which does the work) they are that many.
     `deterministic` (a training run's --deterministic): on the CPU they are fixed too, at one per
     physical core unless given, and recorded (Threads): the run computes on one count throughout."""
-    environment = threads_from_environment()
+    environment = None if threads else threads_from_environment()  # the flag wins: the environment is not read
     fixed = threads or environment
     given = "--threads" if threads else "OMP_NUM_THREADS" if environment else None
     on_cpu = device is None or device.type == "cpu"

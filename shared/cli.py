@@ -23,10 +23,9 @@ import click
 from gptkit import __version__
 
 from .errors import NAMED, GptkitError, SettingError
-from .workers import cores_per_process, default_threads
+from .workers import MAX_THREADS, cores_per_process, default_threads
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 110}
-MAX_THREADS = 1024  # --threads: more than any machine has cores, few enough for every count to be a C int
 
 # What click's decorators take and give back: a command's function, or a command already made.
 FC = TypeVar("FC", bound="Callable[..., Any] | click.Command")
@@ -75,6 +74,8 @@ class _OneLine(_MixinBase):
             return super().parse_args(ctx, args)
         except click.UsageError as e:
             raise _one_line(e) from None
+        except GptkitError as e:  # a default read from the environment (threads_option's OMP_NUM_THREADS)
+            raise _as_click(e) from None
 
     def invoke(self, ctx: click.Context) -> Any:
         configure_logging()
@@ -189,7 +190,7 @@ def threads_option(what: str, measured: bool = False) -> Callable[[FC], FC]:
     return click.option(
         "--threads",
         type=click.IntRange(1, MAX_THREADS),
-        default=default_threads(),
+        default=default_threads,  # called when the command runs: OMP_NUM_THREADS refused there, in one line
         show_default="one per physical core",
         metavar="N",
         help=what,

@@ -17,6 +17,15 @@ from gptkit.shared.shards import MASK_DTYPE, ShardError, open_shard, verify_shar
 log = logging.getLogger(__name__)
 
 
+class TooShort(SettingError):
+    """A split whose longest shard holds fewer tokens than one sequence: `longest` tokens, so that
+    a caller who knows where the context length came from can say what would fit."""
+
+    def __init__(self, setting: str, problem: str, longest: int) -> None:
+        super().__init__(setting, problem)
+        self.longest = longest
+
+
 class ShardData:
     """The shards of one split of a data directory, opened as memmaps and checked against the
     model's tokenizer and the manifest. With `verify`, every token is read once first: the CRC-32
@@ -52,10 +61,11 @@ class ShardData:
         self.sizes = np.array([len(s.tokens) for s in self.shards], np.int64)
         self.starts = np.concatenate([[0], np.cumsum(self.sizes)])  # of each shard in the stream; [-1]: its length
         if self.sizes.max() < context_length + 1:
-            raise SettingError(
+            raise TooShort(
                 "data",
                 f"{data.path}: the longest {split} shard has {self.sizes.max():,} tokens, "
                 f"too few for one sequence of {context_length} + 1",
+                int(self.sizes.max()),
             )
 
     def locate(self, position: int) -> tuple[int, int]:

@@ -12,7 +12,10 @@ from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
+from .errors import InputError
+
 PR_SET_PDEATHSIG = 1  # linux/prctl.h
+MAX_THREADS = 1024  # more than any machine has cores, few enough for every count to be a C int and a thread pool
 
 
 def physical_cores() -> int:
@@ -30,9 +33,25 @@ def physical_cores() -> int:
 
 
 def threads_from_environment() -> int | None:
-    """OMP_NUM_THREADS where the environment sets it (torchrun sets 1 for several processes a machine)."""
-    omp = os.environ.get("OMP_NUM_THREADS", "")
-    return int(omp) if omp.isdigit() and int(omp) > 0 else None
+    """OMP_NUM_THREADS where the environment sets it (torchrun sets 1 for several processes a machine),
+    read as OpenMP reads it: a comma-separated list of thread counts, one per level of nested
+    parallelism, whose first is this process's (torch takes that one too). A value OpenMP would not
+    take, which libgomp ignores with a warning, or a count above MAX_THREADS (which torch's kernels
+    do not survive) is an InputError: the user's setting is obeyed or refused, never passed over."""
+    omp = os.environ.get("OMP_NUM_THREADS", "").strip()
+    if not omp:
+        return None
+    counts = [part.strip() for part in omp.split(",")]
+    if not all(part.isascii() and part.isdigit() and int(part) > 0 for part in counts):
+        raise InputError(
+            f"OMP_NUM_THREADS={omp}: not a thread count (OpenMP takes whole numbers above 0, one per "
+            "nesting level, separated by commas); set it so, or unset it"
+        )
+    if int(counts[0]) > MAX_THREADS:
+        raise InputError(
+            f"OMP_NUM_THREADS={omp}: {int(counts[0]):,} threads, more than the {MAX_THREADS:,} gptkit runs"
+        )
+    return int(counts[0])
 
 
 def cores_per_process() -> int:

@@ -12,8 +12,14 @@ way (a test holds the two alike).
 
 from __future__ import annotations
 
+import copy
+import dataclasses
+
 import numpy as np
 import numpy.typing as npt
+
+from gptkit.shared.shard_data import ShardData
+from gptkit.shared.shards import dtype_for
 
 from .bpe import Tokenizer
 
@@ -84,3 +90,27 @@ class Unmerge:
     def length(self, ids: np.ndarray) -> int:
         """How many ids of the cut `ids` make."""
         return sum(int(self.lengths[np.asarray(ids[s : s + BLOCK], np.int64)].sum()) for s in range(0, len(ids), BLOCK))
+
+
+def cut_to(full: Tokenizer, cut: Tokenizer) -> Unmerge | None:
+    """The map from the ids of `full` to those of `cut` where `cut` is a cut of `full` to its first
+    merges (the tokenizer of a run trained with `--merges` on data of `full`'s ids); else None."""
+    merges = len(cut.merges)
+    if merges >= len(full.merges) or not cuttable(full):
+        return None
+    unmerge = Unmerge(full, merges)
+    return unmerge if unmerge.tokenizer.fingerprint == cut.fingerprint else None
+
+
+def cut_split(split: ShardData, unmerge: Unmerge, context_length: int) -> ShardData:
+    """`split` (of the full tokenizer's ids, without a mask) in the ids of the cut `unmerge` maps
+    them to, in memory, read in sequences of `context_length` tokens: what a run trained on a cut
+    reads, and what eval reads of the same data for it."""
+    vocab_size = unmerge.tokenizer.vocab_size
+    dtype = dtype_for(vocab_size)
+    cut = copy.copy(split)
+    cut.shards = [dataclasses.replace(s, tokens=unmerge(s.tokens, dtype)) for s in split.shards]
+    cut.vocab_size, cut.verified, cut.context_length, cut.dtype = vocab_size, True, context_length, np.dtype(dtype)
+    cut.sizes = np.array([len(s.tokens) for s in cut.shards], np.int64)
+    cut.starts = np.concatenate([[0], np.cumsum(cut.sizes)])
+    return cut

@@ -68,6 +68,7 @@ from gptkit.shared.files import (
     sync_directory,
 )
 from gptkit.shared.jsonfile import is_count, read_json
+from gptkit.shared.workers import MAX_THREADS
 from gptkit.tokenizer import Tokenizer
 
 from .fsdp import placed, whole
@@ -398,9 +399,9 @@ def _state_problem(state, optimizers):
         return f"no step count of optimizer {missing[0]!r}"
     threads = state.get("threads")  # only where the run records its thread count
     if threads is not None and not (
-        isinstance(threads, dict) and is_count(threads.get("count")) and threads["count"] > 0
-    ):
-        return f"'threads' is {threads!r}, not a thread count"
+        isinstance(threads, dict) and is_count(threads.get("count")) and 0 < threads["count"] <= MAX_THREADS
+    ):  # bounded as --threads is: torch's kernels crash on 100,000 threads
+        return f"'threads' is {threads!r}, not a thread count from 1 to {MAX_THREADS:,}"
     try:
         bytes.fromhex(state["rng"]["torch"])
     except (KeyError, TypeError, ValueError):

@@ -14,15 +14,11 @@ state is the step.
 
 from __future__ import annotations
 
-import copy
-import dataclasses
-
 import numpy as np
 
 from gptkit.shared.errors import SettingError, named
 from gptkit.shared.shard_data import ShardData
 from gptkit.shared.shard_dir import TOKENIZER_FILE, ShardDir
-from gptkit.shared.shards import dtype_for
 from gptkit.tokenizer import Tokenizer
 from gptkit.tokenizer.cut import Unmerge, cuttable
 
@@ -82,18 +78,6 @@ def data_tokenizer(data: ShardDir) -> Tokenizer:
         )
         raise SettingError("data", f"{data.path}: no {TOKENIZER_FILE}{hint}")
     return Tokenizer.from_file(data.tokenizer)
-
-
-def cut_split(split: ShardData, unmerge: Unmerge, vocab_size: int, context_length: int) -> ShardData:
-    """`split` in the tokens of a cut of its tokenizer (gptkit.tokenizer.cut: `unmerge` maps its ids to
-    the cut's, of `vocab_size` tokens), in memory, read in sequences of `context_length` tokens."""
-    dtype = dtype_for(vocab_size)
-    cut = copy.copy(split)
-    cut.shards = [dataclasses.replace(s, tokens=unmerge(s.tokens, dtype)) for s in split.shards]
-    cut.vocab_size, cut.verified, cut.context_length, cut.dtype = vocab_size, True, context_length, np.dtype(dtype)
-    cut.sizes = np.array([len(s.tokens) for s in cut.shards], np.int64)
-    cut.starts = np.concatenate([[0], np.cumsum(cut.sizes)])
-    return cut
 
 
 def cut_of(merges: int | None, data: ShardDir, tokenizer: Tokenizer, init_from: str | None) -> Unmerge | None:

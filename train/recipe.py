@@ -42,10 +42,9 @@ from gptkit.shared.errors import GptkitError
 from gptkit.shared.shard_data import ShardData
 from gptkit.shared.shard_dir import ShardDir
 from gptkit.tokenizer import Tokenizer
-from gptkit.tokenizer.cut import Unmerge, cuttable
+from gptkit.tokenizer.cut import Unmerge, cut_split, cuttable
 
 from .config import TrainConfig, parse_duration
-from .data import cut_split
 from .optim import AdamW
 from .sections import DEFAULT_BUDGET
 from .trials import ENOUGH_STEPS, VAL_TOKENS, Candidate, Score, Tokens, Trial, halving
@@ -523,7 +522,7 @@ def _choose(full, tokenizer, merges, seconds, device, threads, agree, world):
     vocab_size, train = tokenizer.vocab_size, full
     if merges != len(tokenizer.merges):
         unmerge = Unmerge(tokenizer, merges)
-        vocab_size, train = unmerge.tokenizer.vocab_size, cut_split(full, unmerge, unmerge.tokenizer.vocab_size, 1)
+        vocab_size, train = unmerge.tokenizer.vocab_size, cut_split(full, unmerge, 1)
     timer = step_timer(vocab_size, device, threads, seconds, agree, world)
     chosen = choose(int(train.starts[-1]), vocab_size, seconds, timer, Repeats.of(train))
     if chosen is None:
@@ -542,7 +541,7 @@ def _candidates(shapes, data, tokenizer, val):
         train = ShardData(data, "train", tokenizer.vocab_size, tokenizer.fingerprint, shape.context, verify=False)
         unmerge = Unmerge(tokenizer, merges)
         cut = unmerge.tokenizer
-        tokens = Tokens(cut, cut_split(train, unmerge, cut.vocab_size, shape.context), unmerge(held_out, np.int64))
+        tokens = Tokens(cut, cut_split(train, unmerge, shape.context), unmerge(held_out, np.int64))
         name = f"{'bytes' if merges == 0 else f'{cut.vocab_size:,}'} (d {shape.d_model} x {shape.n_layers})"
         candidates.append(Candidate(name, tokens, ModelConfig(**shape.model(cut.vocab_size)), shape.batch, shape.lr))
     return candidates

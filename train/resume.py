@@ -32,6 +32,7 @@ def check_resume(
     out = config.job.out
     checkpoint = Path(out) / LATEST if resume is True else Path(str(resume))
     setting = "resume" if resume is True else "from_checkpoint"  # what named the checkpoint
+    _check_merges(then.get("merges"), config.batch.merges, out)  # before the checkpoint's tokenizer, which it changes
     saved, state = read_state(checkpoint, config.job, run.tokenizer, run.model, setting)
     if saved.lora != run.lora:
         raise SettingError(
@@ -63,6 +64,18 @@ def _adapters(lora):
     if lora is None:
         return "none (every weight trains)"
     return f"rank {lora.rank}, alpha {lora.alpha:g} on {','.join(lora.targets)}"
+
+
+def _check_merges(then, now, out):
+    """Refuse merges (`now`) other than those the run trained on (`then`: its config.json's, None
+    for the data's tokenizer whole): a cut is another tokenizer, which the run's checkpoints are not of."""
+    if now != then:
+        trained = "the data's tokenizer whole" if then is None else f"the data's tokenizer cut to {then} merges"
+        raise SettingError(
+            "merges",
+            f"{now}: the run in {out} trained on {trained}; a resume goes on with its tokenizer "
+            f"(resume without {named('merges')}, or start a new run to train on another)",
+        )
 
 
 def _check_threads(recorded, threads):

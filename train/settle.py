@@ -34,14 +34,14 @@ from gptkit.runtime.device import Memory
 from gptkit.runtime.threads import Threads
 from gptkit.shared import config as config_files
 from gptkit.shared.errors import SettingError, named
-from gptkit.shared.shard_data import ShardData
+from gptkit.shared.shard_data import ShardData, TooShort
 from gptkit.shared.shard_dir import ShardDir
 from gptkit.tokenizer import Tokenizer
-from gptkit.tokenizer.cut import Unmerge
+from gptkit.tokenizer.cut import Unmerge, cut_split
 
 from .checkpointing import initial_model
 from .config import FIELDS, LENGTH, PATHS, PRESETS_DIR, TrainConfig, refuse_unused
-from .data import Loader, cut_of, cut_split, data_tokenizer
+from .data import Loader, cut_of, data_tokenizer
 from .prepared import Run
 from .processes import Dist
 from .recipe import recipe_settings
@@ -60,6 +60,7 @@ def settle(config: TrainConfig, resume: bool | str = False, dist: Dist = Dist(),
     data = ShardDir(config.job.data)
     tokenizer = data_tokenizer(data)
     recipe = start = None
+    context_given = config.batch.context_length is not None  # else the recipe's, or the model's own
     if config.job.init_from and not resume:  # layer 3: the checkpoint's model
         recorded, start = initial_model(as_given, tokenizer)
         config = from_layers({**config.to_dict(), "model": None}, {"model": recorded})
@@ -74,7 +75,8 @@ def settle(config: TrainConfig, resume: bool | str = False, dist: Dist = Dist(),
     lora = _lora(config, model)
     if recipe is not None:
         _log(recipe.line(config, model))
-    loader, val_data = _splits(config, data, tokenizer, model, dist, cut)
+    context_from = "the recipe chose that context" if recipe is not None else "that is the model's context"
+    loader, val_data = _splits(config, data, tokenizer, model, dist, cut, None if context_given else context_from)
     eot_id = data.eot_id(tokenizer)
     if cut is not None:
         tokenizer, eot_id = cut.tokenizer, None if eot_id is None else int(cut(np.array([eot_id]), np.int64)[0])
@@ -197,18 +199,33 @@ def _may_be_unset(name: str) -> bool:
 
 
 def _splits(
-    config: TrainConfig, data: ShardDir, tokenizer: Tokenizer, model: ModelConfig, dist: Dist, cut: Unmerge | None
+    config: TrainConfig,
+    data: ShardDir,
+    tokenizer: Tokenizer,
+    model: ModelConfig,
+    dist: Dist,
+    cut: Unmerge | None,
+    context_from: str | None,
 ) -> tuple[Loader, ShardData]:
     """This process's training batches and the validation split, both checked (verify_data), in the
-    tokens of the data's `tokenizer`, or of its `cut`."""
+    tokens of the data's `tokenizer`, or of its `cut`. `context_from`: where a context length the user
+    did not give came from, said where the data is too short for it (None: the user gave it)."""
     batch = config.batch
     context = batch.context_length or model.context_length
-    train, val = (
-        ShardData(data, split, tokenizer.vocab_size, tokenizer.fingerprint, context, batch.verify_data)
-        for split in ("train", "val")
-    )
+    try:
+        train, val = (
+            ShardData(data, split, tokenizer.vocab_size, tokenizer.fingerprint, context, batch.verify_data)
+            for split in ("train", "val")
+        )
+    except TooShort as e:
+        if e.longest < 2:  # no context fits: the data is too short, whatever the setting
+            raise
+        chosen = "" if context_from is None else f"{context_from}: "
+        raise SettingError(
+            "data", f"{e.marked}; {chosen}give {named('context_length')} {e.longest - 1} or less"
+        ) from None
     if cut is not None:
-        train, val = (cut_split(split, cut, model.vocab_size, context) for split in (train, val))
+        train, val = (cut_split(split, cut, context) for split in (train, val))
     assert batch.batch_size is not None
     if batch.batch_size % dist.world:
         raise SettingError(

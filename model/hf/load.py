@@ -24,7 +24,7 @@ from gptkit.shared.errors import InputError
 from gptkit.shared.files import Input, StrPath
 from gptkit.tokenizer import Tokenizer
 
-from ..checkpoint import check_target, check_tensors, model_tensors, save_model
+from ..checkpoint import check_finite, check_target, check_tensors, model_tensors, save_model
 from ..config import ModelConfig
 from ..model import TransformerLM
 from .chat import CHECKPOINT_FILES, checkpoint_files, read_chat_template
@@ -157,7 +157,5 @@ def _read_weights(family, config: ModelConfig, source, files: dict, expected: di
             )
         del tensors["lm_head.weight"]
     check_tensors(tensors, expected, source, file_of)
-    for key, tensor in tensors.items():
-        if not torch.isfinite(tensor).all():
-            raise InputError(f"{file_of[key]}: tensor {key!r} holds NaN or infinite values; expected finite weights")
+    check_finite(tensors, source, file_of)
     return tensors

@@ -113,7 +113,39 @@ DAMAGE = {
         lambda run: flip_a_byte(latest(run, "model.safetensors")),
         ["model.safetensors: corrupted"],
     ),
+    # edited with care: each file's CRC-32 recorded anew, so that the file's own checks pass
+    "model.safetensors NaN": (
+        lambda run: rewritten(latest(run), "model.safetensors", lambda t: t["layers.0.ffn.w1.weight"].fill_(torch.nan)),
+        ["model.safetensors: tensor 'layers.0.ffn.w1.weight' holds NaN or infinite values"],
+    ),
+    "optimizer.safetensors infinite": (
+        lambda run: rewritten(latest(run), "optimizer.safetensors", lambda t: next(iter(t.values())).fill_(torch.inf)),
+        ["optimizer.safetensors: tensor", "holds NaN or infinite values"],
+    ),
+    "trainer_state.json 100000 threads": (  # died of SIGSEGV in torch's kernels
+        lambda run: rewritten(latest(run), "trainer_state.json", lambda s: s.update(threads={"count": 100000})),
+        ["trainer_state.json: damaged ('threads' is {'count': 100000}, not a thread count from 1 to 1,024)"],
+    ),
 }
+
+
+def rewritten(checkpoint, name, change):
+    """The checkpoint's file `name` (safetensors or JSON) changed by `change` (given its tensors or
+    object), and its CRC-32 recorded anew in config.json."""
+    from gptkit.model.checkpoint import file_crc32
+
+    path = checkpoint / name
+    if name.endswith(".json"):
+        content = json.loads(path.read_text())
+        change(content)
+        path.write_text(json.dumps(content))
+    else:
+        tensors = safetensors.torch.load_file(path)
+        change(tensors)
+        safetensors.torch.save_file(tensors, path)
+    config = json.loads((checkpoint / "config.json").read_text())
+    config["crc32"][name] = file_crc32(path)
+    (checkpoint / "config.json").write_text(json.dumps(config))
 
 
 def flip_a_byte(path, at=None):
@@ -784,21 +816,30 @@ def test_an_empty_stories_out_a_huge_threads_and_a_plot_out_under_a_file_are_one
     assert (tmp_path / "file").read_text() == "mine"
 
 
+@pytest.mark.parametrize("value", ["abc", "100000"])
+def test_an_omp_num_threads_that_cannot_work_is_one_line_in_every_stage_that_reads_it(tmp_path, monkeypatch, value):
+    """Read where --threads is not given, by the stages of worker processes (click's default) and of
+    torch's threads alike; 100000 crashed torch's kernels (SIGSEGV)."""
+    from gptkit.cli import cli
+
+    monkeypatch.setenv("OMP_NUM_THREADS", value)
+    stages = (
+        ["tokenizer", "train", "--input", tmp_path, "--vocab-size", 300],
+        ["pretokenize", "-t", tmp_path, tmp_path, "--out", tmp_path / "out"],
+        ["sample", "--checkpoint", tmp_path, "--prompt", "a"],
+    )
+    for stage in stages:
+        assert_input_error(invoke(cli, *stage), f"OMP_NUM_THREADS={value}: ")
+    for stage in stages:  # with --threads the environment is not read: the stage goes on to its input
+        res = invoke(cli, *stage, "--threads", 1)
+        assert res.exit_code == 2 and "OMP_NUM_THREADS" not in res.stderr, res.output
+
+
 @pytest.mark.parametrize("field, value", [("step", -5), ("tokens", -1), ("step", True), ("step", 2**70)])
 def test_a_trainer_state_with_a_count_out_of_range_and_a_matching_crc_is_refused(run, field, value):
     """A trainer_state.json edited with care (its CRC-32 in config.json rewritten to match): the
     counts are checked too."""
-    import json
-
-    from gptkit.model.checkpoint import file_crc32
-
-    state_path, config_path = latest(run, "trainer_state.json"), latest(run, "config.json")
-    state = json.loads(state_path.read_text())
-    state[field] = value
-    state_path.write_text(json.dumps(state))
-    config = json.loads(config_path.read_text())
-    config["crc32"]["trainer_state.json"] = file_crc32(state_path)
-    config_path.write_text(json.dumps(config))
+    rewritten(latest(run), "trainer_state.json", lambda state: state.update({field: value}))
     res = invoke(train_cli, "--out", run, "--resume", "--max-steps", 8)
     assert_input_error(res, "trainer_state.json", f"{field!r} is {value!r}, not a count")
 

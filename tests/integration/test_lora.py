@@ -383,3 +383,85 @@ def test_no_command_writes_over_or_into_the_checkpoint_a_lora_run_adapts(data, m
         data_before = contents(data)
         assert_input_error(invoke(*run_flags(data, out, None, max_steps=2), *extra), needle)
         assert contents(base) == before and contents(data) == data_before
+
+
+# -- numbers and records checked where they are read -------------------------------------------------
+
+
+def commands_that_read(checkpoint, tmp_path):
+    """What reads a checkpoint's weights for use: sample, eval, serve and every export."""
+    from gptkit.serve.cli import cli as serve_cli
+
+    text = tmp_path / "text.txt"
+    text.write_text("the cat sat on the mat. " * 8)
+    at = ["--checkpoint", str(checkpoint)]
+    return {
+        "sample": (sample_cli, [*at, "--prompt", "Once", "--temperature", "0", "--device", "cpu"]),
+        "eval": (eval_cli, ["text", *at, "--input", str(text), "--device", "cpu", "-q"]),
+        "serve": (serve_cli, [*at, "--port", "0", "--device", "cpu"]),
+        "export-hf": (model_cli, ["export-hf", *at, "--out", str(tmp_path / "hf")]),
+        "export-hf --peft": (model_cli, ["export-hf", *at, "--out", str(tmp_path / "peft"), "--peft"]),
+        "export-gguf": (model_cli, ["export-gguf", *at, "--out", str(tmp_path / "m.gguf")]),
+    }
+
+
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), 1e30])  # 1e30: finite, merged past float32's range
+def test_adapters_that_are_not_finite_are_refused_by_every_reader(tmp_path, small_tokenizer, value):
+    """Adapters set to NaN with the file's CRC-32 recorded anew pass every check of the file's own: sample
+    printed the token of id 0 (`Once\\x00\\x00...`) and the exports wrote them on. Each reader refuses them
+    in one line naming the adapters' file; the adapters apart (the peft export) hold 1e30 as it is."""
+    tok, _ = small_tokenizer
+    base, lora = lora_checkpoint(tok, tmp_path, "llama", ["wq"])
+    model, _ = load_model(base)
+    record = json.loads((lora / "config.json").read_text())["lora"]
+    adapters = load_file(lora / "adapters.safetensors")
+    adapters["layers.1.attention.wq.lora_b"][0] = value
+    if value == 1e30:
+        adapters["layers.1.attention.wq.lora_a"][:, 0] = value
+    save_model(model, tok, tmp_path / "bad", eot_id=tok.special_tokens["<|endoftext|>"], tensors=adapters, lora=record)
+    for what, (cli, args) in commands_that_read(tmp_path / "bad", tmp_path).items():
+        if what == "export-hf --peft" and value == 1e30:
+            continue
+        res = CliRunner().invoke(cli, args)
+        assert_input_error(res, str(tmp_path / "bad" / "adapters.safetensors"), "holds NaN or infinite values")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bad", "base", "lora", "text.txt"]  # nothing written
+
+
+def test_a_checkpoint_with_nan_weights_is_refused_by_every_reader(tmp_path, small_tokenizer, data):
+    """A checkpoint whose norm weights are NaN exported to GGUF without a word; a run cannot train on from it."""
+    tok, _ = small_tokenizer
+    base, _ = lora_checkpoint(tok, tmp_path, "llama", ["wq"])
+    model, _ = load_model(base)
+    with torch.no_grad():
+        model.layers[0].attention_norm.weight[3] = torch.nan
+    save_model(model, tok, tmp_path / "nan", eot_id=tok.special_tokens["<|endoftext|>"])
+    for what, (cli, args) in commands_that_read(tmp_path / "nan", tmp_path).items():
+        if what == "export-hf --peft":  # holds no adapters: refused as such, before any weight is read
+            continue
+        res = CliRunner().invoke(cli, args)
+        assert_input_error(res, f"{tmp_path / 'nan' / 'model.safetensors'}: tensor 'layers.0.attention_norm.weight'")
+    for lora in ((), LORA):
+        res = invoke(*run_flags(data, tmp_path / "run", None, max_steps=1), "--init-from", tmp_path / "nan", *lora)
+        assert_input_error(res, f"{tmp_path / 'nan' / 'model.safetensors'}: tensor 'layers.0.attention_norm.weight'")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["base", "lora", "nan", "text.txt"]
+
+
+@pytest.mark.parametrize(
+    "change, needle",
+    [
+        (lambda r: r.pop("base_digest"), "lora is damaged (no base_digest; expected the SHA-256"),
+        (lambda r: r.update(base_digest="3f2a"), "lora is damaged (base_digest is '3f2a'; expected the SHA-256"),
+        (lambda r: r.pop("base"), "lora is damaged (no base; expected the directory of the checkpoint"),
+    ],
+)
+def test_a_damaged_lora_record_is_named_as_damaged_not_as_another_base(tmp_path, small_tokenizer, change, needle):
+    """A record without its base's digest said the base was "another checkpoint ... put that one back",
+    though the base was the right one."""
+    tok, _ = small_tokenizer
+    _, lora = lora_checkpoint(tok, tmp_path, "llama", ["wq"])
+    config = json.loads((lora / "config.json").read_text())
+    change(config["lora"])
+    (lora / "config.json").write_text(json.dumps(config))
+    res = CliRunner().invoke(sample_cli, ["--checkpoint", str(lora), "--prompt", "a", "--device", "cpu"])
+    assert_input_error(res, f"{lora / 'config.json'}: {needle}")
+    assert "put that one back" not in res.stderr

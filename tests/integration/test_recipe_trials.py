@@ -98,6 +98,40 @@ def test_a_run_on_a_cut_resumes_exactly(byte_run, data, model_json, tmp_path):
     assert comparable(stopped) == comparable(byte_run)
 
 
+def test_a_resume_with_other_merges_names_merges_not_the_data(byte_run, tmp_path):
+    """The cut changes the checkpoint's tokenizer: the resume blamed the data ("encoded with tokenizer ...")."""
+    import shutil
+
+    run = tmp_path / "run"
+    shutil.copytree(byte_run, run, symlinks=True)
+    assert_input_error(
+        invoke("--out", run, "--resume", "--merges", 60, "--max-steps", 8),
+        f"--merges 60: the run in {run} trained on the data's tokenizer cut to 0 merges",
+        "resume without --merges",
+    )
+
+
+def test_eval_reads_the_data_a_run_on_a_cut_trained_on_as_the_trainer_does(byte_run, data, tmp_path):
+    """`eval text --copy-from DATA` (and `--data DATA`) on a run whose tokenizer is a cut of DATA's (the
+    trials' choice, or --merges) refused the data the run trained on: its ids are mapped to the cut's,
+    as the trainer maps them."""
+    from gptkit.shared.shard_data import ShardData
+
+    tokenizer = data_tokenizer(ShardDir(data))
+    train = ShardData(ShardDir(data), "train", tokenizer.vocab_size, tokenizer.fingerprint, 1)
+    (tmp_path / "val.txt").write_text("the cat sat on the mat. " * 20)
+    at = ["text", "--checkpoint", str(byte_run / "latest"), "-q"]
+    for source, out in ((["--data", str(data)], "val.json"), (["--input", str(tmp_path / "val.txt")], "text.json")):
+        res = CliRunner().invoke(
+            eval_cli, [*at, *source, "--copy-from", str(data), "--adapt", "--out", str(tmp_path / out)]
+        )
+        assert res.exit_code == 0, res.output
+        scored = json.loads((tmp_path / out).read_text())
+        assert scored["copy_tokens"] == Unmerge(tokenizer, 0).length(train.span(0, int(train.starts[-1])))
+        assert scored["bpb"] < scored["model_bpb"]  # copied from the training text
+    assert scored["tokens"] == scored["bytes"]  # of the text: a byte a token
+
+
 def test_a_bad_cut_is_one_line(data, model_json, tmp_path, small_tokenizer):
     merges = len(small_tokenizer[0].merges)
     args = run_flags(data, tmp_path / "run", model_json, max_steps=1)

@@ -199,10 +199,20 @@ def test_bad_data_directories(data, model_json, small_tokenizer, tmp_path):
         split=Split(val_fraction=0.5),
         quiet=True,
     )
+    too_few = "--data", f"{tmp_path / 'tiny'}: the longest train shard has 4 tokens, too few for one sequence of 64 + 1"
     assert_input_error(
         invoke(*base_flags(tmp_path / "tiny", tmp_path / "r", model_json, context_length=64)),
-        "too few for one sequence of 64",
+        *too_few,
+        "+ 1; give --context-length 3 or less",
     )
+    # a context the user did not give is said to be the model's or the recipe's, with the flag that changes it
+    given = ["--data", tmp_path / "tiny", "--out", tmp_path / "r", "--device", "cpu", "--max-steps", 1, "--threads", 1]
+    assert_input_error(
+        invoke(*given, "--model", model_json), *too_few, "+ 1; that is the model's context: give --context-length 3"
+    )
+    res = invoke(*given)  # the recipe's line comes first, on stdout: it says what the recipe chose
+    assert res.exit_code == 2 and "context 64 the ladder's" in res.stdout
+    assert res.stderr == f"Error: {' '.join(too_few)}; the recipe chose that context: give --context-length 3 or less\n"
     assert not (tmp_path / "r").exists()
 
 

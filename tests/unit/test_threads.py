@@ -120,6 +120,45 @@ def test_threads_flag_or_omp_num_threads_fix_the_count(monkeypatch):
         torch.set_num_threads(before)
 
 
+@pytest.mark.parametrize(
+    "value, count",
+    [("", None), ("3", 3), (" 3 ", 3), ("2,1", 2), ("4, 2", 4), ("1024", 1024)],
+)
+def test_omp_num_threads_is_read_as_openmp_reads_it(monkeypatch, value, count):
+    """A comma-separated list, one count per nesting level: the first is this process's (torch
+    takes it too: OMP_NUM_THREADS=2,1 runs torch on two threads)."""
+    from gptkit.shared.workers import threads_from_environment
+
+    monkeypatch.setenv("OMP_NUM_THREADS", value)
+    assert threads_from_environment() == count
+
+
+@pytest.mark.parametrize(
+    "value, needle",
+    [
+        ("abc", "not a thread count"),
+        ("0", "not a thread count"),
+        ("2,x", "not a thread count"),
+        ("2,", "not a thread count"),
+        ("-1", "not a thread count"),
+        ("100000", "100,000 threads, more than the 1,024 gptkit runs"),
+    ],
+)
+def test_an_omp_num_threads_openmp_would_not_take_or_too_large_is_refused(monkeypatch, value, needle):
+    """libgomp ignores the first five with a warning, and torch's kernels died of SIGSEGV on the last."""
+    from gptkit.shared.errors import InputError
+    from gptkit.shared.workers import threads_from_environment
+
+    monkeypatch.setenv("OMP_NUM_THREADS", value)
+    with pytest.raises(InputError, match=f"OMP_NUM_THREADS={value}: {needle}"):
+        threads_from_environment()
+    before = torch.get_num_threads()
+    try:
+        assert torch_threads(1).fixed == 1  # --threads wins: the environment is not read
+    finally:
+        torch.set_num_threads(before)
+
+
 def test_sample_and_train_measure_by_default():
     """The commands' --threads default is the measured count (None for torch_threads)."""
     from gptkit.sample.cli import cli as sample_cli

@@ -8,10 +8,10 @@ import torch
 from gptkit.model.config import ModelConfig
 from gptkit.shared.shard_data import ShardData
 from gptkit.shared.shard_dir import ShardDir
-from gptkit.tokenizer.cut import Unmerge
+from gptkit.tokenizer.cut import Unmerge, cut_split
 from gptkit.train.budget import MIN_LEFT, Planner
 from gptkit.train.config import TrainConfig
-from gptkit.train.data import cut_split, data_tokenizer
+from gptkit.train.data import data_tokenizer
 from gptkit.train.trials import WARMUP, Candidate, Score, Tokens, Trial, halving
 
 
@@ -77,7 +77,7 @@ def test_a_trial_scores_the_same_held_out_bytes_in_any_cut(data):
         unmerge = Unmerge(tokenizer, merges)
         cut = unmerge.tokenizer
         model = ModelConfig(vocab_size=cut.vocab_size, context_length=32, d_model=32, n_layers=1, n_heads=2, d_ff=64)
-        tokens = Tokens(cut, cut_split(full, unmerge, cut.vocab_size, 32), unmerge(held_out, np.int64))
+        tokens = Tokens(cut, cut_split(full, unmerge, 32), unmerge(held_out, np.int64))
         trial = Trial(Candidate("x", tokens, model, 4, 1e-3), 0.01, torch.device("cpu"), 0, float)
         trial.train(0.01)
         first = trial.score()

@@ -157,7 +157,8 @@ class Samples:
     a sample ends at the end-of-text token, at a stop string or after max_new_tokens. `seed`
     gives the same samples again; `texts()`, each sample's whole text. Once read, `tokens[i]`: the
     tokens generated for sample i (its end-of-text token included); `finish_reasons[i]`: "stop"
-    (end-of-text or a stop string) or "length" (max_new_tokens), what a server reports. `steps`:
+    (end-of-text or a stop string), "length" (max_new_tokens) or "abort" (its steps ended before
+    either: a server's batch stopped at shutdown; vLLM's word), what a server reports. `steps`:
     where the tokens come from (Steps); `close()` stops a reader that wants no more."""
 
     def __init__(self, sampler: Sampler, ids: Sequence[int], settings: Settings, steps: Steps | None = None) -> None:
@@ -202,6 +203,8 @@ class Samples:
                 break
             started = time.perf_counter()  # the reader's time between steps is not the token's
         for i, stream in enumerate(streams):
+            if not finished[i] and self.tokens[i] < settings.max_new_tokens:
+                self.finish_reasons[i] = "abort"
             if not stream.done:
                 yield from self._piece(i, stream.finish())
 

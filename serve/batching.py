@@ -16,6 +16,10 @@ with its own settings and generator, as generate() does for the samples of one p
 
 Bounded: at most `rows` samples decode at once; up to WAITING_PER_ROW times as many wait, in
 order; a request beyond that is refused (Busy), and so is one with more samples than rows.
+
+Stopped (a server's shutdown): `stop()` ends every request at once, its reader's next token
+none, and returns when the thread has finished its step and left the model, so that nothing
+runs torch while the process exits.
 """
 
 from __future__ import annotations
@@ -45,6 +49,10 @@ class Busy(Exception):
     """The queue is full: come back later."""
 
 
+class Stopped(Exception):
+    """The batcher has stopped: it takes no more requests."""
+
+
 class Request:
     """A request's samples in the batch: an iterator of their next tokens, a (n,) CPU tensor per
     step, as generate() yields them; `close()` ends it (it frees its rows at the next step)."""
@@ -57,6 +65,7 @@ class Request:
         self.made = 0  # steps taken
         self.last: torch.Tensor | None = None  # its rows' last tokens, on the model's device
         self.closed = False
+        self.cut = False  # ended by stop(): its reader takes no more of what is queued
         self._out: queue.SimpleQueue[torch.Tensor | BaseException | None] = queue.SimpleQueue()
 
     def __iter__(self) -> Iterator[torch.Tensor]:
@@ -64,7 +73,7 @@ class Request:
 
     def __next__(self) -> torch.Tensor:
         item = self._out.get()
-        if item is _END:
+        if item is _END or self.cut:
             raise StopIteration
         if isinstance(item, BaseException):
             raise item
@@ -85,7 +94,9 @@ class Batcher:
         self.waiting: deque[Request] = deque()
         self.running: list[Request] = []
         self.changed = threading.Condition()
-        threading.Thread(target=self._run, name="batcher", daemon=True).start()
+        self.stopped = False
+        self._thread = threading.Thread(target=self._run, name="batcher", daemon=True)
+        self._thread.start()
 
     def submit(self, ids: Sequence[int], settings: Settings, seed: int) -> Request:
         """Queue a request (its prompt ids fit the context with its max_new_tokens, and it asks for
@@ -93,6 +104,8 @@ class Batcher:
         assert 0 < settings.num_samples <= self.rows and len(ids) + settings.max_new_tokens <= self.cache.capacity
         request = Request(ids, settings, seed)
         with self.changed:
+            if self.stopped:
+                raise Stopped("the server is stopping")
             waiting = sum(r.n for r in self.waiting if not r.closed)
             if waiting + request.n > WAITING_PER_ROW * self.rows:
                 raise Busy(f"{self.rows} samples are decoding and {waiting} waiting")
@@ -100,19 +113,33 @@ class Batcher:
             self.changed.notify()
         return request
 
+    def stop(self) -> None:
+        """End every request now, waiting or decoding (they end as if their steps had run out),
+        refuse new ones (Stopped), and return once the thread has left the model."""
+        with self.changed:
+            self.stopped = True
+            for request in [*self.waiting, *self.running]:
+                request.cut = True
+                request._out.put(_END)  # a reader waiting for its next token wakes to none
+            self.changed.notify_all()
+        self._thread.join()
+
     def _run(self) -> None:
         with torch.inference_mode():
-            while True:
-                for request in self._admitted():
+            while (admitted := self._admitted()) is not None:
+                for request in admitted:
                     self._guarded([request], functools.partial(self._join, request))
                 if self.running:
                     self._guarded(self.running, functools.partial(self._step, self.running))
 
-    def _admitted(self) -> list[Request]:
-        """The waiting requests that get rows now, in order (blocking while there is no work)."""
+    def _admitted(self) -> list[Request] | None:
+        """The waiting requests that get rows now, in order (blocking while there is no work);
+        None once stopped."""
         with self.changed:
-            while not self.waiting and not self.running:
+            while not self.waiting and not self.running and not self.stopped:
                 self.changed.wait()
+            if self.stopped:
+                return None
             for request in [r for r in self.running if r.closed]:
                 self._leave(request)
             admitted = []

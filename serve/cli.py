@@ -3,6 +3,7 @@
 
 import ipaddress
 import logging
+import re
 from collections.abc import Sequence
 from urllib.parse import urlsplit
 
@@ -69,6 +70,15 @@ log = logging.getLogger(__name__)
     help="Samples decoded together (continuous batching; every step computes N rows); up to 4N more wait, "
     "and a request beyond that gets a 429.",
 )
+@click.option(
+    "--shutdown-timeout",
+    type=click.IntRange(0),
+    metavar="SECONDS",
+    default=5,
+    show_default=True,
+    help="On Ctrl-C or SIGTERM, new requests get a 503 and those in flight up to SECONDS to finish; then "
+    "they end (finish_reason abort) and the server exits. 0: at once.",
+)
 @click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto", show_default=True)
 @threads_option("Threads of torch's CPU kernels.", measured=True)
 def cli(
@@ -80,6 +90,7 @@ def cli(
     allow_special_tokens: bool,
     cors_origins: Sequence[str],
     max_batch: int,
+    shutdown_timeout: int,
     device: str,
     threads: int | None,
 ) -> None:
@@ -107,6 +118,7 @@ def cli(
     from gptkit.sample.sampling import Sampler
 
     from .server import Engine, default_name
+    from .shutdown import serve
 
     with server:
         server.engine = Engine(
@@ -121,24 +133,67 @@ def cli(
             f"{server.engine.template}; Ctrl-C stops)",
             err=True,
         )
-        try:
-            server.serve_forever()
-        except KeyboardInterrupt:
-            pass
+        serve(server, shutdown_timeout)
+
+
+# What a browser's Origin header holds after the scheme: a host name (its labels letters, digits,
+# - and _; a name with other letters goes as its xn-- form), an IPv4 address or an IPv6 one in
+# brackets, then a port where it is not the scheme's default.
+NETLOC = re.compile(r"(?P<host>\[[0-9a-f:.]+\]|[^:\[\]]+)(:(?P<port>[0-9]+))?")
+NAME = re.compile(r"[a-z0-9_-]+(\.[a-z0-9_-]+)*")
+DEFAULT_PORTS = {"http": 80, "https": 443}
 
 
 def origin_of(value: str) -> str:
     """A --cors-origin value as browsers send their Origin header: * or scheme://host[:port],
-    lower case, without a path (a trailing / is dropped)."""
+    lower case, without a path (a trailing / is dropped) or the scheme's default port (browsers
+    leave it out); anything a browser never sends is refused (InputError naming --cors-origin)."""
     if value == "*":
         return value
-    parts = urlsplit(value.strip().lower())
-    if parts.scheme not in ("http", "https") or not parts.netloc or parts.path not in ("", "/") or parts.query:
+    try:
+        parts = urlsplit(value.strip().lower())
+    except ValueError:  # a [ without its ]
+        parts = urlsplit("")
+    netloc = NETLOC.fullmatch(parts.netloc)
+    if (
+        parts.scheme not in DEFAULT_PORTS
+        or netloc is None
+        or parts.path not in ("", "/")
+        or parts.query
+        or parts.fragment
+    ):
         raise InputError(
             f"--cors-origin {value}: expected * or an origin, http(s)://host[:port] (no path), as the "
             "page's address bar starts"
         )
-    return f"{parts.scheme}://{parts.netloc}"
+    host, port = netloc["host"], netloc["port"]
+    if "*" in host:
+        raise InputError(
+            f"--cors-origin {value}: a * in the host matches no page (a browser sends its one origin); give "
+            "each origin, --cors-origin again for the next, or * alone for any"
+        )
+    if port is not None and not (len(port) <= 5 and 1 <= int(port) <= 65535):
+        raise InputError(f"--cors-origin {value}: port {port}, expected 1 to 65535")
+    host = _host(host)
+    if host is None:
+        raise InputError(
+            f"--cors-origin {value}: {netloc['host']} is no host name or IP address (a name with letters "
+            "beyond a-z is given in its xn-- form, as browsers send it)"
+        )
+    shown_port = "" if port is None or int(port) == DEFAULT_PORTS[parts.scheme] else f":{int(port)}"
+    return f"{parts.scheme}://{host}{shown_port}"
+
+
+def _host(host: str) -> str | None:
+    """A host as browsers write it in an origin (an IPv6 address compressed), or None where it is none."""
+    try:
+        if host.startswith("["):
+            return f"[{ipaddress.IPv6Address(host[1:-1]).compressed}]"
+        if host.replace(".", "").isdigit():  # a browser reads a name of digits as an IPv4 address
+            return str(ipaddress.IPv4Address(host))
+    except ValueError:
+        return None
+    return host if NAME.fullmatch(host) else None
 
 
 def main() -> None:

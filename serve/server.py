@@ -8,7 +8,8 @@ the reply ending at the template's end of turn; else with serve/api.py's plain-t
 Requests are answered by threads and decode together, continuously batched (serve/batching.py):
 a request joins the running batch at its next step and leaves when done; its text for a seed is
 what it gives alone. At most --max-batch samples decode at once, a few times as many wait, and a
-request beyond that gets a 429.
+request beyond that gets a 429. Once the server drains (serve/shutdown.py), new requests get
+a 503.
 
 A client's mistake is a 4xx naming what was wrong; a 500 is the server's own fault, answered with
 a generic line (its details, which may name files of this machine, go to the log).
@@ -40,7 +41,8 @@ from gptkit.tokenizer.chat import ChatError
 from gptkit.train.run_dir import CHECKPOINTS
 
 from .api import ApiError, Reply, Request, parse, render_chat, shown, usage
-from .batching import Batcher, Busy
+from .batching import Batcher, Busy, Stopped
+from .shutdown import InFlight, shutting_down
 
 if TYPE_CHECKING:
     from gptkit.sample.sampling import Sampler, Samples
@@ -161,6 +163,8 @@ class Engine:
             samples = self.sampler.sample_ids(ids, settings, self.batcher.submit)
         except Busy as e:
             raise ApiError(429, f"the server is busy ({e}); retry later", code="rate_limit_exceeded") from None
+        except Stopped:  # it came as the drain's time ran out
+            raise shutting_down() from None
         try:
             yield samples, len(ids)
         except (RuntimeError, MemoryError) as e:
@@ -212,9 +216,15 @@ class Handler(BaseHTTPRequestHandler):
         }.get(path)
 
     def _route(self):
+        with self.server.requests.answering() as admitted:
+            self._answer(admitted)
+
+    def _answer(self, admitted):
         path = urlsplit(self.path).path.rstrip("/") or "/"
         try:
-            self.body = self._read_body()
+            self.body = self._read_body()  # read first, also where it is refused: a socket closed unread resets
+            if not admitted:
+                raise shutting_down()
             endpoints = self._endpoints(path)
             if endpoints is None:
                 raise ApiError(404, f"no such endpoint: {self.command} {shown(path)}", code="not_found")
@@ -361,6 +371,8 @@ class Handler(BaseHTTPRequestHandler):
         self.send_header("Content-Length", str(len(data)))
         for name, value in (headers or {}).items():
             self.send_header(name, value)
+        if self.server.requests.draining:
+            self.close_connection = True  # no next request on this connection
         if self.close_connection:
             self.send_header("Connection", "close")
         self.end_headers()
@@ -388,6 +400,12 @@ class Handler(BaseHTTPRequestHandler):
 
 class Server(ThreadingHTTPServer):
     daemon_threads = True  # a stalled client never holds up the process's exit
+    # The connections the kernel holds until the server takes them, a thread each: a client beyond
+    # the batch and its queue is told so, a 429, only once taken. socketserver's 5 reset 26 of 40
+    # clients at once on --max-batch 2, and a backlog of the 10 that decode and wait 163 of 200;
+    # so the system's most (SOMAXCONN, which net.core.somaxconn caps), as uvicorn (2048) and nginx
+    # (511) ask for.
+    request_queue_size = socket.SOMAXCONN
     # What the handlers answer with, set by make_server (the engine, by the caller before serving).
     engine: Engine | None
     api_key: str | None
@@ -397,6 +415,7 @@ class Server(ThreadingHTTPServer):
         # The address family of the host (ThreadingHTTPServer's is IPv4 alone: --host ::1 could not bind).
         self.address_family = socket.getaddrinfo(*address, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0][0]
         super().__init__(address, handler)
+        self.requests = InFlight()
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         """What escapes a request's handler (Handler._route answers the rest), instead of

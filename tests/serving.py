@@ -20,12 +20,12 @@ EOT = "<|endoftext|>"
 CONTEXT = 128
 
 
-def tiny_checkpoint(tokenizer, path, extra_files=None):
-    """An untrained model (random text, the same for a seed), context CONTEXT."""
+def tiny_checkpoint(tokenizer, path, extra_files=None, context=CONTEXT):
+    """An untrained model (random text, the same for a seed), of `context` tokens."""
     torch.manual_seed(0)
     config = ModelConfig(
         vocab_size=tokenizer.vocab_size,
-        context_length=CONTEXT,
+        context_length=context,
         d_model=32,
         n_layers=2,
         n_heads=4,
@@ -55,7 +55,9 @@ def chat_checkpoint(tokenizer, path, template=None):
 
 
 @contextlib.contextmanager
-def running(sampler, api_key=None, name="tiny", *, allow_special_tokens=False, cors_origins=(), bodies=None):
+def running(
+    sampler, api_key=None, name="tiny", *, allow_special_tokens=False, cors_origins=(), bodies=None, max_batch=8
+):
     """A server for `sampler` in a thread; yields its base URL, and shuts it down after. `bodies`:
     a list that gets (path, JSON value) of each request body the server reads, as it read it."""
     from gptkit.serve.server import Engine, Handler, make_server
@@ -68,7 +70,11 @@ def running(sampler, api_key=None, name="tiny", *, allow_special_tokens=False, c
             return body
 
     server = make_server(
-        "127.0.0.1", 0, engine=Engine(sampler, name, allow_special_tokens), api_key=api_key, cors_origins=cors_origins
+        "127.0.0.1",
+        0,
+        engine=Engine(sampler, name, allow_special_tokens, max_batch),
+        api_key=api_key,
+        cors_origins=cors_origins,
     )
     if bodies is not None:
         server.RequestHandlerClass = Recording

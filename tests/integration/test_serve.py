@@ -6,6 +6,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import socket
 import struct
 import subprocess
@@ -378,22 +379,44 @@ def test_api_key(sampler):
 # -- the command -----------------------------------------------------------------------------------
 
 
-def test_the_command_serves_until_stopped(checkpoint, tmp_path):
+@pytest.fixture(scope="module")
+def long_checkpoint(small_tokenizer, tmp_path_factory):
+    """A model with room for a stream longer than the sockets between a server and its client hold."""
+    return tiny_checkpoint(small_tokenizer[0], tmp_path_factory.mktemp("serve") / "long", context=512)
+
+
+def stalled_stream(port, body, headers):
+    """A stream request whose client reads its first event and then nothing: with a small receive
+    buffer the server's writes soon wait for it, so the request stays in flight until it reads on.
+    (the response, its first line)"""
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # before connect: the window it offers
+    sock.settimeout(60)
+    sock.connect(("127.0.0.1", port))
+    connection = http.client.HTTPConnection("127.0.0.1", port)
+    connection.sock = sock
+    connection.request("POST", "/v1/completions", json.dumps(body).encode(), headers)
+    response = connection.getresponse()
+    assert response.status == 200
+    return response, response.readline()
+
+
+@pytest.mark.parametrize(
+    ("signals", "timeout", "reason"),
+    [
+        (["SIGINT"], 60, "length"),  # Ctrl-C: the stream finishes within the grace period
+        (["SIGTERM"], 0, "abort"),  # no grace: it ends at once
+        (["SIGTERM", "SIGINT"], 60, "abort"),  # a second signal ends it
+    ],
+)
+def test_the_command_serves_until_a_signal_then_drains_and_exits_0(long_checkpoint, signals, timeout, reason):
+    """Streams in flight end with a final chunk per choice and [DONE], new requests meanwhile get a 503,
+    and the command exits 0 (Ctrl-C was SIGABRT, 'terminate called without an active exception'; SIGTERM
+    cut streams short)."""
     env = {**os.environ, "GPTKIT_API_KEY": KEY}
+    command = [sys.executable, "-m", "gptkit.serve", "--checkpoint", str(long_checkpoint), "--port", "0"]
     process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "gptkit.serve",
-            "--checkpoint",
-            str(checkpoint),
-            "--port",
-            "0",
-            "--device",
-            "cpu",
-            "--name",
-            "demo",
-        ],
+        [*command, "--device", "cpu", "--name", "demo", "--max-batch", "4", "--shutdown-timeout", str(timeout)],
         stderr=subprocess.PIPE,
         text=True,
         env=env,
@@ -402,17 +425,44 @@ def test_the_command_serves_until_stopped(checkpoint, tmp_path):
         line = process.stderr.readline()
         assert line.startswith("serving demo at http://127.0.0.1:"), line
         url = line.split(" at ")[1].split("/ ")[0]
+        key = {"Authorization": f"Bearer {KEY}"}
         with openai.OpenAI(base_url=url + "/v1", api_key=KEY, max_retries=0) as client:
             assert [m.id for m in client.models.list()] == ["demo"]
-            assert (
-                client.chat.completions.create(model="demo", messages=[{"role": "user", "content": "hi"}], max_tokens=4)
-                .choices[0]
-                .message
-                is not None
+            chat = client.chat.completions.create(
+                model="demo", messages=[{"role": "user", "content": "hi"}], max_tokens=4
             )
+            assert chat.choices[0].message is not None
+            # 4 greedy choices of 400 tokens: some 300 kB of events, more than the sockets hold (~110 kB)
+            body = {"prompt": PROMPT, "max_tokens": 400, "n": 4, "temperature": 0, "stream": True}
+            stream, first = stalled_stream(int(url.rsplit(":", 1)[1]), body, key)
+            process.send_signal(getattr(signal, signals[0]))
+            said = process.stderr.readline()  # a request just answered may still count: "the 2 requests"
+            assert re.match(f"stopping on {signals[0]}: new requests get a 503, the [12] requests? in flight ", said), (
+                said
+            )
+            if timeout:
+                with pytest.raises(openai.InternalServerError) as caught:
+                    client.completions.create(model="demo", prompt=PROMPT, max_tokens=2)
+                assert caught.value.status_code == 503 and caught.value.body["code"] == "server_shutting_down"
+                status, headers, data = send(url, "GET", "/health")
+                assert status == 503 and headers["Connection"] == "close"
+                assert json.loads(data)["error"]["message"] == "the server is shutting down and takes no new requests"
+            for name in signals[1:]:
+                process.send_signal(getattr(signal, name))
+            data = first + stream.read()
+        events = [json.loads(line[6:]) for line in data.split(b"\n") if line.startswith(b"data: {")]
+        assert data.rstrip().endswith(b"\n\ndata: [DONE]")  # after the last chunk, as a stream ends
+        finals = [choice for event in events for choice in event["choices"] if choice["finish_reason"] is not None]
+        assert sorted(c["index"] for c in finals) == [0, 1, 2, 3] and {c["finish_reason"] for c in finals} == {reason}
+        assert all(choice["finish_reason"] is None for event in events[:-4] for choice in event["choices"])
+        assert process.wait(timeout=60) == 0
+        rest = process.stderr.read()
+        assert "Traceback" not in rest and "terminate" not in rest, rest
+        ended = re.search(r"stopping: ended the \d+ requests? still in flight \(finish_reason abort\)", rest)
+        assert bool(ended) == (reason == "abort" and timeout > 0), rest
     finally:
-        process.terminate()
-        process.wait(timeout=30)
+        process.kill()
+        process.wait()
         process.stderr.close()
 
 

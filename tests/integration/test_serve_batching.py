@@ -1,13 +1,16 @@
 """Continuous batching (serve/batching.py): requests that decode together get the tokens each gets
-alone, and the batch is bounded."""
+alone, the batch is bounded, a burst beyond it is told so, and a stop ends it."""
 
+import http.client
+import json
 import threading
+from collections import Counter
 
 import pytest
 import torch
 
 from gptkit.sample.sampling import Sampler, Settings
-from gptkit.serve.batching import Batcher, Busy
+from gptkit.serve.batching import WAITING_PER_ROW, Batcher, Busy, Stopped
 from tests.serving import running, tiny_checkpoint
 
 openai = pytest.importorskip("openai")  # the reference client, a test extra
@@ -92,3 +95,75 @@ def test_concurrent_greedy_clients_of_the_server_get_their_alone_text(sampler):
         for t in threads:
             t.join()
     assert together == alone
+
+
+@pytest.mark.parametrize("clients", [40, 200])
+def test_a_burst_of_clients_beyond_the_queue_gets_429s_never_a_reset(sampler, monkeypatch, clients):
+    """All at once on --max-batch 2 with the model held: the 8 samples that may wait wait, and every
+    other client gets its HTTP answer, a 429 (socketserver's listen backlog of 5 reset most of them)."""
+    hold = threading.Event()
+    admitted = Batcher._admitted
+    monkeypatch.setattr(Batcher, "_admitted", lambda self: hold.wait() and admitted(self))  # nothing decodes yet
+    answers, answered = [], threading.Condition()
+    body = json.dumps({"prompt": "the cat", "max_tokens": 2}).encode()
+    with running(sampler, max_batch=2) as url:
+        port = int(url.rsplit(":", 1)[1])
+        start = threading.Barrier(clients)
+
+        def ask():
+            start.wait()
+            connection = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+            try:
+                connection.request("POST", "/v1/completions", body)
+                response = connection.getresponse()
+                answer = response.status, json.loads(response.read())
+            except OSError as e:  # a reset: no HTTP answer
+                answer = type(e).__name__, None
+            with answered:
+                answers.append(answer)
+                answered.notify()
+
+        threads = [threading.Thread(target=ask) for _ in range(clients)]
+        for thread in threads:
+            thread.start()
+        waiting = 2 * WAITING_PER_ROW
+        with answered:  # the refused are answered while the model is held
+            assert answered.wait_for(lambda: len(answers) == clients - waiting, timeout=120), answers
+        hold.set()
+        for thread in threads:
+            thread.join()
+    assert Counter(status for status, _ in answers) == {200: waiting, 429: clients - waiting}
+    refused = [body["error"] for status, body in answers if status == 429]
+    assert all(e["code"] == "rate_limit_exceeded" and "the server is busy" in e["message"] for e in refused)
+
+
+def test_stop_ends_the_requests_decoding_and_waiting_and_refuses_more(sampler, monkeypatch):
+    hold = threading.Event()
+    step = Batcher._step
+    monkeypatch.setattr(Batcher, "_step", lambda self, requests: hold.wait() and step(self, requests))
+    batcher = Batcher(sampler.model, rows=1)
+    decoding = batcher.submit([5, 6], Settings(max_new_tokens=50), 0)
+    next(decoding)  # its prefill's token: it has the row, and its next step is held
+    waiting = batcher.submit([7], Settings(max_new_tokens=50), 1)
+    stopping = threading.Thread(target=batcher.stop)
+    stopping.start()
+    with batcher.changed:
+        assert batcher.changed.wait_for(lambda: batcher.stopped, timeout=60)
+    hold.set()  # the held step ends; its tokens are not read
+    stopping.join()
+    assert list(decoding) == [] and list(waiting) == []
+    with pytest.raises(Stopped):
+        batcher.submit([5], Settings(max_new_tokens=3), 2)
+
+
+def test_samples_whose_steps_end_early_finish_with_abort(sampler):
+    """A request ended by stop() (its steps run out before max_new_tokens, without its end of text):
+    finish_reason "abort", what a server's last chunk says; the text it had is kept."""
+
+    def three(ids, settings, seed):
+        return (torch.tensor([9]) for _ in range(3))
+
+    cut = sampler.sample_ids([5], Settings(max_new_tokens=50), three)
+    assert cut.texts()[0] and cut.tokens == [3] and cut.finish_reasons == ["abort"]
+    whole = sampler.sample_ids([5], Settings(max_new_tokens=3), three)
+    assert whole.texts() == cut.texts() and whole.finish_reasons == ["length"]

@@ -106,7 +106,7 @@ def run(
     metrics go to --out. Several processes (GPUs): gptkit train --nproc-per-node N ..., the same
     as torchrun --nproc-per-node N -m gptkit train ..."""
     # these import torch (2-3 s): not for --help, a bad flag or `plot`
-    from .run import train
+    from .run import Stopped, train
     from .settle import from_layers, load_train_config, resume_config
 
     overrides = {k: v for k, v in settings.items() if v is not None}
@@ -138,7 +138,10 @@ def run(
         RunDir(config.job.out).check_new()
     one_process = functools.partial(train, config, resume=from_checkpoint or resume, threads=threads)
     if nproc_per_node is None:
-        one_process()
+        try:
+            one_process()
+        except Stopped as stopped:  # it said so in a line; the shell's status for the signal, not click's "Aborted!"
+            click.get_current_context().exit(stopped.exit_code)
     else:
         from .launch import launch  # torch.distributed's launcher
 

@@ -8,7 +8,7 @@ from urllib.parse import urlsplit
 
 import click
 
-from gptkit.shared.cli import CONTEXT, Command, threads_option, version_option
+from gptkit.shared.cli import CONTEXT, Command, checkpoint_option, device_option, threads_option, version_option
 from gptkit.shared.errors import InputError
 
 log = logging.getLogger(__name__)
@@ -16,12 +16,7 @@ log = logging.getLogger(__name__)
 
 @click.command(cls=Command, context_settings=CONTEXT)
 @version_option
-@click.option(
-    "--checkpoint",
-    required=True,
-    metavar="DIR",
-    help="A checkpoint directory (model.safetensors, config.json, tokenizer.json), or a training run's.",
-)
+@checkpoint_option
 @click.option(
     "--host",
     metavar="ADDR",
@@ -69,7 +64,7 @@ log = logging.getLogger(__name__)
     help="Samples decoded together (continuous batching; every step computes N rows); up to 4N more wait, "
     "and a request beyond that gets a 429.",
 )
-@click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto", show_default=True)
+@device_option
 @threads_option("Threads of torch's CPU kernels.", measured=True)
 def cli(
     checkpoint: str,

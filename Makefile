@@ -65,7 +65,7 @@ demo: install ## The whole pipeline offline on CPU: stories -> tokenizer -> shar
 	$(GPTKIT) train --config tiny --data $(DEMO)/stories --out $(DEMO)/run $(THREADS_FLAG)
 	$(GPTKIT) sample --checkpoint $(DEMO)/run/latest --prompt "Once upon a time" --num-samples 3 --max-new-tokens 120 --seed 0 $(THREADS_FLAG)
 
-test: install ## Run the test suite (CPU only, a few minutes on 2 cores).
+test: install ## Run the test suite (CPU only, about 10 minutes on 2 cores).
 	$(PY) -m pytest
 
 # llama.cpp through llama-cpp-python, built from source (7 minutes on 2 idle cores, so not in CI): what the

@@ -226,7 +226,7 @@ def run_ours(work, seconds, val_tokens, run_name, threads):
         "steps": steps[-1]["step"],
         "params": params,
         "train_s": steps[-1]["elapsed_s"],
-        "shape": next(line for line in lines if line.startswith("recipe")),
+        "shape": next(line for line in lines if line.startswith("recipe for ")),  # not its progress, "recipe: ..."
         "copy_bpb": copied["bpb"],
         "data": data,
     }

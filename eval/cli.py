@@ -11,7 +11,15 @@ from typing import Any
 import click
 from click.core import ParameterSource
 
-from gptkit.shared.cli import CONTEXT, Group, overwrite_option, threads_option, version_option
+from gptkit.shared.cli import (
+    CONTEXT,
+    Group,
+    checkpoint_option,
+    device_option,
+    overwrite_option,
+    threads_option,
+    version_option,
+)
 from gptkit.shared.errors import InputError
 
 from .tasks import HELLASWAG_FILE, download_hellaswag
@@ -27,12 +35,7 @@ def cli() -> None:
 def _scoring_options(command):
     """The options of every command that scores a checkpoint, in the order --help lists them."""
     options = [
-        click.option(
-            "--checkpoint",
-            required=True,
-            metavar="DIR",
-            help="A checkpoint directory (a run's latest, or any of its checkpoints).",
-        ),
+        checkpoint_option,
         click.option(
             "--batch-size",
             type=click.IntRange(min=1),
@@ -41,7 +44,7 @@ def _scoring_options(command):
             metavar="N",
             help="Sequences a forward pass (windows of text, or an item's rows: its context and one choice).",
         ),
-        click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto", show_default=True),
+        device_option,
         threads_option("Threads of torch's CPU kernels.", measured=True),
         click.option(
             "--out", metavar="FILE", help="Also write the scores, with the checkpoint and the input, to this JSON file."

@@ -1,9 +1,11 @@
 """`gptkit model`: inspect a model config, make a random checkpoint, export to and import from
 Hugging Face. Run `gptkit model --help`."""
 
+import os
+
 import click
 
-from gptkit.shared.cli import CONTEXT, Group, overwrite_option, version_option
+from gptkit.shared.cli import CONTEXT, Group, checkpoint_option, overwrite_option, version_option
 from gptkit.shared.errors import InputError, SettingError
 from gptkit.shared.files import Input, cause, looked_up
 from gptkit.shared.text import EOT
@@ -95,7 +97,13 @@ def info(config_name: str, batch_size: int, ranks: int, parallel: str) -> None:
     help="The tokenizer.json the model is for; sets vocab_size.",
 )
 @click.option("--out", required=True, metavar="DIR", help="The checkpoint directory to write.")
-@click.option("--seed", type=click.IntRange(0, 2**63 - 1), default=0, show_default=True)
+@click.option(
+    "--seed",
+    type=click.IntRange(0, 2**63 - 1),
+    default=0,
+    show_default=True,
+    help="Seed of the random weights: the same seed, the same checkpoint.",
+)
 @overwrite_option("a checkpoint of a model alone (no training state)")
 def init(config_name: str, tokenizer_path: str, out: str, seed: int, overwrite: bool) -> None:
     """Write a randomly initialized checkpoint (model.safetensors, config.json, tokenizer.json)."""
@@ -133,12 +141,7 @@ def init(config_name: str, tokenizer_path: str, out: str, seed: int, overwrite: 
 
 
 @cli.command("export-hf")
-@click.option(
-    "--checkpoint",
-    required=True,
-    metavar="DIR",
-    help="A checkpoint directory (a run's latest, or any of its checkpoints).",
-)
+@checkpoint_option
 @click.option(
     "--out",
     "out_dir",
@@ -173,12 +176,7 @@ def export_hf(checkpoint: str, out_dir: str, peft: bool, overwrite: bool) -> Non
 
 
 @cli.command("export-gguf")
-@click.option(
-    "--checkpoint",
-    required=True,
-    metavar="DIR",
-    help="A checkpoint directory (a run's latest, or any of its checkpoints).",
-)
+@checkpoint_option
 @click.option("--out", required=True, metavar="FILE", help="The .gguf file to write (new, or an earlier export).")
 @click.option(
     "--dtype",
@@ -199,11 +197,14 @@ def export_gguf(checkpoint: str, out: str, dtype: str, overwrite: bool) -> None:
         exported = export_gguf(checkpoint, out, dtype, overwrite)
     except OSError as e:
         raise _cannot_write(out, e) from None
-    # Ollama reads a bare name after FROM as a model's name, not a file's
-    path = out if out.startswith(("/", ".")) else f"./{out}"
+    # Ollama reads a Modelfile's FROM path from the Modelfile's directory, and a bare name as a model's:
+    # an absolute path holds wherever the Modelfile is. Past the model's context llama.cpp and Ollama run on
+    # at positions it never trained on (gptkit slides its window instead): their context is set to it.
+    context = exported.context
     click.echo(
-        f"wrote {out}: {exported.architecture}, {dtype}, {exported.size / 2**20:.1f} MiB; run it with "
-        f"`llama-cli -m {out}`, or in Ollama from a Modelfile that says `FROM {path}`"
+        f"wrote {out}: {exported.architecture}, {dtype}, {exported.size / 2**20:.1f} MiB, a context of "
+        f"{context} tokens; run it with `llama-cli -m {out} -c {context}`, or in Ollama from a Modelfile that "
+        f"says `FROM {os.path.abspath(out)}` and `PARAMETER num_ctx {context}`"
     )
 
 

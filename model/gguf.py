@@ -101,11 +101,13 @@ _LAYER = re.compile(r"layers\.(\d+)\.")
 
 @dataclass(frozen=True)
 class Exported:
-    """What export_gguf wrote: the file, llama.cpp's architecture and the file's size in bytes."""
+    """What export_gguf wrote: the file, llama.cpp's architecture, the file's size in bytes, and the model's
+    context in tokens (what llama.cpp's context should be set to)."""
 
     path: Path
     architecture: str
     size: int
+    context: int
 
 
 def export_gguf(checkpoint: StrPath, out: StrPath, dtype: str = "f16", overwrite: bool = False) -> Exported:
@@ -155,7 +157,7 @@ def export_gguf(checkpoint: StrPath, out: StrPath, dtype: str = "f16", overwrite
         writer.write_kv_data_to_file()
         writer.write_tensors_to_file()
         writer.close()
-    return Exported(out, architecture, out.stat().st_size)
+    return Exported(out, architecture, out.stat().st_size, config.context_length)
 
 
 def gguf_tensors(config: ModelConfig, tensors: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:

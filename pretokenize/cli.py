@@ -14,7 +14,7 @@ from gptkit.shared.files import Input, check_apart, check_output, looked_up
 from gptkit.shared.lock import output_lock
 from gptkit.shared.shard_dir import MANIFEST, TOKENIZER_FILE, ShardDir
 from gptkit.shared.shards import MAX_TOKENS, ShardError, open_shard, read_header, verify_shard
-from gptkit.shared.text import EOT
+from gptkit.shared.text import EOT, counted
 from gptkit.tokenizer import Tokenizer
 from gptkit.tokenizer.chat import TEMPLATE_FILE
 
@@ -207,13 +207,13 @@ def encode(
     totals = manifest["totals"]
     total_bytes = sum(source["bytes"] for source in manifest["sources"] + manifest.get("val_sources", []))
     click.echo(
-        f"wrote {out_dir}: {len(manifest['shards'])} shard(s), {manifest['dtype']}, {total_bytes / 1e6:,.1f} MB "
+        f"wrote {out_dir}: {counted(len(manifest['shards']), 'shard')}, {manifest['dtype']}, {total_bytes / 1e6:,.1f} MB "
         f"in {seconds:.1f} s ({total_bytes / 1e6 / seconds:,.1f} MB/s)"
     )
     for name in ("train", "val"):
         click.echo(
-            f"  {name}: {totals[name]['documents']:,} {'conversations' if chat else 'documents'}, "
-            f"{totals[name]['tokens']:,} tokens"
+            f"  {name}: {counted(totals[name]['documents'], 'conversation' if chat else 'document')}, "
+            f"{counted(totals[name]['tokens'], 'token')}"
         )
     if chat:
         template = manifest["chat"]["template"]
@@ -245,7 +245,7 @@ def inspect(path: Path, tokenizer_path: str | None) -> None:
             )
             click.echo(f"split: {manifest['split']['text']}")
             for name, t in manifest["totals"].items():
-                click.echo(f"{name}: {t['documents']:,} documents, {t['tokens']:,} tokens")
+                click.echo(f"{name}: {counted(t['documents'], 'document')}, {counted(t['tokens'], 'token')}")
         paths = data.shard_paths("val") + data.shard_paths("train")
         paths.sort(key=lambda p: p.name[-10:])
         if not paths:
@@ -324,7 +324,7 @@ def verify(path: Path) -> None:
         click.echo(f"FAILED {problem}", err=True)
     if problems:
         raise click.ClickException(f"{len(problems)} problem(s) in {path}")
-    click.echo(f"{path}: {len(paths)} shard(s) verified")
+    click.echo(f"{path}: {counted(len(paths), 'shard')} verified")
 
 
 def _fingerprint(path):

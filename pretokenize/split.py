@@ -18,6 +18,7 @@ from fractions import Fraction
 from typing import Protocol
 
 from gptkit.shared.errors import InputError, SettingError
+from gptkit.shared.text import counted
 
 
 @dataclass(frozen=True)
@@ -111,7 +112,7 @@ class TailSplit:
     @classmethod
     def of(cls, rule: Split, documents: int, characters: int | None) -> TailSplit:
         """`characters`: of the text (None: not counted, for a rule of `val_tokens`, which needs none)."""
-        why = f"{documents:,} document(s), too few to hold out whole ones"
+        why = f"{counted(documents, 'document')}, too few to hold out whole ones"
         if rule.val_tokens is not None:
             return cls(rule, documents, rule.val_tokens, "tokens", why)
         assert characters is not None

@@ -6,7 +6,7 @@ from typing import BinaryIO
 
 import click
 
-from gptkit.shared.cli import CONTEXT, Command, threads_option, version_option
+from gptkit.shared.cli import CONTEXT, Command, checkpoint_option, device_option, threads_option, version_option
 from gptkit.shared.errors import InputError
 from gptkit.shared.text import decode_utf8, without_surrogates
 
@@ -17,17 +17,19 @@ log = logging.getLogger(__name__)
 
 @click.command(cls=Command, context_settings=CONTEXT)
 @version_option
-@click.option(
-    "--checkpoint",
-    required=True,
-    metavar="DIR",
-    help="A checkpoint directory (model.safetensors, config.json, tokenizer.json).",
-)
+@checkpoint_option
 @click.option("--prompt", metavar="TEXT", help="The text to continue.  [default: standard input, or --prompt-file]")
 @click.option(
     "--prompt-file", type=click.File("rb"), metavar="FILE", help="Read the prompt from FILE ('-': standard input)."
 )
-@click.option("--max-new-tokens", type=click.IntRange(min=1), default=256, show_default=True)
+@click.option(
+    "--max-new-tokens",
+    type=click.IntRange(min=1),
+    default=256,
+    show_default=True,
+    metavar="N",
+    help="Tokens to generate at most, for each sample (the end-of-text token or a --stop ends one sooner).",
+)
 @click.option("--temperature", type=float, default=0.8, show_default=True, help="0: greedy.")
 @click.option(
     "--top-p",
@@ -49,7 +51,7 @@ log = logging.getLogger(__name__)
     type=click.IntRange(0, 2**63 - 1),
     help="Random seed; the same seed gives the same text.  [default: random, printed]",
 )
-@click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto", show_default=True)
+@device_option
 @click.option(
     "--chat",
     is_flag=True,
@@ -114,8 +116,6 @@ def cli(
         prompt = ""  # a reply is printed alone
     else:
         samples = sample(checkpoint, prompt, settings, device=device, threads=threads)
-    if seed is None:
-        click.echo(f"seed: {samples.seed}", err=True)
     if num_samples == 1:  # one sample is printed as it grows; several, each when complete
         _write(prompt)
         for _, piece in samples:
@@ -124,6 +124,8 @@ def cli(
     else:
         for i, text in enumerate(samples.texts()):
             _write(f"{'' if i == 0 else chr(10)}--- sample {i + 1} ---\n{prompt}{text}\n")
+    if seed is None:  # after the text, which ends its line: a line of its own, never inside the text
+        click.echo(f"seed: {samples.seed}", err=True)
 
 
 def _write(text):

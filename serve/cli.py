@@ -9,7 +9,7 @@ from urllib.parse import urlsplit
 
 import click
 
-from gptkit.shared.cli import CONTEXT, Command, threads_option, version_option
+from gptkit.shared.cli import CONTEXT, Command, checkpoint_option, device_option, threads_option, version_option
 from gptkit.shared.errors import InputError
 
 log = logging.getLogger(__name__)
@@ -17,12 +17,7 @@ log = logging.getLogger(__name__)
 
 @click.command(cls=Command, context_settings=CONTEXT)
 @version_option
-@click.option(
-    "--checkpoint",
-    required=True,
-    metavar="DIR",
-    help="A checkpoint directory (model.safetensors, config.json, tokenizer.json), or a training run's.",
-)
+@checkpoint_option
 @click.option(
     "--host",
     metavar="ADDR",
@@ -79,7 +74,7 @@ log = logging.getLogger(__name__)
     help="On Ctrl-C or SIGTERM, new requests get a 503 and those in flight up to SECONDS to finish; then "
     "they end (finish_reason abort) and the server exits. 0: at once.",
 )
-@click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto", show_default=True)
+@device_option
 @threads_option("Threads of torch's CPU kernels.", measured=True)
 def cli(
     checkpoint: str,

@@ -171,6 +171,32 @@ def overwrite_option(ours: str | None) -> Callable[[FC], FC]:
     return click.option("--overwrite", is_flag=True, help=f"Replace --out whatever it holds  [without it: {replaced}]")
 
 
+# -- a checkpoint to read, a device to run it on ---------------------------------------------------
+
+# One wording for --checkpoint wherever it appears: every reader finds its checkpoint alike (model/checkpoint.py,
+# checkpoint_directory and CheckpointReader).
+CHECKPOINT_HELP = (
+    "A checkpoint directory (RUN/latest, one of RUN/checkpoints/, a model import-hf wrote), or a training run's "
+    "directory RUN, meaning its newest checkpoint; a LoRA run's checkpoint is read with the checkpoint it adapts."
+)
+
+
+def checkpoint_option(command: FC) -> FC:
+    """`--checkpoint DIR`, the same flag and help in every command that reads a checkpoint."""
+    return click.option("--checkpoint", required=True, metavar="DIR", help=CHECKPOINT_HELP)(command)
+
+
+def device_option(command: FC) -> FC:
+    """`--device`, the same in every command that runs a model (train's is a setting of the run's)."""
+    return click.option(
+        "--device",
+        type=click.Choice(["auto", "cpu", "cuda"]),  # runtime/device.py's resolve_device, which imports torch
+        default="auto",
+        show_default=True,
+        help="Where the model runs; auto: a CUDA GPU where there is one, else the CPU.",
+    )(command)
+
+
 # -- threads ----------------------------------------------------------------------------------------
 
 

@@ -38,8 +38,11 @@ class Progress:
             self.last = now
             self._show(now, end="\r" if self.tty else "\n")
 
-    def close(self) -> None:
-        if self.enabled:
+    def close(self, line: str | None = None) -> None:
+        """End the display with its last count, or with `line` in its place (what the work found)."""
+        if self.enabled and line is not None:
+            print(line.ljust(79) if self.tty else line, file=sys.stderr, flush=True)
+        elif self.enabled:
             self._show(time.perf_counter(), end="\n")
 
     def _show(self, now, end):

@@ -1,5 +1,5 @@
 """The end-of-text token; text that came from outside (a file, standard input, the command
-line) made valid Unicode.
+line) made valid Unicode; counts in words, as messages say them (counted).
 
 Python decodes command-line arguments and, by default, standard input with `surrogateescape`,
 so bytes that are not UTF-8 arrive as lone surrogates, which no encoder accepts. As corpora
@@ -18,6 +18,11 @@ import threading
 EOT = "<|endoftext|>"
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def counted(n: int, noun: str, plural: str | None = None) -> str:
+    """`n` `noun`s in words: counted(1, "document") is "1 document", counted(1200, "document") "1,200 documents"."""
+    return f"{n:,} {noun if n == 1 else plural or noun + 's'}"
 
 
 def decode_utf8(data: bytes) -> tuple[str, int]:

@@ -99,10 +99,11 @@ def shared_file(name):
 
 
 def assert_input_error(res, *needles):
-    """Exit status 2, one `Error:` line naming what was wrong, no traceback."""
+    """Exit status 2, one `Error:` line naming what was wrong, no traceback. Only the progress of train's
+    recipe may come before it: an error that follows from the recipe's choice comes after its timing."""
     assert res.exit_code == 2, (res.output, res.exception)
     assert "Traceback" not in res.output and res.stdout == ""
-    lines = res.stderr.splitlines()
-    assert len(lines) == 1 and lines[0].startswith("Error: "), res.stderr
+    lines = [line for line in res.stderr.splitlines() if not line.startswith("recipe: ")]
+    assert len(lines) == 1 and lines[0].startswith("Error: ") and res.stderr.endswith(lines[0] + "\n"), res.stderr
     for needle in needles:
         assert str(needle) in lines[0]

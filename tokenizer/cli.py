@@ -160,7 +160,7 @@ def train(
     multiple=True,
     help=f"A token of the vocabulary that is special. Repeatable. [default: {EOT}, where the vocabulary has it]",
 )
-@click.option("--out", default=DEFAULT_PATH, show_default=True, metavar="PATH")
+@click.option("--out", default=DEFAULT_PATH, show_default=True, metavar="PATH", help="Where to write tokenizer.json.")
 @overwrite_option("a tokenizer.json")
 def convert(vocab_path: str, merges_path: str, special_tokens: tuple[str, ...], out: str, overwrite: bool) -> None:
     """Turn GPT-2-style vocab.json + merges.txt into a tokenizer.json."""

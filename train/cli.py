@@ -15,7 +15,7 @@ import click
 from gptkit.shared.cli import CONTEXT, DefaultGroup, flag, overwrite_option, threads_option, version_option
 from gptkit.shared.errors import InputError
 
-from .config import FIELDS, PATHS, SECTIONS, preset_names, refuse_unused
+from .config import CHOICES, FIELDS, PATHS, SECTIONS, preset_names, refuse_unused
 from .plot import plot_run
 from .run_dir import RunDir
 
@@ -23,7 +23,8 @@ from .run_dir import RunDir
 def _setting_options(command):
     """One option per setting, in the sections' order; bool settings are --x/--no-x switches. The
     types stay plain (a union's first type): TrainConfig checks every value, so a bad one reads the
-    same from a flag, a preset, a run's config.json or a library call."""
+    same from a flag, a preset, a run's config.json or a library call. A setting of a few choices
+    (CHOICES) shows them as its metavar."""
     types = {name: hint for section in SECTIONS.values() for name, hint in typing.get_type_hints(section).items()}
     for name, field in reversed(FIELDS.items()):  # the option decorated last is listed first
         about = field.metadata
@@ -37,7 +38,7 @@ def _setting_options(command):
             name,
             type=click.Path() if name in PATHS else kind,
             default=None,
-            metavar=about["metavar"],
+            metavar=about["metavar"] or ("|".join(CHOICES[name]) if name in CHOICES else None),
             help=about["help"] + shown,
         )(command)
     return command
@@ -106,7 +107,7 @@ def run(
     metrics go to --out. Several processes (GPUs): gptkit train --nproc-per-node N ..., the same
     as torchrun --nproc-per-node N -m gptkit train ..."""
     # these import torch (2-3 s): not for --help, a bad flag or `plot`
-    from .run import check_apart_from_inputs, train
+    from .run import Stopped, check_apart_from_inputs, train
     from .settle import from_layers, load_train_config, resume_config
 
     overrides = {k: v for k, v in settings.items() if v is not None}
@@ -139,7 +140,10 @@ def run(
         RunDir(config.job.out).check_new()
     one_process = functools.partial(train, config, resume=from_checkpoint or resume, threads=threads)
     if nproc_per_node is None:
-        one_process()
+        try:
+            one_process()
+        except Stopped as stopped:  # it said so in a line; the shell's status for the signal, not click's "Aborted!"
+            click.get_current_context().exit(stopped.exit_code)
     else:
         from .launch import launch  # torch.distributed's launcher
 

@@ -355,12 +355,17 @@ def preset_names() -> list[str]:
 
 
 DURATION = re.compile(r"(?:(\d+(?:\.\d+)?)h)?(?:(\d+(?:\.\d+)?)m)?(?:(\d+(?:\.\d+)?)s?)?")
+# The longest budget: a year, longer than anyone runs one machine on one job; a longer one is a slip
+# (99999999999h), and an infinite one (1e400h) would plan no length at all.
+LONGEST_HOURS = 366 * 24
 
 
 def parse_duration(text: str) -> float:
-    """Seconds in a duration: "90" or "90s", "2m", "1.5h", "1h30m", "2m30s"."""
+    """Seconds in a duration: "90" or "90s", "2m", "1.5h", "1h30m", "2m30s"; above 0, at most LONGEST_HOURS."""
     match = DURATION.fullmatch(str(text).strip())
     seconds = match and sum(float(v) * unit for v, unit in zip(match.groups(), (3600, 60, 1)) if v)
     if not seconds:
         raise SettingError("max_time", f"{text!r}: expected a duration above 0 such as 90s, 2m or 1h30m")
+    if not seconds <= LONGEST_HOURS * 3600:
+        raise SettingError("max_time", f"{text!r}: longer than a year; at most {LONGEST_HOURS}h")
     return seconds

@@ -170,8 +170,9 @@ def _worker(one_process):
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(e.exit_code)
-    except KeyboardInterrupt:  # Ctrl-C before the loop (which stops at a checkpoint instead): torch's
-        sys.exit(128 + signal.SIGINT)  # wrapper would take it for success, and the agent wait for a result
+    except KeyboardInterrupt as stopped:  # a stop before the loop (which stops at a checkpoint instead):
+        # torch's wrapper would take it for success, and the agent wait for a result
+        sys.exit(getattr(stopped, "exit_code", 128 + signal.SIGINT))
 
 
 def _first_reported_error(logs) -> WorkerError | None:

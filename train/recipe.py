@@ -24,30 +24,30 @@ bench/time_budget.py the same run on an idle and on a busy machine.
 from __future__ import annotations
 
 import functools
-import math
-import statistics
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 import torch
 
 from gptkit.model.config import ModelConfig
 from gptkit.model.info import model_cost
-from gptkit.model.model import TransformerLM
 from gptkit.runtime.threads import Threads
 from gptkit.shared.errors import GptkitError
 from gptkit.shared.shard_data import ShardData
 from gptkit.shared.shard_dir import ShardDir
+from gptkit.shared.text import counted
 from gptkit.tokenizer import Tokenizer
 from gptkit.tokenizer.cut import Unmerge, cut_split, cuttable
 
 from .config import TrainConfig, parse_duration
-from .optim import AdamW
+from .repeats import REPEAT_CONTEXT, REPEAT_SHARE, REPEAT_SPAN, Repeats
 from .sections import DEFAULT_BUDGET
-from .trials import ENOUGH_STEPS, VAL_TOKENS, Candidate, Score, Tokens, Trial, halving
+from .timing import StepTimer, TimedShapes, step_timer
+from .trials import ENOUGH_STEPS, VAL_TOKENS, Candidate, Score, Tokens, Trial, halving, scored
 
 # Training tokens per parameter that a shape must get in the budget. On 1 MB of text (Tiny
 # Shakespeare, 1024 tokens) each shape trained for the steps it gets in 2 minutes of 2 threads
@@ -82,32 +82,14 @@ DROPOUT = 0.2  # where dropout helped, 0.1 helped less (100 KB, d 64: 2.22 at 8.
 # most of what dropout costs a CPU step (docs/benchmarks/2026-11-26-recipe-dropout.md). A step is timed with the dropout
 # it trains with: its steps decide the passes, and the shape.
 
-# The context of text that repeats itself: code, markup, records and tables repeat spans a few lines
-# apart, which a model can copy only from inside its context. Where at least REPEAT_SHARE of the
-# training positions begin a span of REPEAT_SPAN tokens last seen beyond a shape's context but
-# within REPEAT_CONTEXT tokens, the shape takes REPEAT_CONTEXT tokens of context at the same tokens
-# a step (and is timed so). Measured at fixed steps, held-out bits per byte
-# (docs/benchmarks/2026-11-25-recipe-context.md): d 64 x 2 layers, 64 -> 256 tokens, on CSV (8.7% of its positions so), HTML (14.9%),
-# C headers (5.1%) and key: value records (3.5%) 1.6-3.0% better; on Tiny Shakespeare (1.6%) 1.1%
-# worse. d 96 x 3 layers on Python (3.5%): 128 -> 256 as good (1.210 against 1.216 and 1.212), 512
-# worse (1.252): so a floor of 256, not a multiple of the shape's context.
-REPEAT_CONTEXT = 256
-REPEAT_SPAN = 8
-REPEAT_SHARE = 0.03
-REPEAT_SAMPLE = 1 << 20  # training tokens read to measure it (from the first)
-
-TIMED_STEPS = 2  # per shape, after one warm-up step
-TIMING_SHARE = 0.05  # of the budget: the most the timing may take; the climb stops when it is spent
-
 # The vocabularies tried, by trial (trials.py), where the user gives no merges: the data's tokenizer cut to
 # each of these sizes below its own (special tokens included), its bytes alone, and itself whole. Rules
 # chose the size before, fitted on the benchmark's kinds of text; on a kind outside them one scored
-# worse than a character model. Each cut's shapes are timed (TIMING_SHARE at most each), and the trials
+# worse than a character model. Each cut's shapes are timed (timing.TIMING_SHARE at most each), and the trials
 # take what is left of RECIPE_SHARE of the budget.
 CUT_SIZES = (1024, 4096, 16384)
 RECIPE_SHARE = 0.2  # of the budget: the timing and the trials together, about
 CUT_TOKENS = 1 << 25  # training tokens at most, for the cuts (held in memory, up to ~4x as many tokens)
-SETTLE_STEPS = 12  # at most, on the smallest shape, while the thread count settles (runtime/threads.py)
 
 
 @dataclass(frozen=True)
@@ -154,45 +136,6 @@ LADDER = (
 )
 
 EVALS = 5  # validations in a run (the last one included)
-
-
-@dataclass(frozen=True)
-class Repeats:
-    """How far back a corpus repeats itself: for each of its first training positions, how many
-    tokens back the REPEAT_SPAN tokens that start there last started (a huge number: never)."""
-
-    distances: np.ndarray
-
-    @classmethod
-    def of(cls, train: ShardData) -> Repeats:
-        """Of the first REPEAT_SAMPLE tokens of the training split `train`."""
-        tokens = train.span(0, min(REPEAT_SAMPLE, int(train.starts[-1]))).astype(np.uint64)
-        n = len(tokens) - REPEAT_SPAN + 1
-        if n <= 0:
-            return cls(np.empty(0, np.int64))
-        span = np.zeros(n, np.uint64)
-        for k in range(REPEAT_SPAN):  # a polynomial hash of each span (wrapping uint64 arithmetic)
-            span = span * np.uint64(1_000_003) + tokens[k : k + n]
-        order = np.lexsort((np.arange(n), span))  # by span, then position
-        again = np.r_[False, span[order[1:]] == span[order[:-1]]]  # the same span as the one sorted before it
-        distances = np.full(n, np.iinfo(np.int64).max, np.int64)
-        distances[order[again]] = order[again] - order[np.r_[again[1:], False]]
-        return cls(distances)
-
-    def share(self, context: int) -> float:
-        """The share of positions whose span was last seen beyond `context` tokens but within REPEAT_CONTEXT."""
-        return (
-            float(((self.distances > context) & (self.distances <= REPEAT_CONTEXT)).mean())
-            if len(self.distances)
-            else 0.0
-        )
-
-    def fit(self, shape: Shape) -> Shape:
-        """`shape`, with REPEAT_CONTEXT tokens of context at the same tokens a step where the corpus
-        repeats itself beyond its context (REPEAT_SHARE)."""
-        if shape.context >= REPEAT_CONTEXT or self.share(shape.context) < REPEAT_SHARE:
-            return shape
-        return shape.at_context(REPEAT_CONTEXT)
 
 
 def dropout_for(epochs: float, params: int) -> float:
@@ -260,33 +203,37 @@ class Recipe:
         }
 
     def line(self, config: TrainConfig, model: ModelConfig) -> str:
-        """What train logs at its start: the corpus, the budget, the choice and why (`config`: the run's
-        settled settings, the flags included; `model`: its model)."""
+        """What train logs at its start: the corpus, the budget and the choice in its first line, then why,
+        a line a reason (`config`: the run's settled settings, the flags included; `model`: its model)."""
         steps, batch = self.fixed_steps, config.batch
         assert batch.batch_size is not None  # settled
         context = batch.context_length or model.context_length
         epochs = (steps or self.steps) * batch.batch_size * context / max(self.train_tokens, 1)
-        tokens = self.train_tokens
-        corpus = f"{tokens / 1e6:.1f}M" if tokens >= 100_000 else f"{tokens / 1e3:.0f}K"
-        return (
-            f"recipe for {corpus} training tokens and {self.budget} on {self.where}: "
-            f"d {model.d_model}, {model.n_layers} layers, {model.n_heads} heads, d_ff {model.d_ff}, "
-            f"{self.params / 1e6:.2f}M parameters, batch {batch.batch_size} x {context}, lr {config.optim.lr:g}: "
-            f"{1000 * self.seconds_per_step:.0f} ms a step as timed here, about {self.steps:,} steps in the budget, "
-            f"{epochs:.1f} epochs (the largest shape that gets {TOKENS_PER_PARAM} tokens a non-embedding parameter), "
-            f"dropout {model.dropout:g} ({self._dropout_reason(steps)}){self._context_reason()}; "
-            f"{self._vocabulary_reason()}; the recipe took {self.spent:.0f} s of the budget; pass --config for a preset"
+        reasons = [
+            f"d {model.d_model} x {model.n_layers}: the largest shape that gets {TOKENS_PER_PARAM} tokens a "
+            f"non-embedding parameter; {1000 * self.seconds_per_step:.0f} ms a step as timed here, about "
+            f"{self.steps:,} steps in the budget, {epochs:.1f} epochs",
+            f"dropout {model.dropout:g}: {self._dropout_reason(steps)}",
+            self._context_reason(),
+            self._vocabulary_reason(),
+            "a flag changes any of it; --config PRESET trains a preset instead",
+        ]
+        return "\n  ".join(
+            [
+                f"recipe for {_tokens(self.train_tokens)} training tokens and {self.budget} on {self.where}: "
+                f"d {model.d_model}, {model.n_layers} layers, {model.n_heads} heads, d_ff {model.d_ff} "
+                f"({self.params / 1e6:.2f}M parameters), batch {batch.batch_size} x {context}, lr {config.optim.lr:g}, "
+                f"dropout {model.dropout:g}, vocabulary {self.vocab_size:,}; the recipe took {self.spent:.0f} s "
+                "of the budget. Why:",
+                *(reason for reason in reasons if reason),
+            ]
         )
 
     def _vocabulary_reason(self):
         """What the trials scored, where they ran."""
         if not self.trials:
-            return f"vocabulary {self.vocab_size:,} (no trials: {self.not_tried})" if self.not_tried else ""
-        rounds = "; then ".join(
-            ", ".join(f"{s.name} {s.bpb:.3f}" for s in sorted(scores, key=lambda s: s.bpb))
-            + f" ({scores[0].seconds:.0f} s each)"
-            for scores in self.trials
-        )
+            return f"vocabulary {self.vocab_size:,}: no trials, {self.not_tried}" if self.not_tried else ""
+        rounds = "; then ".join(scored(scores) for scores in self.trials)
         return f"vocabulary {self.vocab_size:,} by trial, held-out bits per byte: {rounds}"
 
     def _dropout_reason(self, steps=None):
@@ -313,17 +260,15 @@ class Recipe:
             return ""
         verdict = "for text that repeats itself" if self.repeat_share >= REPEAT_SHARE else "the ladder's"
         return (
-            f", context {self.shape.context} {verdict} ({100 * self.repeat_share:.1f}% of its positions begin a span of "
+            f"context {self.shape.context}, {verdict}: {100 * self.repeat_share:.1f}% of its positions begin a span of "
             f"{REPEAT_SPAN} tokens last seen beyond the ladder's context and within {REPEAT_CONTEXT} tokens; "
-            f"{100 * REPEAT_SHARE:g}% asks for {REPEAT_CONTEXT})"
+            f"{100 * REPEAT_SHARE:g}% asks for {REPEAT_CONTEXT}"
         )
 
 
-class StepTimer(Protocol):
-    """choose()'s `seconds_per_step(shape, dropout)`: the time of one training step of `shape` with
-    `dropout`, or None where it could not be timed."""
-
-    def __call__(self, shape: Shape, dropout: float = 0.0) -> float | None: ...
+def _tokens(count: int) -> str:
+    """A corpus's tokens, as the recipe's lines say them."""
+    return f"{count / 1e6:.1f}M" if count >= 100_000 else f"{count / 1e3:.0f}K"
 
 
 def choose(
@@ -366,66 +311,6 @@ def choose(
     return chosen
 
 
-def step_timer(
-    vocab_size: int,
-    device: torch.device,
-    threads: Threads | None,
-    budget_seconds: float,
-    agree: Callable[[float], float] = float,
-    world: int = 1,
-) -> StepTimer:
-    """seconds_per_step(shape) for choose(): the median of TIMED_STEPS training steps of a
-    randomly initialized model on random tokens (forward, backward, clipping, AdamW), on `device`
-    with `threads`. Before the first shape is timed its steps let the thread count settle, so the
-    shapes are timed with the threads the run will have. Each of `world` processes times its
-    share of the batch; `agree(value)`: the largest value among them, so that all of them take
-    the same shape."""
-    autocast = torch.autocast("cuda", torch.bfloat16) if device.type == "cuda" else torch.autocast("cpu", enabled=False)
-    deadline = time.monotonic() + TIMING_SHARE * budget_seconds
-    settled, last = False, None
-
-    def seconds_per_step(shape, dropout=0.0):
-        nonlocal settled, last
-        # the smallest shape is always timed, and a shape timed once again with dropout
-        if settled and shape != last and agree(float(time.monotonic() > deadline)):
-            return None
-        last = shape
-        try:
-            model = TransformerLM(ModelConfig(**shape.model(vocab_size, dropout))).to(device)
-            optimizer = AdamW([(list(model.named_parameters()), 0.0)], lr=1e-4, fused=device.type == "cuda")
-            batch = torch.randint(vocab_size, (max(1, shape.batch // world), shape.context + 1), device=device)
-
-            def step():
-                started = time.perf_counter()
-                with autocast:
-                    _, loss = model(batch[:, :-1], batch[:, 1:])
-                loss.backward()
-                torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-                optimizer.step()
-                model.zero_grad(set_to_none=True)
-                if device.type == "cuda":
-                    torch.cuda.synchronize(device)
-                return time.perf_counter() - started
-
-            for _ in range(SETTLE_STEPS if not settled else 0):
-                threads.record(step())
-                if threads.settled:
-                    break
-            settled = True
-            step()
-            seconds = statistics.median(step() for _ in range(TIMED_STEPS))
-        except torch.OutOfMemoryError:
-            seconds = math.inf
-        finally:
-            model = optimizer = batch = None
-            if device.type == "cuda":
-                torch.cuda.empty_cache()
-        seconds = agree(seconds)
-        return seconds if math.isfinite(seconds) else None
-
-    return seconds_per_step
-
-
 def recipe_settings(
     config: TrainConfig,
     data: ShardDir,
@@ -434,24 +319,42 @@ def recipe_settings(
     threads: Threads | None,
     agree: Callable[[float], float] = float,
     world: int = 1,
+    quiet: bool = False,
 ) -> tuple[dict[str, Any], Recipe]:
     """(the recipe's layer of settings, the Recipe) for a run whose model is not given: chosen for its
     data (`data`, a ShardDir of `tokenizer`'s tokens), its budget (max_time, or DEFAULT_BUDGET where no
     length is given) and `device`, timed with `threads`. Where the merges are not given, the cuts of the
     tokenizer (CUT_SIZES) are tried on the data (trials.py) and the best is taken. The budget is the
     recipe's length, its own time included (Recipe.spent); a length of the config's own overrides it
-    (settle.from_layers)."""
+    (settle.from_layers). Unless `quiet`, it shows what it does as it goes, on standard error (timing.py,
+    trials.py), from its first line on."""
     started = time.monotonic()
     length, batch = config.length, config.batch
     budget = length.max_time or DEFAULT_BUDGET
+    budget_text = budget if length.max_time else f"{budget} (the default budget)"
     seconds = parse_duration(budget)
+    assert threads is not None  # train() measures them
+    where = f"{device.type} ({counted(threads.count, 'thread')})" if device.type == "cpu" else str(device)
     full = ShardData(data, "train", tokenizer.vocab_size, tokenizer.fingerprint, 1, verify=False)
     val = ShardData(data, "val", tokenizer.vocab_size, tokenizer.fingerprint, 1, verify=False)
     cuts, not_tried = cut_sizes(config, data, tokenizer, full, val)
     given = batch.merges if batch.merges is not None else len(tokenizer.merges)
+    plan = (
+        f"timing model shapes for {len(cuts)} vocabularies, then trials of them"
+        if len(cuts) > 1
+        else f"timing model shapes ({'no trials: ' + not_tried if not_tried else 'one vocabulary'})"
+    )
+    if not quiet:  # its timing and trials may take minutes before the run's first line
+        print(
+            f"recipe: choosing the model for {_tokens(int(full.starts[-1]))} training tokens and {budget_text} on {where}: "
+            f"{plan}; --model or --config skips it",
+            file=sys.stderr,
+            flush=True,
+        )
     # each cut with the shape it would train: a smaller vocabulary makes faster steps, which buy a larger model
     shapes = {
-        merges: _choose(full, tokenizer, merges, seconds, device, threads, agree, world) for merges in cuts or [given]
+        merges: _choose(full, tokenizer, merges, seconds, device, threads, agree, world, quiet)
+        for merges in cuts or [given]
     }
     merges, chosen = next(iter(shapes.items()))
     rounds: list[list[Score]] = []
@@ -461,7 +364,7 @@ def recipe_settings(
         candidates = _candidates(shapes, data, tokenizer, val)
         left = RECIPE_SHARE * seconds - agree(time.monotonic() - started)
         slowest = max(shape.seconds_per_step for shape in shapes.values())
-        best, rounds = halving(candidates, left, start, ENOUGH_STEPS * slowest)
+        best, rounds = halving(candidates, left, start, ENOUGH_STEPS * slowest, quiet)
         merges = cuts[candidates.index(best.candidate)]
         chosen = shapes[merges]
         if world == 1:  # the processes' trials differ in their steps: a run of several starts afresh
@@ -474,15 +377,9 @@ def recipe_settings(
             (batch.batch_size or chosen.shape.batch) * (batch.context_length or chosen.shape.context) * batch.grad_accum
         )
         steps = length.max_steps or -(-(length.max_tokens or 0) // tokens_per_step)
-    assert threads is not None  # train() measures them
-    where = (
-        f"{device.type} ({threads.count} thread{'s' if threads.count > 1 else ''})"
-        if device.type == "cpu"
-        else str(device)
-    )
     described = replace(
         chosen,
-        budget=budget if length.max_time else f"{budget} (the default budget)",
+        budget=budget_text,
         where=where,
         fixed_steps=steps,
         trials=tuple(tuple(r) for r in rounds),
@@ -517,16 +414,18 @@ def cut_sizes(
     return ([*merges, total] if total > 0 else []), "" if total > 0 else f"{data.tokenizer} has no merges"
 
 
-def _choose(full, tokenizer, merges, seconds, device, threads, agree, world):
+def _choose(full, tokenizer, merges, seconds, device, threads, agree, world, quiet):
     """choose() for the data `full` (the training split in `tokenizer`'s tokens) cut to `merges`."""
     vocab_size, train = tokenizer.vocab_size, full
     if merges != len(tokenizer.merges):
         unmerge = Unmerge(tokenizer, merges)
         vocab_size, train = unmerge.tokenizer.vocab_size, cut_split(full, unmerge, 1)
-    timer = step_timer(vocab_size, device, threads, seconds, agree, world)
+    shown = TimedShapes("bytes" if merges == 0 else f"{vocab_size:,}", quiet)
+    timer = step_timer(vocab_size, device, threads, seconds, agree, world, shown)
     chosen = choose(int(train.starts[-1]), vocab_size, seconds, timer, Repeats.of(train))
     if chosen is None:
         raise GptkitError(f"the recipe's smallest model does not fit {device}: give a model, with a batch that fits")
+    shown.close(chosen.shape, chosen.dropout)
     return chosen
 
 

@@ -110,7 +110,7 @@ class Lora(Section):
 
 @dataclass(frozen=True)
 class Parallelism(Section):
-    device: str = setting("auto", "auto | cpu | cuda.")
+    device: str = setting("auto", "Where to train; auto: CUDA GPUs where there are some, else the CPU.")
     parallel: str = setting(
         "ddp",
         "ddp (each process holds the whole model, its gradients and optimizer state) | fsdp "

@@ -66,7 +66,9 @@ def settle(config: TrainConfig, resume: bool | str = False, dist: Dist = Dist(),
         config = from_layers({**config.to_dict(), "model": None}, {"model": recorded})
     elif config.job.model is None and not resume:  # layer 3: the recipe's choice
         cut_of(config.batch.merges, data, tokenizer, None)  # merges given: refused before the recipe's timing
-        settings, recipe = recipe_settings(config, data, tokenizer, dist.device, threads, dist.largest, dist.world)
+        settings, recipe = recipe_settings(
+            config, data, tokenizer, dist.device, threads, dist.largest, dist.world, quiet=not dist.master
+        )
         config = from_layers(config.to_dict(), settings)
     given = config = completed(config)  # its model as given: a preset's name or a file's path, named in messages
     cut = cut_of(config.batch.merges, data, tokenizer, config.job.init_from)

@@ -23,6 +23,7 @@ import torch
 from gptkit.eval.loss import loss_sums, summary, token_bytes, windows
 from gptkit.model.config import ModelConfig
 from gptkit.model.model import TransformerLM
+from gptkit.shared.progress import Progress
 from gptkit.shared.shard_data import ShardData
 from gptkit.tokenizer import Tokenizer
 
@@ -91,8 +92,8 @@ class Trial:
         self.loader = Loader(candidate.tokens.train, Batch(batch_size=candidate.batch), seed, Dist())
         self.seconds, self.steps = 0.0, 0
 
-    def train(self, seconds: float) -> None:
-        """Train for `seconds` more (two steps at least)."""
+    def train(self, seconds: float, progress: Progress | None = None) -> None:
+        """Train for `seconds` more (two steps at least), counting each step on `progress`."""
         self.model.train()
         started, first = time.monotonic(), self.steps
         while (elapsed := time.monotonic() - started) < seconds or self.steps < first + 2:
@@ -106,6 +107,8 @@ class Trial:
             if self.device.type == "cuda":
                 torch.cuda.synchronize(self.device)
             self.steps += 1
+            if progress is not None:
+                progress.update(progress.done + 1, self.candidate.name)
         self.seconds += time.monotonic() - started
 
     @torch.no_grad()
@@ -124,12 +127,14 @@ def halving(
     seconds: float,
     start: Callable[[Candidate, float], Trial],
     enough: float = math.inf,
+    quiet: bool = True,
 ) -> tuple[Trial, list[list[Score]]]:
     """The best of `candidates` by successive halving, and each round's scores. Each round trains the
     candidates left twice as long as the round before (the first: one unit), then keeps the better half;
     the candidates dropped take `seconds` in all, or less where the last two have trained for `enough`
     seconds each by then, and the last one left goes on as the run. `start(candidate, warmup)`: its
-    Trial, warming up for `warmup` seconds."""
+    Trial, warming up for `warmup` seconds. Unless `quiet`, each round shows its steps as they go
+    (shared/progress.py), then its scores in a line."""
     sizes = [len(candidates)]
     while sizes[-1] > 1:
         sizes.append(-(-sizes[-1] // 2))
@@ -139,10 +144,19 @@ def halving(
     alive = [start(c, WARMUP * unit) for c in candidates]
     rounds: list[list[Score]] = []
     while len(alive) > 1:
+        name = f"round {len(rounds) + 1} of {len(sizes) - 1}"
+        progress = Progress(f"recipe: {name}", "steps", quiet=quiet)
         for trial in alive:
-            trial.train(unit * 2 ** len(rounds))
+            trial.train(unit * 2 ** len(rounds), progress)
         scores = [trial.score() for trial in alive]
         rounds.append(scores)
+        progress.close(f"recipe: trials, {name}, held-out bits per byte: {scored(scores)}")
         order = sorted(range(len(alive)), key=lambda i: scores[i].bpb)
         alive = [alive[i] for i in order[: -(-len(alive) // 2)]]
     return alive[0], rounds
+
+
+def scored(scores: Sequence[Score]) -> str:
+    """A round's scores, best first, and the time each candidate had trained."""
+    ranked = ", ".join(f"{s.name} {s.bpb:.3f}" for s in sorted(scores, key=lambda s: s.bpb))
+    return f"{ranked} ({scores[0].seconds:.0f} s each)"

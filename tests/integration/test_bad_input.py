@@ -249,6 +249,7 @@ def test_out_that_is_not_a_run_directory(data, model_json, tmp_path):
         ("beta2", "inf"),
         ("muon-momentum", "1"),
         ("max-time", "soon"),
+        ("max-time", "99999999999h"),  # a year at most: refused before the recipe's timing
     ],
 )
 def test_numbers_are_checked_at_the_boundary(data, model_json, tmp_path, flag, value):

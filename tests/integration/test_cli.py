@@ -130,6 +130,45 @@ def test_the_same_flag_for_the_same_thing_in_every_stage():
         ], path
 
 
+def test_every_option_of_every_command_says_what_it_does():
+    """--help describes every option; --checkpoint in the same words wherever it appears; a setting of a few
+    choices lists them rather than TEXT."""
+    undescribed = [
+        (" ".join(path), option.opts[0])
+        for path, command in [(("gptkit",), cli), *commands()]
+        for option in command.params
+        if isinstance(option, click.Option) and not (option.help or "").strip()
+    ]
+    assert undescribed == []
+    described = {
+        " ".join(path): option.help
+        for path, command in commands()
+        for option in command.params
+        if isinstance(option, click.Option) and "--checkpoint" in option.opts
+    }
+    assert set(described) == {
+        "gptkit model export-hf",
+        "gptkit model export-gguf",
+        "gptkit sample",
+        "gptkit serve",
+        "gptkit eval text",
+        "gptkit eval hellaswag",
+        "gptkit eval choice",
+    }
+    assert set(described.values()) == {shared_cli.CHECKPOINT_HELP}
+    sample = " ".join(CliRunner().invoke(cli, ["sample", "--help"], terminal_width=400).stdout.split())
+    assert "--max-new-tokens N Tokens to generate at most, for each sample" in sample
+    assert "a training run's directory RUN, meaning its newest checkpoint" in sample
+    train = " ".join(CliRunner().invoke(cli, ["train", "run", "--help"], terminal_width=400).stdout.split())
+    for choices in ("--device auto|cpu|cuda", "--parallel ddp|fsdp", "--loader random|sequential"):
+        assert choices in train
+    assert (
+        "--optimizer adamw|muon" in train
+        and "--schedule cosine|wsd" in train
+        and " TEXT " not in train.replace("--sample-prompt TEXT", "")
+    )
+
+
 def test_worker_threads_default_to_one_per_physical_core_shared_by_torchrun_processes(monkeypatch):
     """tokenizer train's and pretokenize's --threads (worker processes); torch's threads are measured
     up to the same share (tests/unit/test_threads.py)."""

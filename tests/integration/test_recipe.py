@@ -21,16 +21,15 @@ from gptkit.train.data import data_tokenizer
 from gptkit.train.recipe import (
     DEFAULT_BUDGET,
     LADDER,
-    REPEAT_CONTEXT,
     TOKENS_PER_PARAM,
-    Repeats,
     choose,
     dropout_for,
     recipe_settings,
-    step_timer,
 )
+from gptkit.train.repeats import REPEAT_CONTEXT, Repeats
 from gptkit.train.sections import WITHOUT_RECIPE
 from gptkit.train.settle import completed, from_layers
+from gptkit.train.timing import step_timer
 from tests.unit.test_shards import U16, write_llmc
 
 MINUTE = 60
@@ -155,7 +154,7 @@ def test_dropout_where_the_passes_and_the_parameters_could_memorize_the_corpus_a
     assert many.seconds_per_step == flop_rate(CPU)(many.shape, 0.2)  # its steps are those of the model it trains
     line = described(many, **many.settings())
     assert (
-        f"dropout 0.2 ({many.epochs():.0f} passes x {many.params / 1e6:.2f}M parameters = " in line
+        f"dropout 0.2: {many.epochs():.0f} passes x {many.params / 1e6:.2f}M parameters = " in line
         and "past the 6M" in line
     )
     # a length in steps sets the passes the dropout is chosen for
@@ -177,8 +176,8 @@ def test_no_dropout_where_its_slower_steps_would_not_make_the_passes_that_call_f
     )
     assert r.steps == 2400 and dropout_for(r.epochs(), r.params) and "dropout" not in r.settings()["model"]
     line = described(r, **r.settings())
-    assert "dropout 0 (" in line and "past the 6M" in line
-    assert "but at the 85 ms a step dropout takes it would make 25 passes, 4.2M)" in line
+    assert "dropout 0: " in line and "past the 6M" in line
+    assert "but at the 85 ms a step dropout takes it would make 25 passes, 4.2M\n" in line
 
 
 def test_a_small_corpus_caps_the_model_and_a_gpu_hour_buys_a_big_one():
@@ -263,7 +262,7 @@ def test_without_config_the_recipe_sizes_the_run(data, capsys):
     assert f"batch {config.batch.batch_size} x {model['context_length']}" in line
     assert config.length.max_time == DEFAULT_BUDGET and config.length.max_steps is None  # only the length that applies
     if model["context_length"] < REPEAT_CONTEXT:  # the corpus's repeats were measured, and said
-        assert f"context {model['context_length']} the ladder's (" in line and "3% asks for 256" in line, line
+        assert f"context {model['context_length']}, the ladder's: " in line and "3% asks for 256" in line, line
 
 
 def test_flags_beat_the_recipe(data, capsys):
@@ -275,10 +274,12 @@ def test_flags_beat_the_recipe(data, capsys):
         7,
         "1m",
     )
-    # the same shape; the dropout is that of the epochs the shorter budget makes
-    assert {**config.job.model, "dropout": 0} == {**base.job.model, "dropout": 0} and completed(
-        config
-    ).lr_schedule.min_lr == 0.05
+
+    # the same shape; the dropout (and with it the attention's, recorded) is that of the epochs each budget makes
+    def shape(model):
+        return {k: v for k, v in model.items() if "dropout" not in k}
+
+    assert shape(config.job.model) == shape(base.job.model) and completed(config).lr_schedule.min_lr == 0.05
     fixed = chosen(data, max_steps=40)  # a length flag replaces the default budget; the evaluations fit it
     assert fixed.length.max_time is None and fixed.length.max_steps == 40 and fixed.evaluation.eval_interval == 8
     assert "and 1m on cpu" in capsys.readouterr().out
@@ -320,13 +321,21 @@ def test_the_run_logs_the_recipe_and_records_it(data, tmp_path):
         ],
     )
     assert res.exit_code == 0, res.output
-    first, second = res.output.splitlines()[:2]
-    assert first.startswith("recipe for ") and "on cpu (1 thread)" in first and second.startswith("training ")
-    assert (
-        "passes over the corpus, fewer than the 4 it takes to memorize it)" in first and "dropout 0 (" in first
+    lines = res.stdout.splitlines()
+    first, *why = lines[: next(i for i, line in enumerate(lines) if line.startswith("training "))]
+    # the choice in its first line, short; why in the lines after it, a reason a line
+    assert first.startswith("recipe for ") and "on cpu (1 thread)" in first and len(first) < 250, first
+    assert why and all(line.startswith("  ") for line in why)
+    assert any(
+        line.startswith("  dropout 0: ") and "passes over the corpus, fewer than the 4 it takes to memorize it" in line
+        for line in why
     )  # the 2 steps'
     saved = json.loads((run / "config.json").read_text())
     assert f"d {saved['model']['d_model']}, {saved['model']['n_layers']} layers" in first
+    # meanwhile, on standard error from its start, what the recipe does: no trials here, one vocabulary timed
+    progress = res.stderr.splitlines()
+    assert progress[0].startswith("recipe: choosing the model for ") and "no trials: the run's length" in progress[0]
+    assert progress[1].startswith("recipe: vocabulary 450, ms a step: d 64 x 2 ") and "; takes d " in progress[1]
     assert saved["max_steps"] == 2 and saved["max_time"] is None and saved["batch_size"] == 2
     assert saved["lr"] is not None and saved["min_lr"] == saved["lr"] / 10
 
@@ -405,7 +414,7 @@ def test_a_run_far_slower_than_timed_lets_the_recipe_choose_again(data, tmp_path
         ],
     )
     assert res.exit_code == 0, res.output
-    lines = res.output.splitlines()
+    lines = res.stdout.splitlines()
     again = next(
         i for i, line in enumerate(lines) if "what the recipe timed: the machine got slower; choosing again" in line
     )

@@ -25,9 +25,15 @@ def test_the_recipe_tries_bytes_and_the_data_s_tokenizer_and_trains_the_winner(d
         *["--eval-tokens", "2048", "--eval-interval", "0"],
     )
     assert res.exit_code == 0, res.output
-    line = res.output.splitlines()[0]
+    lines = res.stdout.splitlines()
+    assert lines[0].startswith("recipe for ") and "vocabulary " in lines[0] and "the recipe took " in lines[0]
+    line = next(line for line in lines if line.startswith("  vocabulary "))  # why, in a line of its own
     assert "by trial, held-out bits per byte: " in line and "bytes (d " in line and "450 (d " in line
-    assert "the recipe took " in line
+    # what it did, on standard error as it went: its plan, each vocabulary's shapes timed, each round scored
+    progress = res.stderr.splitlines()
+    assert progress[0].startswith("recipe: choosing the model for ") and "2 vocabularies, then trials" in progress[0]
+    assert [line.split(",")[0] for line in progress[1:3]] == ["recipe: vocabulary bytes", "recipe: vocabulary 450"]
+    assert progress[3].startswith("recipe: trials, round 1 of 1, held-out bits per byte: ") and "s each)" in progress[3]
     recipe = json.loads((run / "metrics.jsonl").read_text().splitlines()[0])["recipe"]
     (first,) = recipe["trials"]  # two candidates: one round
     assert sorted(c["candidate"].split(" ")[0] for c in first) == ["450", "bytes"]
@@ -44,7 +50,7 @@ def test_the_recipe_tries_bytes_and_the_data_s_tokenizer_and_trains_the_winner(d
 def test_a_run_of_fixed_length_tries_nothing(data, tmp_path):
     res = invoke(*["--data", data, "--out", tmp_path / "run", "--device", "cpu", "--max-steps", "2"])
     assert res.exit_code == 0, res.output
-    assert "vocabulary 450 (no trials: the run's length is given in steps or tokens" in res.output.splitlines()[0]
+    assert "  vocabulary 450: no trials, the run's length is given in steps or tokens" in res.stdout
 
 
 @pytest.fixture(scope="module")

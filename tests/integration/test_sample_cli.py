@@ -50,6 +50,8 @@ def test_cli_prompt_and_seed(checkpoint):
     assert first.stdout.startswith(PROMPT) and first.stdout.endswith("\n")
     seed_line = first.stderr.strip()
     assert seed_line.startswith("seed: ")  # a random seed is printed so the text can be had again
+    # after the text, which ends its line: on a terminal (both streams) a line of its own
+    assert first.output == first.stdout + seed_line + "\n"
     again = ok(*base, "--seed", seed_line.split()[1], "--device", "auto")
     assert again.stdout == first.stdout and again.stderr == ""
 

@@ -31,6 +31,24 @@ def test_a_signal_stops_training_with_a_checkpoint(data, model_json, tmp_path, s
     load_model(run / "latest")
 
 
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_during_the_recipe_ends_the_run_at_once_in_one_line(data, tmp_path, signum):
+    """Before the training loop there is no model to save: a run stopped while the recipe times its
+    shapes (its first line, on standard error, comes before the timing) says so in one line and ends
+    with the shell's status for the signal (130, 143), leaving no run directory. A long budget: the
+    recipe is still at work when the signal comes."""
+    run = tmp_path / "run"
+    proc = python_train("--data", data, "--out", run, "--device", "cpu", "--max-time", "10h")
+    first = proc.stderr.readline()
+    assert first.startswith("recipe: choosing the model for ") and "10h on cpu" in first, first
+    proc.send_signal(signum)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 128 + signum, err
+    assert out == f"stopped by {signum.name} before training began: nothing was trained, no checkpoint written\n"
+    assert all(line.startswith("recipe: ") for line in err.splitlines()), err  # no traceback, no "Aborted!"
+    assert not run.exists()
+
+
 def test_kill_at_random_moments_leaves_a_resumable_checkpoint(data, model_json, tmp_path):
     run, rng = tmp_path / "run", random.Random(0)
     args = run_flags(data, run, model_json, max_steps=100000, checkpoint_interval=1, keep_last=2)

@@ -256,6 +256,22 @@ def test_replaces_only_an_earlier_export_as_it_wrote_it(tmp_path, small_tokenize
     assert sorted(p.name for p in tmp_path.iterdir()) == ["ckpt", "m.gguf"]  # no temporary left beside it
 
 
+def test_the_line_names_the_file_for_ollama_from_anywhere_and_the_context_to_run_it_with(
+    tmp_path, small_tokenizer, monkeypatch
+):
+    """Ollama reads FROM from the Modelfile's directory: the path given relative to here is named whole. The
+    context is the model's: llama.cpp and Ollama would otherwise run past it."""
+    tok, _ = small_tokenizer
+    model, ckpt = checkpoint(tmp_path, tok)
+    monkeypatch.chdir(tmp_path)
+    res = invoke("--checkpoint", "ckpt", "--out", "m.gguf")
+    assert res.exit_code == 0, res.output
+    context = model.config.context_length
+    assert f"a context of {context} tokens; run it with `llama-cli -m m.gguf -c {context}`" in res.stdout
+    assert f"`FROM {tmp_path / 'm.gguf'}` and `PARAMETER num_ctx {context}`" in res.stdout
+    assert fields(tmp_path / "m.gguf")["llama.context_length"] == context
+
+
 def test_without_the_gguf_package(tmp_path, small_tokenizer, monkeypatch):
     monkeypatch.setitem(__import__("sys").modules, "gguf", None)
     assert_input_error(invoke("--checkpoint", tmp_path, "--out", tmp_path / "m.gguf"), "pip install 'gptkit[gguf]'")

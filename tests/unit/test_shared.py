@@ -18,6 +18,7 @@ from gptkit.shared.cli import Command
 from gptkit.shared.errors import GptkitError, InputError, SettingError
 from gptkit.shared.files import atomic_write, cause
 from gptkit.shared.progress import Progress
+from gptkit.shared.text import counted
 from gptkit.shared.workers import process_pool
 
 # -- atomic_write ----------------------------------------------------------------------------
@@ -196,6 +197,35 @@ def test_progress_on_a_terminal_redraws_in_place(monkeypatch, clock):
     last = text.rsplit("\r", 1)[-1]
     assert last.startswith("counting: 1,000 items / 1,000 (100%)")
     assert len(last.rstrip("\n")) >= 79
+
+
+def test_progress_closed_with_a_line_of_what_the_work_found(monkeypatch, capsys, clock):
+    """In logs the line alone; on a terminal over the line redrawn; quiet, nothing."""
+    p = Progress("timing", "steps", log_interval=3600)
+    p.update(3, "d 64 x 2")
+    p.close("timing: d 64 x 2 12 ms a step")
+    assert capsys.readouterr().err == "timing: d 64 x 2 12 ms a step\n"
+    terminal = FakeTerminal()
+    monkeypatch.setattr("sys.stderr", terminal)
+    p = Progress("timing", "steps", log_interval=3600)
+    clock.now += 1
+    p.update(3, "d 64 x 2")
+    p.close("timing: done")
+    drawn, last = terminal.getvalue().rsplit("\r", 1)
+    assert drawn.startswith("timing: 3 steps, d 64 x 2") and last.rstrip() == "timing: done" and last.endswith("\n")
+    assert len(last) == 80  # as wide as the line it draws over
+    Progress("timing", "steps", quiet=True).close("timing: done")
+    assert terminal.getvalue().endswith("timing: done".ljust(79) + "\n")
+
+
+def test_counted_says_one_thing_and_many_things():
+    assert [counted(n, "document") for n in (0, 1, 2, 1200)] == [
+        "0 documents",
+        "1 document",
+        "2 documents",
+        "1,200 documents",
+    ]
+    assert counted(1, "process", "processes") == "1 process" and counted(3, "process", "processes") == "3 processes"
 
 
 # -- process_pool ----------------------------------------------------------------------------

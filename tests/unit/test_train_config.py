@@ -32,6 +32,8 @@ def test_every_field_of_train_config_is_a_flag_with_its_help_and_type():
         ("loader", "shuffled", "loader 'shuffled': expected one of random, sequential"),
         ("verify_data", "no", "verify_data 'no': expected true or false"),
         ("max_time", "soon", "max_time 'soon': expected a duration above 0"),
+        ("max_time", "99999999999h", "max_time '99999999999h': longer than a year; at most 8784h"),
+        ("max_time", "9" * 400 + "h", "max_time '999"),  # not an infinite budget
         ("data", "", "data '': expected a pretokenize output directory"),
         ("model", 3, "model 3: expected a preset name"),
     ],

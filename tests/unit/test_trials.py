@@ -21,7 +21,7 @@ class Fake:
     def __init__(self, candidate, warmup, bpb):
         self.candidate, self.warmup, self.bpb, self.seconds = candidate, warmup, bpb, 0.0
 
-    def train(self, seconds):
+    def train(self, seconds, progress=None):
         self.seconds += seconds
 
     def score(self):

@@ -51,10 +51,12 @@ class CheckpointError(InputError):
 
 
 def model_tensors(model: TransformerLM) -> dict[str, torch.Tensor]:
-    """The weights to save: a tied LM head is the embedding, stored once under its name."""
+    """The weights to save: a tied LM head is the embedding, stored once under its name (and so are
+    the rows a LoRA run trains of both, model/lora.py)."""
     state = model.state_dict()
     if model.config.tie_embeddings:
         del state["lm_head.weight"]
+        state.pop("lm_head.token_rows", None)
     return state
 
 
@@ -263,7 +265,10 @@ class CheckpointReader:
             rank, alpha, targets = record["rank"], record["alpha"], target_names(record["targets"])
             if not (is_count(rank) and rank > 0 and type(alpha) in (int, float) and 0 < alpha < math.inf):
                 raise TypeError(f"rank {rank!r}, alpha {alpha!r}: expected a whole number and a number, both above 0")
-            return LoraConfig.of(model, rank, alpha, targets)
+            tokens = record.get("tokens", [])  # none in a checkpoint written before rows trained
+            if not (isinstance(tokens, list) and all(is_count(t) for t in tokens) and tokens == sorted(set(tokens))):
+                raise TypeError(f"tokens {tokens!r}: expected token ids in ascending order")
+            return LoraConfig.of(model, rank, alpha, targets, tokens)
         except (KeyError, TypeError, InputError) as e:
             raise CheckpointError(f"{path}: lora is damaged ({e})") from None
 

@@ -211,24 +211,67 @@ def target_names(value: str | Iterable[str] | None) -> list[str] | None:
     return names
 
 
+def train_token_names(value: str | Iterable[str | int] | None) -> list[str | int] | None:
+    """--lora-train-tokens as a list: "special" (the tokenizer's special tokens that the data holds)
+    and token ids, comma-separated, or "none" alone; None where unset (then special)."""
+    if value is None:
+        return None
+    items = value.split(",") if isinstance(value, str) else list(value)
+    names: list[str | int] = []
+    for item in items:
+        text = item.strip() if isinstance(item, str) else item
+        if text == "":
+            continue
+        if text in ("special", "none"):
+            names.append(text)
+        elif type(text) is int or (isinstance(text, str) and text.isdigit() and text.isascii()):
+            names.append(int(text))
+        else:
+            names = []
+            break
+    names = list(dict.fromkeys(names))
+    if not names or ("none" in names and len(names) > 1):
+        raise SettingError(
+            "lora_train_tokens", f"{value!r}: expected none (alone), or special and token ids (comma-separated)"
+        )
+    return names
+
+
 @dataclass(frozen=True)
 class LoraConfig:
-    """The adapters of a run: their rank, alpha (their update is scaled by alpha / rank) and the
-    projections of every block that carry them, checked against the model they adapt."""
+    """The adapters of a run: their rank, alpha (their update is scaled by alpha / rank), the
+    projections of every block that carry them, and the tokens whose embedding and LM-head rows
+    train beside them (peft's trainable tokens), checked against the model they adapt."""
 
     rank: int
     alpha: float
     targets: tuple[str, ...]
+    tokens: tuple[int, ...] = ()  # ascending ids
 
     @property
     def scale(self) -> float:
         return self.alpha / self.rank
 
     @classmethod
-    def of(cls, model: ModelConfig, rank: int, alpha: float | None, targets: Sequence[str] | None) -> LoraConfig:
+    def of(
+        cls,
+        model: ModelConfig,
+        rank: int,
+        alpha: float | None,
+        targets: Sequence[str] | None,
+        tokens: Iterable[int] = (),
+    ) -> LoraConfig:
         """The adapters asked for on `model`: alpha None is twice the rank; targets None or ["all"]
-        are every projection the architecture has. A target the architecture lacks, or a rank above
-        a target's smaller side (an update of that rank is the whole matrix), is a SettingError."""
+        are every projection the architecture has; `tokens`: the ids whose rows train. A target the
+        architecture lacks, a rank above a target's smaller side (an update of that rank is the
+        whole matrix), or an id outside the vocabulary is a SettingError."""
+        tokens = tuple(sorted(set(tokens)))
+        outside = [t for t in tokens if not 0 <= t < model.vocab_size]
+        if outside:
+            raise SettingError(
+                "lora_train_tokens",
+                f"{outside[0]}: not a token id of the model's vocabulary (0 to {model.vocab_size - 1})",
+            )
         sizes = projections(model)
         chosen = tuple(sizes) if targets is None or list(targets) == ["all"] else tuple(targets)
         missing = [t for t in chosen if t not in sizes]
@@ -244,12 +287,18 @@ class LoraConfig:
                 f"{rank}: larger than the projection {name} ({fan_in} x {fan_out}) it adapts; at most "
                 f"{min(fan_in, fan_out)}",
             )
-        return cls(rank, float(2 * rank if alpha is None else alpha), chosen)
+        return cls(rank, float(2 * rank if alpha is None else alpha), chosen, tokens)
+
+    def with_tokens(self, tokens: Iterable[int]) -> LoraConfig:
+        """These adapters with the rows of `tokens` (ids of the model's vocabulary) trained too."""
+        return dataclasses.replace(self, tokens=tuple(sorted({*self.tokens, *tokens})))
 
     def params(self, model: ModelConfig) -> int:
-        """The adapters' parameters on `model`: r x (in + out) for each target of each block."""
+        """The adapters' parameters on `model`: r x (in + out) for each target of each block, and a
+        row of d_model for each trained token in the embedding (and in a separate LM head)."""
         sizes = projections(model)
-        return model.n_layers * sum(self.rank * sum(sizes[t]) for t in self.targets)
+        rows = len(self.tokens) * model.d_model * (1 if model.tie_embeddings else 2)
+        return model.n_layers * sum(self.rank * sum(sizes[t]) for t in self.targets) + rows
 
     def to_dict(self) -> dict:
-        return {"rank": self.rank, "alpha": self.alpha, "targets": list(self.targets)}
+        return {"rank": self.rank, "alpha": self.alpha, "targets": list(self.targets), "tokens": list(self.tokens)}

@@ -5,12 +5,19 @@ The adapters live inside the projections they adapt (LoraLinear is an nn.Linear 
 weight and bias under their own names), so a model with adapters has the base model's state names
 plus `<projection>.lora_a` and `<projection>.lora_b`. A checkpoint of a LoRA run holds those alone
 (model/checkpoint.py); merging puts alpha / r * B A into W and gives back the plain model.
+
+A frozen embedding and LM head cannot learn a token the base never trained: its rows are where
+training left them (a tied model's unseen tokens all collapse to one vector, so a new end-of-turn
+token cannot be told from an unseen byte). So the rows of the run's chosen tokens train too, as
+peft's trainable tokens: `embedding.token_rows` (and, for a separate head, `lm_head.token_rows`),
+one row per token, which replace those rows of the frozen weight (a tied head shares them), and
+merging writes them into it.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 import torch
 import torch.nn.functional as F
@@ -19,7 +26,8 @@ from torch import nn
 from .config import LoraConfig
 from .model import TransformerLM
 
-ADAPTER_SUFFIXES = (".lora_a", ".lora_b")
+ADAPTER_SUFFIXES = (".lora_a", ".lora_b", ".token_rows")
+ROWS = ("embedding", "lm_head")  # the modules whose rows of the chosen tokens train
 
 
 class LoraLinear(nn.Linear):
@@ -39,15 +47,69 @@ class LoraLinear(nn.Linear):
         return super().forward(x) + F.linear(F.linear(x, self.lora_a), self.lora_b) * self.scale
 
 
+class TokenRowsEmbedding(nn.Module):
+    """An embedding whose rows of `tokens` are token_rows (trained; they start as the frozen weight's)
+    and the others the frozen weight's."""
+
+    slots: torch.Tensor  # a buffer, declared for the type checker
+
+    def __init__(self, base: nn.Embedding, tokens: Sequence[int]) -> None:
+        super().__init__()
+        self.weight = base.weight
+        self.token_rows = nn.Parameter(base.weight[list(tokens)].detach().clone())
+        slots = torch.full((base.weight.shape[0],), -1, dtype=torch.long, device=base.weight.device)
+        slots[list(tokens)] = torch.arange(len(tokens), device=base.weight.device)
+        self.register_buffer("slots", slots, persistent=False)  # id -> its row of token_rows, or -1
+
+    def forward(self, idx: torch.Tensor) -> torch.Tensor:
+        slot = self.slots[idx]
+        trained = F.embedding(slot.clamp(min=0), self.token_rows)
+        return torch.where((slot >= 0)[..., None], trained, F.embedding(idx, self.weight))
+
+
+class TokenRowsHead(nn.Module):
+    """An LM head whose logits of `tokens` come from `rows` (trained: its own, or the embedding's
+    where the head is tied to it) and the others from the frozen weight."""
+
+    tokens: torch.Tensor  # a buffer, declared for the type checker
+
+    def __init__(self, base: nn.Linear, tokens: Sequence[int], rows: nn.Parameter | None) -> None:
+        super().__init__()
+        self.weight = base.weight
+        self.token_rows = nn.Parameter(base.weight[list(tokens)].detach().clone()) if rows is None else rows
+        self.register_buffer("tokens", torch.tensor(list(tokens), device=base.weight.device), persistent=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        # the frozen head's logits with the tokens' own replaced: a product with n rows, not a copy of the head
+        return F.linear(x, self.weight).index_copy_(-1, self.tokens, F.linear(x, self.token_rows))
+
+
 def add_adapters(model: TransformerLM, lora: LoraConfig) -> None:
     """Freeze every weight of `model` and put an adapter on each target projection of each block,
-    in place (drawn from torch's generator: seed it first for a repeatable start)."""
+    and trained rows of lora.tokens on the embedding and LM head, in place (drawn from torch's
+    generator: seed it first for a repeatable start)."""
     model.requires_grad_(False)
     for block in model.layers:
         for part in (block.attention, block.ffn):
             for name in lora.targets:
                 if isinstance(getattr(part, name, None), nn.Linear):
                     setattr(part, name, LoraLinear(getattr(part, name), lora.rank, lora.scale))
+    if lora.tokens:
+        embedding = TokenRowsEmbedding(model.embedding, lora.tokens)
+        tied = embedding.token_rows if model.config.tie_embeddings else None
+        model.lm_head = TokenRowsHead(model.lm_head, lora.tokens, tied)  # type: ignore[assignment]
+        model.embedding = embedding  # type: ignore[assignment]
+
+
+def initial_rows(tensors: Mapping[str, torch.Tensor], lora: LoraConfig) -> dict[str, torch.Tensor]:
+    """The trained rows' starting values: the rows of lora.tokens of the embedding and LM head in
+    `tensors` (a model's weights by state name; a tied head is the embedding, absent)."""
+    if not lora.tokens:
+        return {}
+    ids = torch.tensor(lora.tokens, dtype=torch.long)
+    return {
+        f"{module}.token_rows": tensors[f"{module}.weight"][ids] for module in ROWS if f"{module}.weight" in tensors
+    }
 
 
 def is_adapter(name: str) -> bool:
@@ -57,7 +119,8 @@ def is_adapter(name: str) -> bool:
 
 def merged(tensors: Mapping[str, torch.Tensor], lora: LoraConfig) -> dict[str, torch.Tensor]:
     """The base tensors of `tensors` (base weights and adapters, by state name) with each adapter's
-    update added to its weight, in float32 (where a bf16 weight would round the update away)."""
+    update added to its weight, in float32 (where a bf16 weight would round the update away), and
+    the trained rows in place of their tokens' rows of the embedding and head."""
     out = {name: t for name, t in tensors.items() if not is_adapter(name)}
     for name in tensors:
         if name.endswith(".lora_a"):
@@ -65,4 +128,9 @@ def merged(tensors: Mapping[str, torch.Tensor], lora: LoraConfig) -> dict[str, t
             weight = out[f"{module}.weight"]
             delta = tensors[f"{module}.lora_b"].float() @ tensors[name].float() * lora.scale
             out[f"{module}.weight"] = weight.float() + delta
+    ids = torch.tensor(lora.tokens, dtype=torch.long)
+    for module in ROWS:
+        if f"{module}.token_rows" in tensors:  # a tied head's are the embedding's
+            rows = tensors[f"{module}.token_rows"].float()
+            out[f"{module}.weight"] = out[f"{module}.weight"].float().index_copy(0, ids, rows)
     return out

@@ -54,7 +54,7 @@ from gptkit.model.checkpoint import (
     save_tensors,
 )
 from gptkit.model.config import ModelConfig
-from gptkit.model.lora import is_adapter
+from gptkit.model.lora import initial_rows, is_adapter
 from gptkit.model.model import TransformerLM
 from gptkit.shared.errors import GptkitError, InputError, SettingError, named
 from gptkit.shared.files import (
@@ -134,7 +134,7 @@ class Checkpoints:
         self.extra = {path.name: path.read_text(encoding="utf-8") for path in run.data.chat_files if path.is_file()}
         self.identity = {"config_digest": run.config.digest(), "data": run.data_identity}
         # A LoRA run saves its adapters, and names the checkpoint they adapt by its real place and digest.
-        self.lora = None
+        self.lora, self.lora_config = None, run.lora
         if run.lora is not None:
             assert run.lora_base is not None  # settled with the adapters
             base = os.path.realpath(run.lora_base.directory)
@@ -240,8 +240,10 @@ class Checkpoints:
         initial_model, in settle.py: a new run, whose model is the checkpoint's) into the model, each
         tensor checked, read once, and widened to the model's float32 (exactly, as load_model does).
         A LoRA run's checkpoint gives its base's weights with its adapters merged in; new adapters
-        keep their initialization."""
-        self.put_weights(saved.weights(self.parts.model))
+        keep their initialization, and the rows a LoRA run trains start as the weights' own."""
+        weights = saved.weights(self.parts.model)
+        rows = initial_rows(weights, self.lora_config) if self.lora_config is not None else {}
+        self.put_weights({**weights, **rows})
 
     def put_weights(self, weights: dict[str, torch.Tensor]) -> None:
         """Copy the whole tensors `weights` (name -> tensor) into the model: each one, or the shard

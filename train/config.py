@@ -226,9 +226,11 @@ def _check_lora(values: dict[str, Any]) -> None:
     """The adapters' settings go with a rank, and a rank with the checkpoint it adapts; its AdamW state
     is the memory they save (Muon would orthogonalize matrices of rank r)."""
     if values["lora_rank"] is None:
-        given = [name for name in ("lora_alpha", "lora_targets") if values[name] is not None]
+        given = [name for name in ("lora_alpha", "lora_targets", "lora_train_tokens") if values[name] is not None]
         if given:
-            raise SettingError(given[0], f"{values[given[0]]}: only with {named('lora_rank')} (the adapters' rank)")
+            value = values[given[0]]
+            shown = ",".join(map(str, value)) if isinstance(value, list) else value  # as the flag takes it
+            raise SettingError(given[0], f"{shown}: only with {named('lora_rank')} (the adapters' rank)")
         return
     if values["init_from"] is None:
         raise SettingError(

@@ -14,6 +14,8 @@ state is the step.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 import numpy as np
 
 from gptkit.shared.errors import SettingError, named
@@ -24,6 +26,8 @@ from gptkit.tokenizer.cut import Unmerge, cuttable
 
 from .processes import Dist
 from .sections import Batch
+
+PRESENCE_BLOCK = 1 << 24  # tokens read at a time by tokens_present
 
 
 class Loader:
@@ -65,6 +69,23 @@ class Loader:
         start = (index * G + rows.start) * T
         flat = (self.data.span if field == "tokens" else self.data.mask_span)(start, self.B * T + 1)
         return np.stack([flat[i * T : i * T + T + 1] for i in range(self.B)]), start + T * np.arange(self.B)
+
+
+def tokens_present(split: ShardData, ids: Iterable[int]) -> list[int]:
+    """Which of `ids` the tokens of `split` hold, ascending: every shard read once, a block at a
+    time (a lookup table of the vocabulary; the reading stops once every one is found)."""
+    wanted = np.zeros(split.vocab_size, bool)
+    wanted[list(ids)] = True
+    found = np.zeros_like(wanted)
+    for shard in split.shards:
+        for start in range(0, len(shard.tokens), PRESENCE_BLOCK):
+            block = shard.tokens[start : start + PRESENCE_BLOCK]
+            if not split.verified:  # ids past the vocabulary are refused where a batch holds them (check_ids)
+                block = block[block < split.vocab_size]
+            found[block[wanted[block]]] = True
+            if found.sum() == wanted.sum():
+                return np.flatnonzero(found).tolist()
+    return np.flatnonzero(found).tolist()
 
 
 def data_tokenizer(data: ShardDir) -> Tokenizer:

@@ -314,7 +314,10 @@ def build_optimizers(model: torch.nn.Module, settings: Optim, rank: int = 0, wor
     for name, p in model.named_parameters():
         if not p.requires_grad:  # frozen under LoRA adapters
             continue
-        is_embedding = name in ("embedding.weight", "position_embedding.weight", "lm_head.weight")
+        # a LoRA run's trained rows of the embedding and head (model/lora.py) are embedding rows too
+        is_embedding = name in ("embedding.weight", "position_embedding.weight", "lm_head.weight") or name.endswith(
+            ".token_rows"
+        )
         if p.dim() >= 2 and not is_embedding and settings.optimizer == "muon":
             hidden.append((name, p))
         elif p.dim() >= 2 and (not is_embedding or settings.decay_embeddings):

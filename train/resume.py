@@ -5,6 +5,7 @@ thread count the run records, where it records one."""
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -35,10 +36,13 @@ def check_resume(
     _check_merges(then.get("merges"), config.batch.merges, out)  # before the checkpoint's tokenizer, which it changes
     saved, state = read_state(checkpoint, config.job, run.tokenizer, run.model, setting)
     if saved.lora != run.lora:
+        remedy = "start a new run to change them"
+        if saved.lora and run.lora and dataclasses.replace(saved.lora, tokens=run.lora.tokens) == run.lora:
+            remedy = f"resume with {named('lora_train_tokens')} {','.join(map(str, saved.lora.tokens)) or 'none'}"
         raise SettingError(
             "resume",
             f"{checkpoint}: its adapters are {_adapters(saved.lora)}, and the settings ask for "
-            f"{_adapters(run.lora)}; a resume keeps the run's adapters (start a new run to change them)",
+            f"{_adapters(run.lora)}; a resume keeps the run's adapters ({remedy})",
         )
     # Hashed with the settings before: the preset name or file path, by a run begun before
     # config.json held the model itself; the data's path, before the data was known by its content.
@@ -63,7 +67,8 @@ def check_resume(
 def _adapters(lora):
     if lora is None:
         return "none (every weight trains)"
-    return f"rank {lora.rank}, alpha {lora.alpha:g} on {','.join(lora.targets)}"
+    rows = f" with the rows of tokens {','.join(map(str, lora.tokens))}" if lora.tokens else " with no token rows"
+    return f"rank {lora.rank}, alpha {lora.alpha:g} on {','.join(lora.targets)}{rows}"
 
 
 def _check_merges(then, now, out):

@@ -8,7 +8,7 @@ import os
 from dataclasses import MISSING, dataclass, field
 from typing import Any
 
-from gptkit.model.config import target_names
+from gptkit.model.config import target_names, train_token_names
 from gptkit.shared.errors import SettingError
 
 # The recipe's budget where no length is given: long enough to learn something, short enough to wait for.
@@ -90,8 +90,9 @@ class Lora(Section):
 
     lora_rank: int | None = setting(
         None,
-        "Train low-rank adapters of this rank on --init-from's weights, which stay frozen; the run's "
-        "checkpoints hold the adapters alone and name the checkpoint they adapt.",
+        "Train low-rank adapters of this rank on --init-from's weights, which stay frozen but for the "
+        "rows of --lora-train-tokens; the run's checkpoints hold the adapters and rows alone and name "
+        "the checkpoint they adapt.",
         shown="none: every weight trains",
         metavar="R",
     )
@@ -103,9 +104,18 @@ class Lora(Section):
         shown="all",
         metavar="NAMES",
     )
+    lora_train_tokens: str | list | None = setting(
+        None,
+        "The tokens whose embedding and LM-head rows train beside the adapters: special (the tokenizer's "
+        "special tokens that the training data holds, such as the chat tokens) and token ids, "
+        "comma-separated, or none.",
+        shown="special",
+        metavar="TOKENS",
+    )
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "lora_targets", target_names(self.lora_targets))  # kept as a list of names
+        object.__setattr__(self, "lora_train_tokens", train_token_names(self.lora_train_tokens))
 
 
 @dataclass(frozen=True)

@@ -41,7 +41,7 @@ from gptkit.tokenizer.cut import Unmerge, cut_split
 
 from .checkpointing import initial_model
 from .config import FIELDS, LENGTH, PATHS, PRESETS_DIR, TrainConfig, refuse_unused
-from .data import Loader, cut_of, data_tokenizer
+from .data import Loader, cut_of, data_tokenizer, tokens_present
 from .prepared import Run
 from .processes import Dist
 from .recipe import recipe_settings
@@ -79,6 +79,9 @@ def settle(config: TrainConfig, resume: bool | str = False, dist: Dist = Dist(),
         _log(recipe.line(config, model))
     context_from = "the recipe chose that context" if recipe is not None else "that is the model's context"
     loader, val_data = _splits(config, data, tokenizer, model, dist, cut, None if context_given else context_from)
+    if lora is not None and "special" in (config.lora.lora_train_tokens or ["special"]):
+        # the special tokens the training data holds: chat markup the base may never have seen
+        lora = lora.with_tokens(tokens_present(loader.data, tokenizer.special_tokens.values()))
     eot_id = data.eot_id(tokenizer)
     if cut is not None:
         tokenizer, eot_id = cut.tokenizer, None if eot_id is None else int(cut(np.array([eot_id]), np.int64)[0])
@@ -105,11 +108,13 @@ def settle(config: TrainConfig, resume: bool | str = False, dist: Dist = Dist(),
 
 
 def _lora(config: TrainConfig, model: ModelConfig) -> LoraConfig | None:
-    """The adapters the run trains on `model` (None: none), checked against its projections."""
+    """The adapters the run trains on `model` (None: none), checked against its projections, with
+    the rows of the token ids given (settle adds the special tokens the data holds)."""
     settings = config.lora
     if settings.lora_rank is None:
         return None
-    return LoraConfig.of(model, settings.lora_rank, settings.lora_alpha, settings.lora_targets)
+    ids = [t for t in settings.lora_train_tokens or () if isinstance(t, int)]
+    return LoraConfig.of(model, settings.lora_rank, settings.lora_alpha, settings.lora_targets, ids)
 
 
 def completed(config: TrainConfig) -> TrainConfig:

@@ -174,13 +174,23 @@ class Trainer:
             f"{self.model.num_params():,} parameters"
             if lora is None
             else f"{trained:,} adapter parameters (LoRA rank {lora.rank}, alpha {lora.alpha:g}, on "
-            f"{','.join(lora.targets)}) on {self.model.num_params() - trained:,} frozen ones"
+            f"{','.join(lora.targets)}{self._token_rows()}) on {self.model.num_params() - trained:,} frozen ones"
         )
         return (
             f"training {what} on {self.device} x {self.dist.world} "
             f"({self.parallel.describe()}{compiled}{threads}), {self.run.tokens_per_step:,} tokens per step, "
             f"steps {self.step} -> {length}"
         )
+
+    def _token_rows(self) -> str:
+        """The tokens whose rows a LoRA run trains, for its first line: special ones by name."""
+        assert self.run.lora is not None
+        tokens = self.run.lora.tokens
+        if not tokens:
+            return ""
+        names = {i: name for name, i in self.run.tokenizer.special_tokens.items()}
+        shown = ", ".join(names.get(t, str(t)) for t in tokens[:8]) + (", ..." if len(tokens) > 8 else "")
+        return f"; the rows of {len(tokens)} token{'s' if len(tokens) > 1 else ''}: {shown}"
 
     def _timed_step(self) -> tuple[torch.Tensor, torch.Tensor]:
         """A training step, its time given to the thread count (a CPU's; a GPU's threads are fixed)."""

@@ -6,6 +6,12 @@ peft names an adapter after the Hugging Face module it adapts (`base_model.model
 shaped as ours: A (r, in), B (out, r)). GPT-2 holds the queries, keys and values in one module
 (c_attn), so their adapters become one: the A matrices stacked, the B matrices on the diagonal of a
 larger B, of rank r times the number of them, its alpha scaled with it so that alpha / r stays.
+
+The rows a run trained of the embedding and LM head (model/lora.py) are peft's trainable tokens
+(`trainable_token_indices`): `<module>.token_adapter.trainable_tokens_delta`, the rows themselves
+(not a difference, despite the name), which replace those of the module's weight. A tied head
+follows the embedding's (peft ties them as transformers does), so they are given for the embedding
+alone; a separate head's are given for each module by name.
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ from gptkit.shared.files import StrPath
 
 from ..checkpoint import CheckpointReader
 from ..config import LoraConfig, ModelConfig
+from ..lora import ROWS
 from .export import check_export_target, write_export
 from .families import FAMILIES
 from .family import Family
@@ -43,8 +50,13 @@ def export_peft(checkpoint: StrPath, out_dir: StrPath, overwrite: bool = False) 
         )
     model = ModelConfig.from_dict(reader.config["model"], str(reader.directory / "config.json"))
     family = FAMILIES[model.architecture]
-    tensors, ranks = _peft_tensors(family, reader.adapters(), lora)
-    config = {
+    adapters = reader.adapters()
+    tensors, ranks = _peft_tensors(family, adapters, lora)
+    rows = {family.names[module].name: f"{module}.token_rows" for module in ROWS if f"{module}.token_rows" in adapters}
+    for theirs, ours in rows.items():
+        tensors[f"{PREFIX}{theirs}.token_adapter.trainable_tokens_delta"] = adapters[ours].float().contiguous()
+    tokens = list(lora.tokens)
+    config: dict[str, Any] = {
         "peft_type": "LORA",
         "task_type": "CAUSAL_LM",
         "base_model_name_or_path": None,  # the Hugging Face export of the checkpoint named in the run's config.json
@@ -62,6 +74,8 @@ def export_peft(checkpoint: StrPath, out_dir: StrPath, overwrite: bool = False) 
         "use_dora": False,
         "modules_to_save": None,
     }
+    if tokens:  # a key peft before trainable tokens does not know: only where there are rows
+        config["trainable_token_indices"] = tokens if model.tie_embeddings else dict.fromkeys(rows, tokens)
     write_export(out_dir, {"adapter_model.safetensors": tensors}, {"adapter_config.json": config})
     return out_dir
 

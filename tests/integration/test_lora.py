@@ -14,7 +14,7 @@ from click.testing import CliRunner
 from safetensors.torch import load_file
 
 from gptkit.eval.cli import cli as eval_cli
-from gptkit.model.checkpoint import CheckpointReader, config_digest, load_model, save_model
+from gptkit.model.checkpoint import CheckpointReader, config_digest, load_model, model_tensors, save_model
 from gptkit.model.cli import cli as model_cli
 from gptkit.model.config import LoraConfig, ModelConfig
 from gptkit.model.lora import add_adapters, is_adapter
@@ -53,7 +53,11 @@ def lora_run(data, base, tmp_path_factory):
 
 def test_a_lora_checkpoint_holds_the_adapters_and_names_its_base(base, lora_run):
     run, output = lora_run
-    assert "adapter parameters (LoRA rank 2, alpha 4, on wq,wk,wv,wo,w1,w2,w3) on" in output
+    # the data's one special token, its end-of-text, has its rows trained
+    assert (
+        "adapter parameters (LoRA rank 2, alpha 4, on wq,wk,wv,wo,w1,w2,w3; the rows of 1 token: <|endoftext|>) on"
+        in output
+    )
     latest = run / "latest"
     assert sorted(p.name for p in latest.iterdir()) == [
         "adapters.safetensors",
@@ -65,10 +69,13 @@ def test_a_lora_checkpoint_holds_the_adapters_and_names_its_base(base, lora_run)
     record = json.loads((latest / "config.json").read_text())["lora"]
     base_dir = (base / "latest").resolve()
     assert record["base"] == str(base_dir) and record["rank"] == 2 and record["alpha"] == 4
+    eot = json.loads((latest / "config.json").read_text())["tokenizer"]["eot_id"]
+    assert record["tokens"] == [eot]
     assert record["base_digest"] == hashlib.sha256((base_dir / "config.json").read_bytes()).hexdigest()
     adapters = load_file(latest / "adapters.safetensors")
     assert set(adapters) and all(is_adapter(name) for name in adapters)
     assert all(t.abs().max() > 0 for name, t in adapters.items() if name.endswith("lora_b"))  # they trained
+    assert adapters["embedding.token_rows"].shape == adapters["lm_head.token_rows"].shape == (1, 32)  # one row each
     optimizer = load_file(latest / "optimizer.safetensors")
     assert {name.split("/")[1].rsplit(".", 1)[0] for name in optimizer} == set(adapters)  # AdamW's of the adapters
 
@@ -79,11 +86,16 @@ def test_the_base_stays_frozen_and_the_merge_is_what_was_trained(base, lora_run,
     plain, _ = load_model(base)
     merged_state, plain_state = merged.state_dict(), plain.state_dict()
     adapted = {name for name in plain_state if name.endswith(tuple(f".{t}.weight" for t in ("wq", "wo", "w1", "w3")))}
+    eot = CheckpointReader(run).lora.tokens[0]
     for name, tensor in plain_state.items():
         if name in adapted:
             assert not torch.equal(merged_state[name], tensor), name
+        elif name in ("embedding.weight", "lm_head.weight"):  # the end-of-text row trained, the others not
+            assert not torch.equal(merged_state[name][eot], tensor[eot]), name
+            assert torch.equal(merged_state[name][:eot], tensor[:eot]), name
+            assert torch.equal(merged_state[name][eot + 1 :], tensor[eot + 1 :]), name
         elif not name.endswith((".wk.weight", ".wv.weight", ".w2.weight")):
-            assert torch.equal(merged_state[name], tensor), name  # embeddings, norms, head: untouched
+            assert torch.equal(merged_state[name], tensor), name  # norms: untouched
     # the merged model computes what the model with its adapters apart computes
     reader = CheckpointReader(run)
     apart = TransformerLM(merged.config)
@@ -125,6 +137,14 @@ def test_a_resume_of_a_lora_run_is_exact(data, base, lora_run, tmp_path):
     stopped_after(resumed, 3)
     res = invoke("--out", resumed, "--resume", "--lora-rank", 3)
     assert_input_error(res, "its adapters are rank 2, alpha 4 on wq,wk,", "a resume keeps the run's adapters")
+    eot = CheckpointReader(run).lora.tokens[0]
+    res = invoke("--out", resumed, "--resume", "--lora-train-tokens", "none")
+    assert_input_error(
+        res,
+        f"with the rows of tokens {eot}, and the settings ask for",
+        "with no token rows; a resume keeps the run's",
+        f"(resume with --lora-train-tokens {eot})",
+    )
     res = invoke("--out", resumed, "--resume")
     assert res.exit_code == 0, res.output
     assert comparable(resumed) == comparable(run)
@@ -166,6 +186,8 @@ def test_bad_lora_settings_are_one_line_and_write_nothing(data, base, tmp_path, 
         (("--lora-rank", 40), "--lora-rank", "40: larger than the projection wq (32 x 32) it adapts; at most 32"),
         (("--lora-rank", 2, "--lora-targets", "wq,gate"), "--lora-targets", "'gate': expected all (alone), or some of"),
         (("--lora-rank", 2, "--optimizer", "muon"), "--optimizer", "adapters train with adamw"),
+        (("--lora-rank", 2, "--lora-train-tokens", "<|end|>"), "--lora-train-tokens", "expected none (alone), or"),
+        (("--lora-rank", 2, "--lora-train-tokens", "special,450"), "--lora-train-tokens", "450: not a token id of"),
     ]
     for extra, *needles in cases:
         res = invoke(*run_flags(data, out, None, max_steps=2), "--init-from", base, *map(str, extra))
@@ -175,6 +197,8 @@ def test_bad_lora_settings_are_one_line_and_write_nothing(data, base, tmp_path, 
     assert_input_error(res, "--lora-rank", "give it with --init-from")
     res = invoke(*run_flags(data, out, None, max_steps=2), "--init-from", base, "--lora-alpha", 3)
     assert_input_error(res, "--lora-alpha", "only with --lora-rank")
+    res = invoke(*run_flags(data, out, None, max_steps=2), "--init-from", base, "--lora-train-tokens", "none")
+    assert_input_error(res, "--lora-train-tokens none: only with --lora-rank")
     # a GPT-2 checkpoint has no w3
     tok, _ = small_tokenizer
     gpt2 = ModelConfig(
@@ -218,9 +242,9 @@ def test_a_lora_run_keeps_its_time_budget(data, base, tmp_path):
 # -- peft ------------------------------------------------------------------------------------------
 
 
-def lora_checkpoint(tokenizer, root, architecture, targets, **model):
-    """A base checkpoint and a LoRA checkpoint on it with random adapters (B too, so that they change
-    what the model computes), as a run writes them."""
+def lora_checkpoint(tokenizer, root, architecture, targets, tokens=(), **model):
+    """A base checkpoint and a LoRA checkpoint on it with random adapters (B and the rows of `tokens`
+    too, so that they change what the model computes), as a run writes them."""
     torch.manual_seed(0)
     config = ModelConfig(
         vocab_size=tokenizer.vocab_size,
@@ -236,31 +260,32 @@ def lora_checkpoint(tokenizer, root, architecture, targets, **model):
     model_ = TransformerLM(config)
     eot = tokenizer.special_tokens["<|endoftext|>"]
     save_model(model_, tokenizer, root / "base", eot_id=eot)
-    lora = LoraConfig.of(config, 3, 5.0, targets)
+    lora = LoraConfig.of(config, 3, 5.0, targets, tokens)
     add_adapters(model_, lora)
     with torch.no_grad():
         for name, p in model_.named_parameters():
-            if name.endswith("lora_b"):
+            if name.endswith(("lora_b", "token_rows")):
                 p.normal_(0, 0.2)
-    adapters = {name: t for name, t in model_.state_dict().items() if is_adapter(name)}
+    adapters = {name: t for name, t in model_tensors(model_).items() if is_adapter(name)}
     record = {**lora.to_dict(), "base": str(root / "base"), "base_digest": config_digest(root / "base")}
     save_model(model_, tokenizer, root / "lora", eot_id=eot, tensors=adapters, lora=record)
     return root / "base", root / "lora"
 
 
 @pytest.mark.parametrize(
-    "architecture, targets, model",
+    "architecture, targets, tokens, model",
     [
-        ("llama", None, dict(n_kv_heads=2, qkv_bias=True)),  # Qwen2ForCausalLM: GQA and q/k/v biases
-        ("gpt2", ["wq", "wv", "wo", "w2"], {}),  # two thirds of c_attn fused, and both c_proj
-        ("gpt2", None, {}),
+        ("llama", None, (), dict(n_kv_heads=2, qkv_bias=True)),  # Qwen2ForCausalLM: GQA and q/k/v biases
+        ("llama", ["wq", "w2"], (0, 17, 449), dict(tie_embeddings=True)),  # trained rows, one set for both
+        ("gpt2", ["wq", "wv", "wo", "w2"], (3, 5), {}),  # two thirds of c_attn fused, both c_proj; rows of each
+        ("gpt2", None, (), {}),
     ],
 )
-def test_peft_computes_what_the_lora_checkpoint_does(tmp_path, small_tokenizer, architecture, targets, model):
+def test_peft_computes_what_the_lora_checkpoint_does(tmp_path, small_tokenizer, architecture, targets, tokens, model):
     transformers = pytest.importorskip("transformers")
     peft = pytest.importorskip("peft")
     tok, _ = small_tokenizer
-    base, lora = lora_checkpoint(tok, tmp_path, architecture, targets, **model)
+    base, lora = lora_checkpoint(tok, tmp_path, architecture, targets, tokens, **model)
     runner = CliRunner()
     for args in (
         ["--checkpoint", base, "--out", tmp_path / "base-hf"],
@@ -269,8 +294,11 @@ def test_peft_computes_what_the_lora_checkpoint_does(tmp_path, small_tokenizer, 
     ):
         res = runner.invoke(model_cli, ["export-hf", *map(str, args)])
         assert res.exit_code == 0, res.output
+    rows = {k: t.shape for k, t in load_file(tmp_path / "peft" / "adapter_model.safetensors").items() if "token" in k}
+    tied = model.get("tie_embeddings", False)
+    assert list(rows.values()) == [(len(tokens), 32)] * ((1 if tied else 2) if tokens else 0)  # the rows alone
     ours, _ = load_model(lora)
-    ids = torch.tensor([tok.encode("the cat sat on the mat, and the dog ran over the hill.")])
+    ids = torch.tensor([[*tokens, *tok.encode("the cat sat on the mat, and the dog ran over the hill."), *tokens]])
     with torch.no_grad():
         expected = ours(ids)[0]
         hf_base = transformers.AutoModelForCausalLM.from_pretrained(tmp_path / "base-hf")
@@ -300,7 +328,7 @@ def test_the_gguf_export_of_a_lora_checkpoint_is_the_merged_model(tmp_path, smal
     from tests.unit.test_gguf import tensors
 
     tok, _ = small_tokenizer
-    _, lora = lora_checkpoint(tok, tmp_path, "gpt2", ["wq", "w1"])
+    base, lora = lora_checkpoint(tok, tmp_path, "gpt2", ["wq", "w1"], (3, 5))
     res = CliRunner().invoke(
         model_cli, ["export-gguf", "--checkpoint", str(lora), "--out", str(tmp_path / "m.gguf"), "--dtype", "f32"]
     )
@@ -311,6 +339,10 @@ def test_the_gguf_export_of_a_lora_checkpoint_is_the_merged_model(tmp_path, smal
     qkv = torch.cat([state[f"layers.1.attention.{w}.weight"] for w in ("wq", "wk", "wv")]).numpy()
     assert (read["blk.1.attn_qkv.weight"][1] == qkv).all()
     assert (read["blk.0.ffn_up.weight"][1] == state["layers.0.ffn.w1.weight"].numpy()).all()
+    plain = load_model(base)[0].state_dict()
+    for name, theirs in (("embedding.weight", "token_embd.weight"), ("lm_head.weight", "output.weight")):
+        assert (read[theirs][1] == state[name].numpy()).all()
+        assert not torch.equal(state[name][[3, 5]], plain[name][[3, 5]])  # the trained rows, carried
 
 
 def test_an_adapters_file_that_is_not_the_records_adapters_is_refused(tmp_path, small_tokenizer):

@@ -1,7 +1,7 @@
 """A conversation's ids through a chat template: gptkit's ChatTemplate (tokenizer/chat.py) against
 transformers' apply_chat_template on the same tokenizer, template and conversations, per
 conversation, medians, with the load; and, with --against REV, the ChatTemplate of a git revision
-beside today's (what a change to it costs).
+beside today's (what a change to it costs: its tokenizer/ package, chat.py and the modules it uses).
 
     python bench/chat_template.py CHATS.jsonl [--count 2000] [--repeat 5] [--busy 2] [--against REV]
 
@@ -17,11 +17,14 @@ which transformers does not: the conversations here spell none, so the ids are c
 from __future__ import annotations
 
 import argparse
-import importlib.util
+import importlib
+import io
 import json
+import re
 import statistics
 import subprocess
 import sys
+import tarfile
 import tempfile
 import time
 from pathlib import Path
@@ -44,17 +47,16 @@ TEMPLATES = {"gptkit": GPTKIT_TEMPLATE, "qwen2": QWEN2_TEMPLATE}
 SPECIALS = ["<|endoftext|>", *SPECIAL_TOKENS, "<|im_start|>", "<|im_end|>"]
 
 
-def chat_template_at(revision):
-    """The ChatTemplate class of tokenizer/chat.py as git revision `revision` has it, loaded beside
-    today's (its relative imports resolve in today's package)."""
-    source = subprocess.run(
-        ["git", "show", f"{revision}:tokenizer/chat.py"], cwd=ROOT, capture_output=True, text=True, check=True
-    ).stdout
-    spec = importlib.util.spec_from_loader(f"gptkit.tokenizer.chat_at_{revision}", loader=None)
-    module = importlib.util.module_from_spec(spec)
-    module.__package__ = "gptkit.tokenizer"
-    exec(compile(source, f"{revision}:tokenizer/chat.py", "exec"), module.__dict__)
-    return module.ChatTemplate
+def chat_template_at(revision, directory):
+    """The ChatTemplate class of tokenizer/ as git revision `revision` has it, loaded beside
+    today's: the whole package, extracted into `directory` under another name, so that the
+    modules chat.py imports (its bounds, its sandbox) are that revision's too."""
+    name = "tokenizer_at_" + re.sub(r"\W", "_", revision)
+    archive = subprocess.run(["git", "archive", revision, "tokenizer"], cwd=ROOT, capture_output=True, check=True)
+    tarfile.open(fileobj=io.BytesIO(archive.stdout)).extractall(directory)
+    (Path(directory) / "tokenizer").rename(Path(directory) / name)
+    sys.path.insert(0, str(directory))
+    return importlib.import_module(f"{name}.chat").ChatTemplate
 
 
 def median_us(work, items, repeat):
@@ -76,7 +78,7 @@ def main():
     parser.add_argument("--count", type=int, default=2000, help="conversations timed")
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--busy", type=int, default=0, help="busy processes beside the timing")
-    parser.add_argument("--against", metavar="REV", help="also time tokenizer/chat.py as git revision REV has it")
+    parser.add_argument("--against", metavar="REV", help="also time tokenizer/ as git revision REV has it")
     args = parser.parse_args()
     import transformers
 
@@ -93,8 +95,9 @@ def main():
         f"{args.busy} busy processes beside, medians of {args.repeat}"
     )
     kinds = {"ours": ChatTemplate}
+    revisions = tempfile.TemporaryDirectory()  # for the whole run: a module may import another when first used
     if args.against:
-        kinds[args.against] = chat_template_at(args.against)
+        kinds[args.against] = chat_template_at(args.against, revisions.name)
     print(
         "\n| template | work | "
         + " | ".join(f"{kind} (us)" for kind in kinds)

@@ -17,8 +17,9 @@ with gptkit's chat tokens (`gptkit tokenizer train --chat`), takes gptkit's own 
 
 Text is data, never control: a message's text that spells a special token is encoded as that
 text, never as the token (chat_marks.py tells the template's markup from the texts). A template is
-code from whoever published the model, so rendering is bounded in CPU time and size
-(chat_bounds.py); past either, ChatError.
+code from whoever published the model, so rendering is bounded in CPU time and in the size of
+what it writes and makes (chat_bounds.py), every operation measured (chat_sandbox.py); past
+either, ChatError.
 
 The mask is found by rendering prefixes: the assistant's part of message k is what rendering
 messages[:k+1] adds to rendering messages[:k] with the generation prompt, up to and including the
@@ -43,7 +44,16 @@ from gptkit.shared.files import StrPath
 from gptkit.shared.jsonfile import read_json
 
 from .bpe import Tokenizer
-from .chat_bounds import RENDER_SECONDS, Bounds, NotJinja, OverTime, PastBounds, compile_template, size_limit
+from .chat_bounds import (
+    RENDER_SECONDS,
+    SIZE_LIMIT,
+    Bounds,
+    NotJinja,
+    OverTime,
+    PastBounds,
+    compile_template,
+    size_limit,
+)
 from .chat_marks import TextMarks
 from .split import normalize
 
@@ -102,6 +112,8 @@ class ChatTemplate:
         self.source, self.variables, self.origin = source, dict(variables or {}), str(origin)
         if not source.strip():
             raise ChatError(self.origin, "the chat template is empty; expected a Jinja template")
+        if len(source) > SIZE_LIMIT:  # compiling it is bounded in time; holding it, here
+            raise ChatError(self.origin, f"the chat template has more than {SIZE_LIMIT:,} characters, the limit")
         self._marks = TextMarks(tokenizer.special_tokens)
         specials = self._marks.escapes[1:]  # the special tokens, longest first, as the tokenizer matches them
         self._special = re.compile("|".join(map(re.escape, specials))) if specials else None
@@ -121,7 +133,9 @@ class ChatTemplate:
         file = path.parent / TEMPLATE_FILE
         if file.is_file():
             try:
-                return cls(file.read_text(encoding="utf-8"), tokenizer, variables, file)
+                with open(file, encoding="utf-8") as f:
+                    text = f.read(SIZE_LIMIT + 1)  # more is refused
+                return cls(text, tokenizer, variables, file)
             except (OSError, UnicodeDecodeError) as e:
                 raise InputError(f"{file}: cannot read ({getattr(e, 'strerror', None) or e})") from None
         if (source := config_template(config, config_path)[0]) is not None:
@@ -222,8 +236,8 @@ class ChatTemplate:
         cores between markers), within the bounds: RENDER_SECONDS, and `limit` characters (_limit)."""
         seen = [self._marks.as_seen(m, marked) for m in messages]
         try:
-            compiled = compile_template(self.source)
             with Bounds(limit) as bounds:
+                compiled = compile_template(self.source)  # bounded too: the first rendering compiles it
                 return "".join(
                     bounds.written(chunk)
                     for chunk in compiled.generate(
@@ -280,7 +294,7 @@ class ChatTemplate:
 
 
 def _limit(messages) -> int:
-    """The characters a rendering of `messages` (or of their first ones) may write (size_limit).
+    """The characters a rendering of `messages` (or of their first ones) may write and make (size_limit).
     ChatError where they are not a list of objects."""
     if not isinstance(messages, list) or not all(isinstance(m, dict) for m in messages):
         raise ChatError("messages", f"expected a list of objects, got {json.dumps(messages)[:60]}")

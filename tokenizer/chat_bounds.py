@@ -1,7 +1,11 @@
 """Bounded rendering of chat templates. A template is code from whoever published the model, so a
-rendering is bounded: RENDER_SECONDS of CPU time, and SIZE_LIMIT characters plus SIZE_PER_CHAR for
-each character of the conversation, for what it writes and for any value it makes with `*`, `**`
-or `+`. Past either, the rendering stops: OverTime or PastBounds (chat.py makes them a ChatError).
+rendering is bounded: RENDER_SECONDS of CPU time, its compilation included, and a budget of
+characters, SIZE_LIMIT plus SIZE_PER_CHAR for each character of the conversation, that the text
+it writes and every value it makes on the way (a string's characters, a list's items) spend
+together as they are made; a number has at most NUMBER_DIGITS digits. An operation that would
+make a value larger than what is left is refused before it makes it (chat_sandbox.py measures
+each), so that a refused template holds at most about the budget in memory. Past any bound the
+rendering stops: OverTime or PastBounds (chat.py makes them a ChatError).
 
     compiled = compile_template(source)             # NotJinja if it does not compile
     with Bounds(size_limit(messages)) as bounds:
@@ -15,11 +19,9 @@ from __future__ import annotations
 import contextvars
 import ctypes
 import functools
-import json
 import os
 import threading
 import time
-from datetime import datetime
 from typing import TYPE_CHECKING
 
 from gptkit.shared.errors import InputError
@@ -27,11 +29,12 @@ from gptkit.shared.errors import InputError
 if TYPE_CHECKING:  # imported where a template is compiled: an optional dependency
     import jinja2
 
-# Bounds on rendering. A real template renders a conversation in milliseconds and writes little
-# more than its text; these are far above that, and far below what hurts a machine.
+# Bounds on rendering. A real template renders a conversation in milliseconds, and makes a few
+# times its text on the way; these are far above that, and far below what hurts a machine.
 RENDER_SECONDS = 1.0  # CPU time of the rendering thread, so that a busy machine does not trip it
-SIZE_LIMIT = 1 << 20  # characters a rendering may write (or a value it makes) beyond...
-SIZE_PER_CHAR = 4  # ...this many for each character of the conversation's text
+SIZE_LIMIT = 1 << 22  # characters a rendering may write and make in all (a template's own, too) beyond...
+SIZE_PER_CHAR = 16  # ...this many for each character of the conversation's text
+NUMBER_DIGITS = 4300  # digits of a number: Python's own limit for printing one, past which arithmetic is slow
 _LOOK = RENDER_SECONDS / 8  # seconds between the watchdog's looks: a rendering stops at most twice this late
 
 
@@ -40,7 +43,7 @@ class NotJinja(Exception):
 
 
 class PastBounds(Exception):
-    """A rendering wrote, or made a value, past its size limit."""
+    """A rendering wrote, or made a value, past its budget of characters, or made too long a number."""
 
 
 class OverTime(BaseException):
@@ -49,8 +52,8 @@ class OverTime(BaseException):
 
 
 def size_limit(messages: object) -> int:
-    """The characters a rendering of `messages` (or of their first ones) may write: SIZE_LIMIT and
-    SIZE_PER_CHAR for each character of their texts."""
+    """The characters a rendering of `messages` (or of their first ones) may write and make in all:
+    SIZE_LIMIT and SIZE_PER_CHAR for each character of their texts."""
     return SIZE_LIMIT + SIZE_PER_CHAR * _size(messages)
 
 
@@ -66,34 +69,81 @@ def _size(value) -> int:
     return 0
 
 
-_LIMIT = contextvars.ContextVar("chat_template_size_limit", default=SIZE_LIMIT)
+_CURRENT: contextvars.ContextVar[Bounds | None] = contextvars.ContextVar("chat_template_bounds", default=None)
 
 
 class Bounds:
-    """The bounds of one rendering in this thread: its CPU time (_Watchdog), and the size of what
-    it writes and of the values it makes (the sandbox's operators read the limit from _LIMIT)."""
+    """The bounds of one rendering in this thread: its CPU time (_Watchdog), and the characters
+    its text and its values spend of `limit` (written here, the values by the sandbox's
+    operations through allow and spend)."""
 
     def __init__(self, limit: int) -> None:
-        self.limit, self.size = limit, 0
+        self.limit, self.made = limit, 0
 
     def __enter__(self):
-        self.token = _LIMIT.set(self.limit)
+        self.token = _CURRENT.set(self)
         self.watchdog = _Watchdog.of_this_process()
         self.watchdog.watch()
         return self
 
     def __exit__(self, *exc):
         self.watchdog.unwatch()
-        _LIMIT.reset(self.token)
+        _CURRENT.reset(self.token)
 
     def written(self, chunk: str) -> str:
-        self.size += len(chunk)
-        if self.size > self.limit:
-            raise PastBounds(
-                f"the rendering writes more than {self.limit:,} characters, the limit ({SIZE_LIMIT:,} "
-                f"and {SIZE_PER_CHAR} for each character of the messages)"
-            )
+        """`chunk` of the rendering's text, spent."""
+        self.made += len(chunk)
+        if self.made > self.limit:
+            raise _past(f"makes {self.made:,} characters in all", self.limit)
         return chunk
+
+
+def _past(what: str, limit: int) -> PastBounds:
+    return PastBounds(
+        f"the rendering {what}, past its limit of {limit:,} ({SIZE_LIMIT:,} and {SIZE_PER_CHAR} for each "
+        "character of the messages, for its text and the values it makes together)"
+    )
+
+
+def left() -> int:
+    """The characters the current rendering may still make (outside one, SIZE_LIMIT: jinja evaluates
+    nothing of a template ahead of rendering it, but a check made there still has a bound)."""
+    bounds = _CURRENT.get()
+    return SIZE_LIMIT if bounds is None else bounds.limit - bounds.made
+
+
+def allow(size: int, exact: bool = True) -> None:
+    """Refuse a value of `size` characters about to be made, where it does not fit in what the
+    rendering has left; `exact`: `size` is the value's, or at least it (else at most it)."""
+    bounds = _CURRENT.get()
+    limit, made = (SIZE_LIMIT, 0) if bounds is None else (bounds.limit, bounds.made)
+    if made + size > limit:
+        what = f"makes a value of {size:,} characters" if exact else f"may make a value of up to {size:,} characters"
+        raise _past(what + (f" with {made:,} made before" if made else ""), limit)
+
+
+def spend(size: int) -> None:
+    """Count `size` characters (or items) just made by the current rendering; refused past its limit."""
+    bounds = _CURRENT.get()
+    if bounds is not None:
+        bounds.made += size
+        if bounds.made > bounds.limit:
+            raise _past(f"makes {bounds.made:,} characters in all", bounds.limit)
+
+
+def make(size: int) -> None:
+    """allow, then spend: for a value whose size is known before it is made."""
+    allow(size)
+    spend(size)
+
+
+def number(digits: int) -> None:
+    """Refuse a number of `digits` digits about to be made, past NUMBER_DIGITS."""
+    if digits > NUMBER_DIGITS:
+        raise PastBounds(
+            f"the rendering makes a number of {digits:,} digits, past the limit of {NUMBER_DIGITS:,} "
+            "(Python's for printing one)"
+        )
 
 
 class _Watchdog:
@@ -181,48 +231,14 @@ def _raise_in(ident, exception):
     )
 
 
-def _check_size(size):
-    """Refuse a value of `size` characters (items, bytes) past the rendering's limit (_LIMIT)."""
-    if size > _LIMIT.get():
-        raise PastBounds(f"the rendering makes a value of {size:,} characters, more than the limit of {_LIMIT.get():,}")
-
-
 @functools.lru_cache(maxsize=8)
 def compile_template(source: str) -> jinja2.Template:
-    """The template compiled as transformers compiles it (chat_template_utils._compile_jinja_template),
-    with `*` and `**` checked: each can make a value of any size in one step (and jinja would fold
-    `9 ** 9 ** 9` while compiling)."""
+    """The template compiled as transformers compiles it, in the sandbox that measures every value
+    a rendering makes (chat_sandbox.py). Called within a rendering's Bounds: compiling is bounded too."""
     try:
-        import jinja2
-        import jinja2.ext
-        from jinja2.sandbox import ImmutableSandboxedEnvironment
-    except ImportError:
+        from .chat_sandbox import compile_sandboxed
+    except ModuleNotFoundError as e:
+        if e.name not in ("jinja2", "markupsafe"):
+            raise
         raise InputError("chat templates need jinja2: pip install 'gptkit[chat]'") from None
-
-    class Environment(ImmutableSandboxedEnvironment):
-        intercepted_binops = frozenset(("*", "**"))
-
-        def call_binop(self, context, operator, left, right):
-            if operator == "**" and isinstance(left, int) and isinstance(right, int) and right > 0:
-                _check_size(left.bit_length() * right // 8)  # bytes
-            elif operator == "*":
-                for sequence, times in ((left, right), (right, left)):
-                    if isinstance(sequence, (str, list, tuple)) and isinstance(times, int):
-                        _check_size(len(sequence) * times)
-            return left**right if operator == "**" else left * right
-
-    def raise_exception(message):
-        raise jinja2.exceptions.TemplateError(message)
-
-    def tojson(x, ensure_ascii=False, indent=None, separators=None, sort_keys=False):
-        # not jinja's own, which escapes HTML characters
-        return json.dumps(x, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
-
-    env = Environment(trim_blocks=True, lstrip_blocks=True, extensions=[jinja2.ext.loopcontrols])
-    env.filters["tojson"] = tojson
-    env.globals["raise_exception"] = raise_exception
-    env.globals["strftime_now"] = lambda format: datetime.now().strftime(format)
-    try:
-        return env.from_string(source)
-    except jinja2.exceptions.TemplateError as e:
-        raise NotJinja(f"{type(e).__name__}: {e}") from None
+    return compile_sandboxed(source)

@@ -340,7 +340,8 @@ def test_pretokenize_chat_keeps_special_spellings_in_texts_as_text(qwen, tmp_pat
             "",
             "s of CPU time, the limit",
         ),
-        ("{% for i in range(100000) %}{{ 'x' * 1000 }}{% endfor %}", "", "writes more than"),
+        ("{% for i in range(100000) %}{{ 'x' * 1000 }}{% endfor %}", "", "past its limit of 4,19"),
+        ("{{ 'x'|center(1000000000) }}", "", "the rendering makes a value of 1,000,000,000 characters, past its limit"),
         ("  \n", "", "the chat template is empty"),
         (
             QWEN2_TEMPLATE
@@ -349,8 +350,13 @@ def test_pretokenize_chat_keeps_special_spellings_in_texts_as_text(qwen, tmp_pat
             "chats.jsonl:2: ",
             "s of CPU time, the limit",
         ),
+        (
+            QWEN2_TEMPLATE + "{% if messages[0].content == 'spin' %}{{ messages|tojson(indent=200000000) }}{% endif %}",
+            "chats.jsonl:2: ",
+            "the rendering makes a value of ",
+        ),
     ],
-    ids=["hangs", "writes-100-MB", "empty", "hangs-on-one"],
+    ids=["hangs", "writes-100-MB", "grows-to-1-GB", "empty", "hangs-on-one", "grows-on-one"],
 )
 def test_pretokenize_chat_refuses_a_template_past_its_bounds(qwen, tmp_path, template, line, needle):
     """One line naming the template file and the limit (and the conversation, where only one

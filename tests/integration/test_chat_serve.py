@@ -8,6 +8,7 @@ completion prompt's unless the operator allows them (--allow-special-tokens)."""
 import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -15,7 +16,7 @@ from click.testing import CliRunner
 from gptkit.sample.cli import cli as sample_cli
 from gptkit.sample.sampling import Sampler, Settings
 from gptkit.serve.server import Engine
-from gptkit.tokenizer.chat import ASSISTANT, END, GPTKIT_TEMPLATE, SPECIAL_TOKENS
+from gptkit.tokenizer.chat import ASSISTANT, END, GPTKIT_TEMPLATE, SPECIAL_TOKENS, TEMPLATE_FILE
 from tests.conftest import assert_input_error
 from tests.serving import EOT, chat_checkpoint, running, tiny_checkpoint
 
@@ -30,13 +31,14 @@ E_TEMPLATE = (
     "{% if add_generation_prompt %}[assistant] {% endif %}"
 )
 CHAT = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "the little cat sat on the"}]
-# A template that hangs on a message "loop" and makes a value of 100 MB for a message "big"; it
-# renders any other conversation as E_TEMPLATE does.
+# A template that hangs on a message "loop", makes a value of 100 MB for a message "big" and of 1 GB
+# for "wide"; it renders any other conversation as E_TEMPLATE does.
 HEAVY_TEMPLATE = (
     "{% for m in messages %}"
     "{% if m['content'] == 'loop' %}{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}"
     "{% endfor %}{% endif %}"
     "{% if m['content'] == 'big' %}{{ 'x' * 100000000 }}{% endif %}"
+    "{% if m['content'] == 'wide' %}{{ m['content']|center(1000000000) }}{% endif %}"
     "[{{ m['role'] }}] {{ m['content'] }}e{% endfor %}"
     "{% if add_generation_prompt %}[assistant] {% endif %}"
 )
@@ -51,6 +53,7 @@ def checkpoints(small_tokenizer, tmp_path_factory):
         "plain": tiny_checkpoint(tok, root / "plain"),
         "heavy": chat_checkpoint(tok, root / "heavy", HEAVY_TEMPLATE),
         "broken": chat_checkpoint(tok, root / "broken", "{{ raise_exception('no conversation suits me') }}"),
+        "wide": chat_checkpoint(tok, root / "wide", "{{ 'x'|center(1000000000) }}"),  # 1 GB on any conversation
     }
 
 
@@ -185,7 +188,11 @@ def test_a_template_that_fails_at_load_is_replaced_by_the_plain_one_and_the_star
 def test_a_template_that_hangs_or_grows_on_a_request_is_a_400_and_the_server_goes_on(samplers):
     with running(samplers["heavy"]) as url:
         with openai.OpenAI(base_url=url + "/v1", api_key="unused", max_retries=0, timeout=60) as client:
-            for content, reason in (("loop", "more than 1 s of CPU time"), ("big", "100,000,000 characters")):
+            for content, reason in (
+                ("loop", "more than 1 s of CPU time"),
+                ("big", "100,000,000 characters"),
+                ("wide", "1,000,000,000 characters"),
+            ):
                 with pytest.raises(openai.BadRequestError) as e:
                     client.chat.completions.create(
                         model="tiny", messages=[{"role": "user", "content": content}], max_tokens=2
@@ -241,7 +248,18 @@ def test_a_message_that_spells_special_tokens_is_text_with_or_without_the_flag(s
 
 
 def test_the_command_says_which_template_it_chats_with(checkpoints):
-    for name, said in (("gptkit", "chat with its chat template"), ("plain", "chat with the plain-text template")):
+    """And a template refused at start-up is refused before it makes its value: the server's peak
+    memory is that of one with a template that renders, not 1 GB more."""
+    peaks = {}
+    for name, said in (
+        ("gptkit", "chat with its chat template"),
+        ("plain", "chat with the plain-text template"),
+        (
+            "wide",
+            f"since its chat template failed: {checkpoints['wide'] / TEMPLATE_FILE}: the rendering makes a value "
+            "of 1,000,000,000 characters, past its limit",
+        ),
+    ):
         process = subprocess.Popen(
             [sys.executable, "-m", "gptkit.serve", "--checkpoint", checkpoints[name], "--port", "0", "--device", "cpu"],
             stderr=subprocess.PIPE,
@@ -249,7 +267,19 @@ def test_the_command_says_which_template_it_chats_with(checkpoints):
         )
         try:
             line = process.stderr.readline()
+            peaks[name] = peak_memory(process.pid)
         finally:
             process.terminate()
             process.wait(timeout=30)
         assert said in line, line
+    if sys.platform == "linux":
+        assert peaks["wide"] < peaks["gptkit"] + 100 * 2**20, peaks
+
+
+def peak_memory(pid):
+    """The peak resident memory of process `pid` in bytes, where /proc says it (Linux)."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return None
+    return int(re.search(r"^VmHWM:\s+(\d+) kB", status, re.M)[1]) * 1024

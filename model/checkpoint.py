@@ -168,7 +168,9 @@ class CheckpointReader:
         directory = checkpoint_directory(directory, setting)
         if not directory.is_dir():
             raise CheckpointError(f"{directory}: no such checkpoint directory; `gptkit train` (make train) writes one")
-        path = directory / CONFIG_FILE
+        # A run's LATEST moves to each new checkpoint: every file is read from the one it named when
+        # opened (`real`), and messages name the path as given.
+        real, path = directory.resolve(), directory / CONFIG_FILE
         if not path.is_file():  # a run directory with no checkpoint yet: its weights are named missing
             weights = ADAPTER_FILE if (directory / ADAPTER_FILE).is_file() else MODEL_FILE
             missing = weights if not (directory / weights).is_file() else CONFIG_FILE
@@ -177,7 +179,7 @@ class CheckpointReader:
                 f"{TOKENIZER_FILE})"
             )
         try:  # a regular file, checked above: parsed as read_json would, without checking that again
-            config = parse_json(path.read_text(encoding="utf-8"))
+            config = parse_json((real / CONFIG_FILE).read_text(encoding="utf-8"))
         except (OSError, ValueError) as e:
             raise CheckpointError(f"{path}: not valid JSON ({e})") from None
         if not isinstance(config, dict) or config.get("format") != FORMAT or not isinstance(config.get("model"), dict):
@@ -191,16 +193,17 @@ class CheckpointReader:
                     f"{directory}: incomplete checkpoint, no {name} (expected {self.weights_file}, {CONFIG_FILE}, "
                     f"{TOKENIZER_FILE})"
                 )
-        self.directory, self.config = directory, config
+        self.directory, self.real, self.config = directory, real, config
 
     def file(self, name: str) -> Path:
-        """The path of the checkpoint's file `name`, its CRC-32 checked."""
-        path = self.directory / name
+        """The path of the checkpoint's file `name`, its CRC-32 checked: in the checkpoint opened,
+        wherever a run's LATEST has moved since."""
+        path, shown = self.real / name, self.directory / name
         if not path.is_file():
-            raise CheckpointError(f"{path}: missing")
+            raise CheckpointError(f"{shown}: missing")
         expected = self.config.get("crc32", {}).get(name)
         if expected is not None and file_crc32(path) != expected:
-            raise CheckpointError(f"{path}: corrupted (its CRC-32 differs from the one {CONFIG_FILE} records)")
+            raise CheckpointError(f"{shown}: corrupted (its CRC-32 differs from the one {CONFIG_FILE} records)")
         return path
 
     def tensors(self, name: str = MODEL_FILE) -> dict[str, torch.Tensor]:
@@ -286,7 +289,7 @@ class CheckpointReader:
             reader = CheckpointReader(base, "lora base")
         except InputError as e:
             raise CheckpointError(f"{path}: its adapters need the checkpoint they adapt, {base}: {e}") from None
-        now = config_digest(reader.directory)
+        now = config_digest(reader.real)
         if now != digest:
             raise CheckpointError(
                 f"{path}: its adapters were trained on the checkpoint {base} with config.json "

@@ -210,7 +210,9 @@ class Step:
         self.ids = torch.zeros(cache.shape[1], 1, dtype=torch.long, device=device)
         self.position = torch.zeros(1, dtype=torch.long, device=device)
         self.u = torch.zeros(cache.shape[1], 1, dtype=torch.float64, device=device)
-        self.captures = fixed_shapes and device.type == "cuda"
+        # Not under deterministic algorithms (a --deterministic run's samples): torch swaps in other
+        # kernels for some ops there (scatter's), which are not known to be capturable.
+        self.captures = fixed_shapes and device.type == "cuda" and not torch.are_deterministic_algorithms_enabled()
         self.graph: torch.cuda.CUDAGraph | None = None
 
     def __call__(self, u: torch.Tensor | None) -> None:

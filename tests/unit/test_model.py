@@ -748,6 +748,22 @@ def test_checkpoint_round_trip(tmp_path, small_tokenizer, tie):
         assert torch.equal(loaded.eval()(idx)[0], model(idx)[0])
 
 
+def test_a_reader_opened_on_latest_reads_that_checkpoint_while_latest_moves_on(tmp_path, small_tokenizer):
+    """A sampler that opened a run while the trainer writes its next checkpoint: every file comes from
+    the checkpoint LATEST named when the reader opened it, not some from the next one."""
+    from gptkit.model.checkpoint import LATEST, CheckpointReader
+    from gptkit.shared.files import atomic_symlink
+
+    tok, _ = small_tokenizer
+    first, second = (build(ckpt_config(tok), seed=seed) for seed in (1, 2))
+    for name, model in (("step-1", first), ("step-2", second)):
+        save_model(model, tok, tmp_path / "checkpoints" / name)
+    atomic_symlink(tmp_path / LATEST, "checkpoints/step-1")
+    reader = CheckpointReader(tmp_path)
+    atomic_symlink(tmp_path / LATEST, "checkpoints/step-2")
+    assert torch.equal(reader.tensors()["embedding.weight"], first.embedding.weight)
+
+
 def test_checkpoint_records_the_framing(tmp_path, small_tokenizer):
     """eot_id stops decoding; bos_id, recorded only where it differs, is put before a text."""
     from gptkit.model.checkpoint import bos_id, eot_id

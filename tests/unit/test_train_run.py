@@ -289,8 +289,9 @@ def test_library_errors_name_the_setting(data, model_json, tmp_path):
     tests/integration/test_train_cli.py's test_bad_settings and test_bad_data_directories)."""
     with pytest.raises(SettingError, match="^context_length 128: longer than the model's context of 64"):
         settle(config(data, tmp_path / "r", model_json, context_length=128))
-    with pytest.raises(SettingError, match=f"^data {re.escape(str(tmp_path))}: no tokenizer.json"):
-        train(config(tmp_path, tmp_path / "r", model_json))
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(SettingError, match=f"^data {re.escape(str(tmp_path / 'empty'))}: no tokenizer.json"):
+        train(config(tmp_path / "empty", tmp_path / "r", model_json))
     (tmp_path / "bad.json").write_text("{oops")
     with pytest.raises(SettingError, match=f"^model {re.escape(str(tmp_path / 'bad.json'))}: not valid JSON"):
         train(config(data, tmp_path / "r", str(tmp_path / "bad.json")))

@@ -105,23 +105,24 @@ def test_a_python_without_what_gptkit_needs_is_told_in_one_line():
 
 def test_gpu_check_rows_runs_those_rows_alone_numbered_as_in_the_whole_table(tmp_path):
     """A rerun of what failed within a lent GPU's minutes: fsdp brings resume (it compares with
-    resume's DDP run); an unknown row is one line naming the rows, before anything runs."""
+    resume's DDP run); an unknown row is one line naming the rows, before anything runs. (No time
+    for the rows themselves: the dry run through make runs them all.)"""
     res = subprocess.run(
         [sys.executable, SCRIPT],
         cwd=ROOT,
         capture_output=True,
         text=True,
-        timeout=600,
-        env=env(GPU_CHECK_DRY="1", GPU_CHECK_OUT=str(tmp_path), GPU_CHECK_ROWS="sampling,fsdp"),
+        timeout=120,
+        env=env(GPU_CHECK_DRY="1", GPU_CHECK_OUT=str(tmp_path), GPU_CHECK_ROWS="sampling,fsdp", GPU_CHECK_BUDGET="1"),
     )
     report = json.loads((tmp_path / "report.json").read_text())
     assert [(row["row"], row["name"], row["verdict"]) for row in report["rows"]] == [
-        (3, "resume", "PASS"),
-        (4, "fsdp", "PASS"),
-        (7, "sampling", "PASS"),
+        (3, "resume", "SKIP"),
+        (4, "fsdp", "SKIP"),
+        (7, "sampling", "SKIP"),
     ], res.stdout[-3000:]
     table = [line for line in res.stdout.splitlines() if line.startswith("| ") and not line.startswith("| #")]
-    assert [line.split(" | ")[0] for line in table] == ["| 3", "| 4", "| 7"] and res.returncode == 0
+    assert [line.split(" | ")[0] for line in table] == ["| 3", "| 4", "| 7"] and res.returncode == 1
     bad = subprocess.run(
         [sys.executable, SCRIPT],
         cwd=ROOT,

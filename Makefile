@@ -51,7 +51,7 @@ help: ## List the targets and their variables.
 
 install: $(VENV)/.installed ## Create .venv with torch and this project (editable, with test and lint extras).
 
-$(VENV)/.installed: pyproject.toml
+$(VENV)/.installed: pyproject.toml setup.py $(wildcard tokenizer/*.c)
 	$(PYTHON) -m venv --system-site-packages $(VENV)
 	$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install -q "$(TORCH)"
 	$(PY) -m pip install -q -e ".[test,lint]"

@@ -9,8 +9,13 @@ the smallest by its (rank, rank) (see `_ranks`), so that both learn the same mer
 same text. Only the words that contain the merged pair are touched, the pair counts around
 each merge are adjusted in place, and the next pair comes from a heap ordered by (count,
 tie-break key), so a merge costs what it changes rather than a pass over the table.
+
+Both phases run compiled where pip could build the C extensions (setup.py: _pretokens.c counts,
+_merge_loop.c merges) and in Python below where it could not; the two give the same counts and
+merges (tests/unit/test_tokenizer_train.py runs both).
 """
 
+import functools
 import heapq
 import numbers
 import re
@@ -21,6 +26,7 @@ from concurrent.futures import Future
 from itertools import islice
 
 import numpy as np
+import regex
 
 from gptkit.shared.corpus import Corpus
 from gptkit.shared.errors import InputError, SettingError
@@ -31,6 +37,15 @@ from gptkit.shared.workers import process_pool
 from . import split
 from .bpe import Tokenizer
 from .files import BYTE_TO_CHAR
+
+try:  # built at install where a C compiler is (setup.py)
+    from . import _pretokens
+except ImportError:
+    _pretokens = None  # type: ignore[assignment]
+try:
+    from . import _merge_loop
+except ImportError:
+    _merge_loop = None  # type: ignore[assignment]
 
 BATCH_CHARS = 1 << 17  # text per counting task: enough to amortize the hand-off, small enough to keep workers lean
 MAX_VOCAB_SIZE = 2**31 - 1  # shard headers (shared/shards.py) hold the vocabulary size as an int32
@@ -92,19 +107,22 @@ def count_pretokens(
     )
     progress = Progress("counting", "MB", total=corpus.total_bytes, scale=1e6, quiet=quiet)
     counts: Counter[str] = Counter()
+    add = counts.update if _pretokens is None else functools.partial(_pretokens.add, counts)
     batches = _batches(corpus, max_bytes, progress)
+    if _pretokens is not None:
+        _classes()  # made once, before the workers fork
     if workers <= 1:
         for batch in batches:
-            counts.update(_count_batch(batch, special_re))
+            add(_count_batch(batch, special_re))
     else:
         with process_pool(workers) as pool:
-            pending: deque[Future[Counter[str]]] = deque()
+            pending: deque[Future[dict[str, int]]] = deque()
             for batch in batches:
                 pending.append(pool.submit(_count_batch, batch, special_re))
                 if len(pending) > workers:  # bounded read-ahead: memory stays flat
-                    counts.update(pending.popleft().result())
+                    add(pending.popleft().result())
             for future in pending:
-                counts.update(future.result())
+                add(future.result())
     progress.update(corpus.bytes_read)
     progress.close()
     return counts
@@ -132,10 +150,15 @@ def _batches(corpus, max_bytes, progress):
         yield batch
 
 
-def _count_batch(texts: list[str], special_re: re.Pattern[str] | None) -> Counter[str]:
-    """{pre-token: count} of the texts. They are cut into `split.pieces`, which repeat (an indented
-    keyword, a word after a space) and are counted by C code; then the pattern runs once over the
-    distinct pieces that occur equally often, joined, and C code counts what it finds."""
+def _count_batch(texts: list[str], special_re: re.Pattern[str] | None) -> dict[str, int]:
+    """{pre-token: count} of the texts, special tokens cut out. Compiled: GPT-2's pattern matched by
+    hand in C (_pretokens.c) with the character classes of `regex`. In Python: the texts are cut into
+    `split.pieces`, which repeat (an indented keyword, a word after a space) and are counted by C
+    code; then the pattern runs once over the distinct pieces that occur equally often, joined, and
+    C code counts what it finds."""
+    if _pretokens is not None:
+        segments = [segment for text in texts for segment in special_re.split(text)] if special_re else texts
+        return _pretokens.count(segments, _classes())
     piece_counts: Counter[str] = Counter()
     firsts = []  # a segment's first piece: joined to others, it could merge with the one before
     for text in texts:
@@ -153,6 +176,18 @@ def _count_batch(texts: list[str], special_re: re.Pattern[str] | None) -> Counte
             counts[pretoken] += n * found
     counts.update(pretoken for piece in firsts for pretoken in split.PRETOKEN.findall(piece))
     return counts
+
+
+@functools.cache
+def _classes():
+    """For _pretokens.count: a byte per code point, 1 for a letter (\\p{L}), 2 for a number (\\p{N}), 3
+    for whitespace (\\s) and 0 for the rest, as `regex`, which runs the pattern in Python, has them."""
+    every = np.arange(0x110000, dtype="<u4").tobytes().decode("utf-32-le", "surrogatepass")
+    classes = bytearray(len(every))
+    for value, run in enumerate((r"\p{L}+", r"\p{N}+", r"\s+"), 1):
+        for m in regex.finditer(run, every):
+            classes[m.start() : m.end()] = bytes([value]) * (m.end() - m.start())
+    return bytes(classes)
 
 
 def _pretoken_counts(pieces):
@@ -205,26 +240,36 @@ def _tie_key(tie_break):
 def learn_merges(
     pretoken_counts: Mapping[str, int], n_merges: int, *, tie_break: str = TIE_BREAKS[0], quiet: bool = False
 ) -> tuple[list[bytes], list[tuple[int, int]]]:
-    """The vocabulary (bytes of each token) and the merges, learned from {pre-token: count}.
-
-    Each word is held as a str whose characters are token ids (chr(id)): finding and
-    replacing a pair are then str methods that run in C, and a pair is a 2-character str.
-    """
+    """The vocabulary (bytes of each token) and the merges, learned from {pre-token: count}."""
     _check_tie_break(tie_break)
     encoded = [p.encode("utf-8") for p in pretoken_counts]
-    words = [e.decode("latin-1") for e in encoded]  # byte b -> chr(b)
     freqs = list(pretoken_counts.values())
     vocab = [bytes([b]) for b in range(256)]
+    progress = Progress("merging", "merges", total=n_merges, quiet=quiet)
+    if _merge_loop is not None:
+        byte_ranks = bytes(_BYTE_RANKS) if tie_break == "hf" else None
+        merges = _merge_loop.learn(encoded, freqs, n_merges, byte_ranks, progress.update)
+        vocab += (vocab[a] + vocab[b] for a, b in merges)
+    else:
+        merges = _python_merges(encoded, freqs, vocab, n_merges, tie_break, progress)
+    progress.update(len(merges))
+    progress.close()
+    return vocab, merges
+
+
+def _python_merges(encoded, freqs, vocab, n_merges, tie_break, progress):
+    """learn_merges' loop in Python (where _merge_loop.c could not be built), adding the merged tokens to
+    `vocab`. Each word is held as a str whose characters are token ids (chr(id)): finding and replacing
+    a pair are then str methods that run in C, and a pair is a 2-character str."""
+    words = [e.decode("latin-1") for e in encoded]  # byte b -> chr(b)
     tie_key = _tie_key(tie_break)
     keys = [tie_key(token, token_id) for token_id, token in enumerate(vocab)]
     # pair -> the words that contain it, or once did (checked on use), each listed once.
     pair_counts, containing = _byte_pairs(encoded, freqs)
-    del encoded
     heap = [(-count, keys[ord(pair[0])], keys[ord(pair[1])], pair) for pair, count in pair_counts.items()]
     heapq.heapify(heap)
 
-    merges: list[tuple[int, int]] = []
-    progress = Progress("merging", "merges", total=n_merges, quiet=quiet)
+    merges = []
     while len(merges) < n_merges and heap:
         negative_count, key_a, key_b, pair = heapq.heappop(heap)
         count = pair_counts.get(pair, 0)
@@ -243,9 +288,7 @@ def learn_merges(
         del pair_counts[pair]
         if len(merges) % 100 == 0:
             progress.update(len(merges))
-    progress.update(len(merges))
-    progress.close()
-    return vocab, merges
+    return merges
 
 
 def _byte_pairs(encoded, freqs):

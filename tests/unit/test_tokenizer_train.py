@@ -1,7 +1,8 @@
 """BPE training (gptkit.tokenizer.train): exact merges by hand, against a from-scratch reference, against
 Stanford CS336's reference merges (the default tie-break) and HF tokenizers' trainer (tie_break="hf"),
-determinism, bad input."""
+determinism, bad input; the compiled counting and merge loop against the pattern and the Python fallback."""
 
+import contextlib
 import json
 import random
 import re
@@ -14,10 +15,24 @@ from hypothesis import strategies as st
 from gptkit.shared.corpus import Corpus
 from gptkit.shared.errors import InputError
 from gptkit.shared.text import EOT
-from gptkit.tokenizer import split, train_bpe
+from gptkit.tokenizer import split, train, train_bpe
 from gptkit.tokenizer.files import BYTE_TO_CHAR, CHAR_TO_BYTE
 from gptkit.tokenizer.train import learn_merges
 from tests.conftest import english_like, shared_file
+
+
+@contextlib.contextmanager
+def trainer(kind):
+    """ "compiled": counting and the merge loop in C, as pip builds them; "python": the fallback where they
+    could not be built."""
+    with pytest.MonkeyPatch.context() as patch:
+        if kind == "python":
+            patch.setattr(train, "_pretokens", None)
+            patch.setattr(train, "_merge_loop", None)
+        yield
+
+
+KINDS = ["compiled", "python"]
 
 
 def reference_merges(pretoken_counts, n_merges, tie_break):
@@ -85,15 +100,18 @@ def named_merges(tokenizer):
     return [(tokenizer.vocab[a], tokenizer.vocab[b]) for a, b in tokenizer.merges]
 
 
-def test_default_merges_are_the_cs336_reference_merges():
+@pytest.mark.parametrize("kind", KINDS)
+def test_default_merges_are_the_cs336_reference_merges(kind):
     # Read in GPT-2's byte-level characters, one merge a line; the default tie-break must give them all.
     lines = shared_file("corpus.en.merges-500.txt").read_text(encoding="utf-8").splitlines()
     expected = [tuple(bytes(CHAR_TO_BYTE[c] for c in token) for token in line.split(" ")) for line in lines]
-    tokenizer = train_bpe(Corpus([shared_file("corpus.en")]), 500, [EOT], quiet=True)
+    with trainer(kind):
+        tokenizer = train_bpe(Corpus([shared_file("corpus.en")]), 500, [EOT], quiet=True)
     assert len(expected) == 500 - 256 - 1
     assert named_merges(tokenizer) == expected
 
 
+@pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize(
     "tie_break, expected",
     [
@@ -105,13 +123,15 @@ def test_default_merges_are_the_cs336_reference_merges():
         ("hf", [(b"a", b"b"), (b"c", b"d"), (b" ", b"cd"), (b" ", b"ab")]),
     ],
 )
-def test_hand_checked_merges_with_ties(tmp_path, tie_break, expected):
-    tokenizer = train_text(tmp_path, "ab ab ab cd cd cd", 256 + 4 + 1, tie_break=tie_break)
+def test_hand_checked_merges_with_ties(tmp_path, kind, tie_break, expected):
+    with trainer(kind):
+        tokenizer = train_text(tmp_path, "ab ab ab cd cd cd", 256 + 4 + 1, tie_break=tie_break)
     assert named_merges(tokenizer) == expected
     assert tokenizer.special_tokens == {"<|endoftext|>": 260}
     assert tokenizer.encode("ab cd<|endoftext|>") == [256 + expected.index((b"a", b"b")), 258, 260]
 
 
+@pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize(
     "tie_break, second",
     [
@@ -119,12 +139,15 @@ def test_hand_checked_merges_with_ties(tmp_path, tie_break, expected):
         ("hf", (b"a", b"b")),  # b, a byte, ranks before bc, the first merge: the older token wins
     ],
 )
-def test_a_tie_between_a_token_and_its_extension(tmp_path, tie_break, second):
+def test_a_tie_between_a_token_and_its_extension(tmp_path, kind, tie_break, second):
     # Documents abc x2, ab x2, bc x3. Merge 1: (b,c) 5 beats (a,b) 4. Then (a,bc) and (a,b) both count 2.
     text = "<|endoftext|>".join(["abc", "abc", "ab", "ab", "bc", "bc", "bc"])
-    assert named_merges(train_text(tmp_path, text, 256 + 2 + 1, tie_break=tie_break)) == [(b"b", b"c"), second]
+    with trainer(kind):
+        merges = named_merges(train_text(tmp_path, text, 256 + 2 + 1, tie_break=tie_break))
+    assert merges == [(b"b", b"c"), second]
 
 
+@pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize("tie_break", ["lexicographic", "hf"])
 @settings(max_examples=60, deadline=None)
 @given(
@@ -133,24 +156,29 @@ def test_a_tie_between_a_token_and_its_extension(tmp_path, tie_break, second):
     ),
     n_merges=st.integers(1, 30),
 )
-def test_incremental_merges_equal_from_scratch_recount(tie_break, words, n_merges):
+def test_incremental_merges_equal_from_scratch_recount(kind, tie_break, words, n_merges):
     counts = Counter(split.PRETOKEN.findall("".join(words)))
-    vocab, merges = learn_merges(counts, n_merges, tie_break=tie_break, quiet=True)
+    with trainer(kind):
+        vocab, merges = learn_merges(counts, n_merges, tie_break=tie_break, quiet=True)
     assert [(vocab[a], vocab[b]) for a, b in merges] == reference_merges(counts, n_merges, tie_break)
 
 
+@pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize("tie_break", ["lexicographic", "hf"])
-def test_real_text_merges_equal_from_scratch_recount(tie_break):
+def test_real_text_merges_equal_from_scratch_recount(kind, tie_break):
     counts = Counter(split.PRETOKEN.findall(english_like(3000, seed=3)))
-    vocab, merges = learn_merges(counts, 120, tie_break=tie_break, quiet=True)
+    with trainer(kind):
+        vocab, merges = learn_merges(counts, 120, tie_break=tie_break, quiet=True)
     assert [(vocab[a], vocab[b]) for a, b in merges] == reference_merges(counts, 120, tie_break)
 
 
+@pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize("alphabet", ["ACGT", "ab", "a"])
-def test_a_long_line_without_spaces_against_from_scratch_recount(alphabet):
+def test_a_long_line_without_spaces_against_from_scratch_recount(kind, alphabet):
     # Tokens of many lengths sharing prefixes: the lexicographic key's hard case (one pre-token).
     counts = {"".join(random.Random(0).choices(alphabet, k=2_000)): 1}
-    vocab, merges = learn_merges(counts, 60, quiet=True)
+    with trainer(kind):
+        vocab, merges = learn_merges(counts, 60, quiet=True)
     assert [(vocab[a], vocab[b]) for a, b in merges] == reference_merges(counts, 60, "lexicographic")
 
 
@@ -173,9 +201,12 @@ def test_a_long_line_without_spaces_trains_as_hf_tokenizers_does(tmp_path, alpha
     assert named_merges(train_text(tmp_path, text, 256 + 200 + 1, tie_break="hf")) == hf_merges([text], 256 + 200 + 1)
 
 
-def test_real_text_merges_equal_hf_tokenizers_trainer(tmp_path):
+@pytest.mark.parametrize("kind", KINDS)
+def test_real_text_merges_equal_hf_tokenizers_trainer(tmp_path, kind):
     text = english_like(20_000, seed=4)
-    assert named_merges(train_text(tmp_path, text, 256 + 300 + 1, tie_break="hf")) == hf_merges([text], 256 + 300 + 1)
+    with trainer(kind):
+        merges = named_merges(train_text(tmp_path, text, 256 + 300 + 1, tie_break="hf"))
+    assert merges == hf_merges([text], 256 + 300 + 1)
 
 
 def test_special_tokens_are_never_counted(tmp_path):
@@ -187,14 +218,17 @@ def test_special_tokens_are_never_counted(tmp_path):
     assert tokenizer.vocab_size == 256 + 1 + 2
 
 
-def test_one_and_two_workers_give_identical_files(tmp_path, monkeypatch):
+def test_one_and_two_workers_compiled_or_not_give_identical_files(tmp_path, monkeypatch):
     monkeypatch.setattr("gptkit.tokenizer.train.BATCH_CHARS", 10_000)  # many batches, spread over workers
     docs = [english_like(400, seed=s) for s in range(60)]
     path = tmp_path / "corpus.txt"
     path.write_text("<|endoftext|>".join(docs))
-    for workers in (1, 2):
-        train_bpe(Corpus([path]), 700, workers=workers, quiet=True).save(tmp_path / f"w{workers}.json")
-    assert (tmp_path / "w1.json").read_bytes() == (tmp_path / "w2.json").read_bytes()
+    for kind in KINDS:
+        for workers in (1, 2):
+            with trainer(kind):
+                train_bpe(Corpus([path]), 700, workers=workers, quiet=True).save(tmp_path / f"{kind}{workers}.json")
+    files = [(tmp_path / f"{kind}{workers}.json").read_bytes() for kind in KINDS for workers in (1, 2)]
+    assert files[1:] == files[:1] * 3
 
 
 def test_documents_cut_into_pieces_train_the_same(tmp_path, monkeypatch):
@@ -234,3 +268,73 @@ def test_empty_corpus(tmp_path):
     (tmp_path / "c.txt").write_text("<|endoftext|><|endoftext|>")
     with pytest.raises(InputError, match="no text to train on"):
         train_bpe(Corpus([tmp_path / "c.txt"]), 300)
+
+
+def test_the_compiled_parts_are_built():
+    # pip builds them wherever a C compiler and Python's headers are (setup.py); a failed build is quiet
+    # (the Python fallback then runs), so this is where one shows.
+    assert train._pretokens is not None and train._merge_loop is not None
+
+
+# What makes GPT-2's pattern subtle: kinds and runs of whitespace (U+001C..U+001F are whitespace to Python,
+# not to the pattern), contractions and apostrophes that are none, letters, digits and numbers of other
+# scripts, marks, symbols, emoji, a lone surrogate.
+PATTERN_PIECES = [
+    " ",
+    "  ",
+    "\n",
+    "\t",
+    "\r\n",
+    "\x0b",
+    "\x0c",
+    "\xa0",
+    "\u2028",
+    "\u3000",
+    "\x1c",
+    "\x1f",
+    "\x85",
+    "a",
+    "Zz",
+    "é",
+    "e\u0301",
+    "東",
+    "ß",
+    "'",
+    "'s",
+    "'d",
+    "'m",
+    "'t",
+    "'ll",
+    "'ve",
+    "'re",
+    "'S",
+    "'l",
+    "'v",
+    "7",
+    "42",
+    "½",
+    "٣",
+    "Ⅻ",
+    ".",
+    "!?",
+    "-",
+    "_",
+    "\U0001f600",
+    "\ud800",
+    EOT,
+]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.lists(st.sampled_from(PATTERN_PIECES), max_size=30).map("".join), max_size=4))
+def test_compiled_counting_counts_the_patterns_pretokens(texts):
+    special_re = re.compile(re.escape(EOT))
+    expected = Counter(p for text in texts for part in special_re.split(text) for p in split.PRETOKEN.findall(part))
+    for kind in KINDS:
+        with trainer(kind):
+            assert train._count_batch(texts, special_re) == expected
+
+
+def test_compiled_counting_classes_every_code_point_as_the_pattern_does():
+    text = " ".join(map(chr, range(0x110000)))  # each character alone and after a space
+    assert train._count_batch([text], None) == Counter(split.PRETOKEN.findall(text))

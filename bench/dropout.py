@@ -1,4 +1,4 @@
-"""The recipe's dropout rule (train/recipe.py, dropout_for) against runs with and without dropout:
+"""The recipe's dropout rule (train/recipe/ladder.py, dropout_for) against runs with and without dropout:
 `gptkit train` at fixed steps on a rung of the recipe's ladder, each run a whole schedule, scored on
 the data's validation split in held-out bits per byte, beside the passes, the parameter-passes and
 the dropout the rule gives them. First, what dropout costs a step of the rung here: none, the
@@ -32,7 +32,7 @@ from gptkit.model.config import ModelConfig  # noqa: E402
 from gptkit.model.info import model_cost  # noqa: E402
 from gptkit.model.model import TransformerLM  # noqa: E402
 from gptkit.shared.shard_dir import ShardDir  # noqa: E402
-from gptkit.train.recipe import DROPOUT, LADDER, dropout_for  # noqa: E402
+from gptkit.train.recipe.ladder import DROPOUT, LADDER, dropout_for  # noqa: E402
 
 
 def step_times(shape, threads, vocab_size=1024, steps=10):

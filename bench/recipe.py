@@ -29,7 +29,7 @@ train and the last 10% held out, except that the cut moves back to the line end 
         `pretokenize` of held-out + train (the held-out text is the first document, so
         `--val-tokens 1` makes it exactly the val split), `train --max-time T` where T is the
         char model's measured loop time in the same round, with no --config (the default
-        recipe, train/recipe.py) and only two flags of measurement: `--eval-tokens` covering
+        recipe, train/recipe/) and only two flags of measurement: `--eval-tokens` covering
         the whole val split and `--eval-interval 0` (validation only at the end, as the char
         model's).
   ours + copy  the same run scored by `gptkit eval text --data --copy-from` its own data
@@ -57,7 +57,7 @@ side by side, one a core; a minute or two for the 30 MB text).
 
 The targets, per text (the summary's last columns): ours at most 0.85 times the char model's bits
 per byte and never above 0.95; ours + copy below the best compressor. With --max-time T our run
-includes the recipe's timing and trials (train/trials.py): they are inside T.
+includes the recipe's timing and trials (train/recipe/trials.py): they are inside T.
 
 Wall times: both loops start the clock after the model is built; the final validation comes
 after them. Our tokenizer training and encoding are listed separately and are not in the budget;
@@ -113,23 +113,8 @@ def prepare_ours(text_path, work, vocab_size, workers):
     (work / "train.txt").write_text(train_text, encoding="utf-8")
     (work / "held_out_then_train.txt").write_text(held_out + EOT + train_text, encoding="utf-8")
     times = {}
-    times["tokenizer_s"] = timed(
-        [
-            sys.executable,
-            "-m",
-            "gptkit.tokenizer",
-            "train",
-            "--input",
-            work / "train.txt",
-            "--vocab-size",
-            vocab_size,
-            "--out",
-            work / "tokenizer.json",
-            "--threads",
-            workers,
-            "-q",
-        ]
-    )
+    tokenizer = ["train", "--input", work / "train.txt", "--vocab-size", vocab_size, "--out", work / "tokenizer.json"]
+    times["tokenizer_s"] = timed([sys.executable, "-m", "gptkit.tokenizer", *tokenizer, "--threads", workers, "-q"])
     times["encode_s"] = encode(work, work / "tokenizer.json", work / "data", workers)
     # validation on the whole held-out text in any tokenization: a token holds a byte at least (and the
     # end-of-text token after it none)

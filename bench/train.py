@@ -155,7 +155,8 @@ class HFStep:
             eps=config.optim.eps,
             fused=False,
         )
-        self.planner, self.step = Planner(config, a.batch_size * a.context), 0
+        planner = Planner(config.length, config.lr_schedule, config.optim.lr, a.batch_size * a.context)
+        self.planner, self.step = planner, 0
 
     def __call__(self):
         import torch

@@ -36,18 +36,13 @@ from gptkit.tokenizer import Tokenizer
 from .config import LoraConfig, ModelConfig, target_names
 from .lora import add_adapters, is_adapter, merged
 from .model import TransformerLM
+from .tensor_checks import DTYPES, CheckpointError, check_finite, check_tensors
 
 FORMAT, VERSION = "gptkit-checkpoint", 1
 MODEL_FILE, CONFIG_FILE, TOKENIZER_FILE = "model.safetensors", "config.json", "tokenizer.json"
 ADAPTER_FILE = "adapters.safetensors"  # a LoRA run's checkpoint holds this instead of MODEL_FILE
 EOT_FIRST = "eot_id"  # save_model's default bos_id: a text starts after the end-of-text token, as in gptkit's data
-# The dtypes a checkpoint (and a Hugging Face model import-hf reads) may hold, by their safetensors names.
-DTYPES = {"F32": torch.float32, "BF16": torch.bfloat16, "F16": torch.float16}
 SHA256 = re.compile(r"[0-9a-f]{64}")  # config_digest's form, which a LoRA run records of its base
-
-
-class CheckpointError(InputError):
-    """A checkpoint directory that is missing, incomplete or inconsistent."""
 
 
 def model_tensors(model: TransformerLM) -> dict[str, torch.Tensor]:
@@ -308,52 +303,6 @@ class CheckpointReader:
         if expected_fp and tokenizer.fingerprint != expected_fp:
             raise CheckpointError(f"{path}: tokenizer {tokenizer.fingerprint}, the model was made for {expected_fp}")
         return tokenizer
-
-
-def check_tensors(
-    tensors: Mapping[str, torch.Tensor],
-    expected: Mapping[str, torch.Tensor],
-    path: StrPath,
-    file_of: Mapping[str, StrPath] | None = None,
-) -> None:
-    """Refuse, in one line naming the file, `tensors` (name -> tensor) that are not the `expected`
-    ones (name -> a tensor of the shape the config gives it, on any device): one missing, of
-    another shape or of a dtype not in DTYPES, or one more. `path`: the file they were read from;
-    `file_of`: name -> file, where they were read from several."""
-
-    def where(name):
-        return (file_of or {}).get(name, path)
-
-    for name, tensor in expected.items():
-        if name not in tensors:
-            raise CheckpointError(f"{path}: no tensor {name!r}, which the config needs")
-        if tensors[name].shape != tensor.shape:
-            raise CheckpointError(
-                f"{where(name)}: tensor {name!r} has shape {tuple(tensors[name].shape)}, the config "
-                f"needs {tuple(tensor.shape)}"
-            )
-        if tensors[name].dtype not in DTYPES.values():
-            raise CheckpointError(
-                f"{where(name)}: tensor {name!r} is {tensors[name].dtype}; expected float32, bfloat16 or "
-                "float16 (quantized weights are not supported)"
-            )
-    extra = sorted(set(tensors) - set(expected))
-    if extra:
-        raise CheckpointError(f"{where(extra[0])}: tensor {extra[0]!r} is not part of the model the config describes")
-
-
-def check_finite(
-    tensors: Mapping[str, torch.Tensor], path: StrPath, file_of: Mapping[str, StrPath] | None = None
-) -> None:
-    """Refuse, in one line naming the file, a tensor of `tensors` (name -> tensor) that holds a NaN
-    or an infinity. `path`: the file they were read from; `file_of`: name -> file, where they were
-    read from several."""
-    for name, tensor in tensors.items():
-        if not torch.isfinite(tensor).all():
-            raise CheckpointError(
-                f"{(file_of or {}).get(name, path)}: tensor {name!r} holds NaN or infinite values; "
-                "expected finite numbers"
-            )
 
 
 def eot_id(directory: StrPath, tokenizer: Tokenizer) -> int | None:

@@ -36,9 +36,8 @@ from gptkit.model.info import describe, sampling_memory
 from gptkit.runtime.device import Memory, out_of_memory
 from gptkit.sample.settings import Settings
 from gptkit.shared.errors import InputError
-from gptkit.shared.files import StrPath, resolved
+from gptkit.shared.files import CHECKPOINTS, StrPath, resolved
 from gptkit.tokenizer.chat import ChatError
-from gptkit.train.run_dir import CHECKPOINTS
 
 from .api import ApiError, Reply, Request, parse, render_chat, shown, usage
 from .batching import Batcher, Busy, Stopped

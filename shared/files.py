@@ -267,6 +267,7 @@ def _aside(path: Path) -> Path:
 
 
 LATEST = "latest"  # the link a training run's directory keeps to its newest checkpoint (atomic_symlink)
+CHECKPOINTS = "checkpoints"  # the directory of a training run's checkpoints, where LATEST points
 
 
 def atomic_symlink(link: StrPath, target: StrPath) -> None:

@@ -76,6 +76,14 @@ def comparable(run):
     return [{k: v for k, v in json.loads(r).items() if k not in ("tokens_per_s", "elapsed_s")} for r in lines]
 
 
+def same_files(one, other):
+    """Whether two directories hold the same files, byte for byte."""
+    names = sorted(p.name for p in one.iterdir())
+    return names == sorted(p.name for p in other.iterdir()) and all(
+        (one / n).read_bytes() == (other / n).read_bytes() for n in names
+    )
+
+
 def stopped_after(run, step):
     """`run` as if interrupted after its checkpoint of `step`: the later checkpoints gone (their
     records stay, stale, as a kill leaves them), `latest` at it."""

@@ -7,7 +7,7 @@ A step's time is known only once steps have run, and it changes on the way (a ma
 busy, evaluations). So a timed run starts without a length, measures its first steps (after the
 first one, which pays for warm-ups and compilation), and plans its length early, then plans it
 again at fixed fractions of the budget from all the steps it has timed; each plan re-plans the
-schedule (train/optim.py), warmup included, so the run always has a complete schedule ending at
+schedule (train/schedule.py), warmup included, so the run always has a complete schedule ending at
 min_lr on time. Between plans a run that finds its budget spent (a machine that got much slower)
 ends at once, in the two steps the schedule needs to reach min_lr. Plans add no evaluation and
 no checkpoint: the loop decides those after the plan.
@@ -20,9 +20,8 @@ from __future__ import annotations
 
 import time
 
-from .config import TrainConfig, parse_duration
-from .optim import Schedule
-from .sections import Length
+from .schedule import Schedule
+from .sections import Length, LRSchedule, parse_duration
 
 UNPLANNED = 10**12  # the length of a --max-time run until its throughput is measured
 FIRST_PLAN_STEPS = 3  # timed steps before the first plan
@@ -52,7 +51,7 @@ def steps_asked(length: Length, tokens_per_step: int) -> int | None:
 
 
 class Planner:
-    """The run's length and its learning-rate schedule (train/optim.py): fixed by the settings, or
+    """The run's length and its learning-rate schedule (train/schedule.py): fixed by the settings, or
     planned by a TimeBudget while a timed run trains. The loop consults it through three calls:
     sync_due(step), clock_to_share() and synced(clock, step), which gives a new length when one is
     planned and raises TooSlow where the run is held to the recipe's timing (hold_to). `master`:
@@ -60,12 +59,20 @@ class Planner:
     than its own."""
 
     def __init__(
-        self, config: TrainConfig, tokens_per_step: int, master: bool = True, new_length: bool = False
+        self,
+        length: Length,
+        settings: LRSchedule,
+        peak_lr: float,
+        tokens_per_step: int,
+        master: bool = True,
+        new_length: bool = False,
     ) -> None:
-        self.length, self.settings, self.master, self.new_length = config.length, config.lr_schedule, master, new_length
-        lr, min_lr = config.optim.lr, config.lr_schedule.min_lr
-        assert lr is not None and min_lr is not None  # settled
-        self.peak_lr, self.floor = lr, min_lr / lr if lr else 0.0
+        """It receives the run's `length` and `settings` (the schedule's sections, settled), the optimizer's
+        `peak_lr`, and the run's `tokens_per_step`."""
+        self.length, self.settings, self.master, self.new_length = length, settings, master, new_length
+        min_lr = settings.min_lr
+        assert min_lr is not None  # settled
+        self.peak_lr, self.floor = peak_lr, min_lr / peak_lr if peak_lr else 0.0
         self.timed: float | None = None  # the recipe's seconds per step, which the run is held to
         self.first_step = 0  # where the loop started
         # the max_time budget; None where the length is fixed (or, on a resume, already planned)

@@ -1,13 +1,11 @@
 """`gptkit train`: train a TransformerLM on token shards. Run `gptkit train run --help`.
 
-Every setting of train/config.py has a flag (`--batch-size`, `--lr`, ...), made from its field: the
-type, the help and the default --help shows (config.setting). The flags are the highest layer of the
-settings (train/settle.py).
+Every setting of train/config.py has a flag (`--batch-size`, `--lr`, ...), made from its declaration
+(train/setting.py): the type, the choices, the help and the default --help shows. The flags are the
+highest layer of the settings (train/settle.py).
 """
 
-import dataclasses
 import functools
-import typing
 from typing import Any
 
 import click
@@ -15,31 +13,28 @@ import click
 from gptkit.shared.cli import CONTEXT, DefaultGroup, flag, overwrite_option, threads_option, version_option
 from gptkit.shared.errors import InputError
 
-from .config import CHOICES, FIELDS, PATHS, SECTIONS, preset_names, refuse_unused
+from .config import SETTINGS, preset_names, refuse_unused
 from .plot import plot_run
 from .run_dir import RunDir
 
 
 def _setting_options(command):
-    """One option per setting, in the sections' order; bool settings are --x/--no-x switches. The
-    types stay plain (a union's first type): TrainConfig checks every value, so a bad one reads the
-    same from a flag, a preset, a run's config.json or a library call. A setting of a few choices
-    (CHOICES) shows them as its metavar."""
-    types = {name: hint for section in SECTIONS.values() for name, hint in typing.get_type_hints(section).items()}
-    for name, field in reversed(FIELDS.items()):  # the option decorated last is listed first
-        about = field.metadata
-        kind = next(t for t in typing.get_args(types[name]) or (types[name],) if t is not type(None))
-        required = field.default is dataclasses.MISSING  # its `shown` says what it needs
-        shown = about["shown"] or field.default
-        shown = "" if shown is None else f"  [{shown}]" if required else f"  [default: {shown}]"
-        decls = [f"{flag(name)}/--no-{name.replace('_', '-')}"] if kind is bool else [flag(name)]
+    """One option per setting (config.SETTINGS), in the sections' order; bool settings are --x/--no-x
+    switches. The types stay plain (a union's first type): the sections check every value, so a bad one
+    reads the same from a flag, a preset, a run's config.json or a library call. A setting of a few
+    choices shows them as its metavar."""
+    for name, about in reversed(SETTINGS.items()):  # the option decorated last is listed first
+        shown = about.shown or about.default  # a required setting's `shown` says what it needs
+        shown = "" if shown is None else f"  [{shown}]" if about.required else f"  [default: {shown}]"
+        decls = [f"{flag(name)}/--no-{name.replace('_', '-')}"] if about.kind is bool else [flag(name)]
         command = click.option(
             *decls,
             name,
-            type=click.Path() if name in PATHS else kind,
+            # the two required settings, data and out, are paths (click.Path: a shell completes them)
+            type=click.Path() if about.required else about.kind,
             default=None,
-            metavar=about["metavar"] or ("|".join(CHOICES[name]) if name in CHOICES else None),
-            help=about["help"] + shown,
+            metavar=about.metavar or ("|".join(about.choices) if about.choices else None),
+            help=about.help + shown,
         )(command)
     return command
 

@@ -11,8 +11,9 @@ from gptkit.eval.choice import frame, score
 from gptkit.eval.loss import eval_sequences, loss_sums, summary, token_bytes
 from gptkit.eval.tasks import read_hellaswag
 from gptkit.shared.errors import SettingError
+from gptkit.shared.shard_data import ShardData
+from gptkit.tokenizer import Tokenizer
 
-from .prepared import Run
 from .processes import Dist
 
 
@@ -20,12 +21,15 @@ class Evaluator:
     """The validation loss of a model on the first `eval_tokens` tokens of the val split, the same
     sequences in every evaluation of every run; of data with a mask (chat data), on the tokens it
     counts alone (the assistant's), as in training. The ranks share the sequences, each in batches
-    of its own share of the run's batch size (`config`), and add up their sums."""
+    of its own share of the run's batch size, and add up their sums."""
 
-    def __init__(self, run: Run, dist: Dist) -> None:
-        """The evaluation of `run` on this process's place `dist`."""
-        val_data, eval_tokens = run.val_data, run.config.evaluation.eval_tokens
-        sequences, masks = eval_sequences(val_data, run.context, eval_tokens)
+    def __init__(
+        self, val_data: ShardData, tokenizer: Tokenizer, context: int, eval_tokens: int, batch_size: int, dist: Dist
+    ) -> None:
+        """It receives the validation split `val_data` in the tokens of `tokenizer`, the run's `context`
+        (tokens a sequence), `eval_tokens` (the evaluation section's), `batch_size` (of all processes
+        together) and this process's place `dist`."""
+        sequences, masks = eval_sequences(val_data, context, eval_tokens)
         if masks is not None and not masks[:, 1:].any():
             raise SettingError(
                 "eval_tokens",
@@ -35,8 +39,8 @@ class Evaluator:
             )
         self.sequences = sequences[dist.rank :: dist.world]
         self.masks = None if masks is None else masks[dist.rank :: dist.world]
-        self.batch_size = (run.config.batch.batch_size or 1) // dist.world
-        self.token_bytes = torch.tensor(token_bytes(run.tokenizer), device=dist.device)
+        self.batch_size = batch_size // dist.world
+        self.token_bytes = torch.tensor(token_bytes(tokenizer), device=dist.device)
         self.dist = dist
         # rank 0's share is the largest: [0::world] takes the first of every group of `world`
         self.idle = Idle(
@@ -56,18 +60,20 @@ class Evaluator:
 
 
 class HellaSwag:
-    """Accuracy on a HellaSwag jsonl (--eval-hellaswag, of `config`), scored as `gptkit eval
-    hellaswag` scores it. Every rank reads and checks the whole file (a bad line stops them all at
-    the start), then scores its share of the items in its share of the run's batch size; the ranks
-    add up their counts."""
+    """Accuracy on a HellaSwag jsonl (--eval-hellaswag), scored as `gptkit eval hellaswag` scores it.
+    Every rank reads and checks the whole file (a bad line stops them all at the start), then scores
+    its share of the items in its share of the run's batch size; the ranks add up their counts."""
 
-    def __init__(self, run: Run, dist: Dist) -> None:
-        """A text starts with the data's end-of-text id, as the run's samples do; `dist`: this process's place."""
-        path, world = run.config.evaluation.eval_hellaswag, dist.world
-        assert path is not None  # the trainer makes one only then
-        items = frame(read_hellaswag(path), run.tokenizer, run.eot_id, run.model.context_length, path).items
+    def __init__(
+        self, path: str, tokenizer: Tokenizer, eot_id: int | None, context_length: int, batch_size: int, dist: Dist
+    ) -> None:
+        """It receives the file's `path`, the run's `tokenizer`, the data's end-of-text id `eot_id` (a text
+        starts with it, as the run's samples do), the model's `context_length`, `batch_size` (of all
+        processes together) and this process's place `dist`."""
+        world = dist.world
+        items = frame(read_hellaswag(path), tokenizer, eot_id, context_length, path).items
         self.items = items[dist.rank :: world]
-        self.batch_size, self.dist = (run.config.batch.batch_size or 1) // world, dist
+        self.batch_size, self.dist = batch_size // world, dist
         rows = [
             sum(len(item.choices) for item in items[r::world]) for r in range(world)
         ]  # score() passes batches of rows

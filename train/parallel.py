@@ -1,7 +1,7 @@
-"""The model as the run's processes train it: built within the memory the Run checked, at random
-(--init-from's weights, or a resume's, are put in by checkpointing.py's Checkpoints); whole in
-every process with its gradients averaged by DDP, or sharded across them (FSDP2, fsdp.py); compiled where asked; with its optimizers over the
-parameters a process holds (optim.py)."""
+"""The model as the run's processes train it: built within the memory settle.py checked, at random
+(--init-from's weights, or a resume's, are put in by checkpointing.py's Checkpoints); whole in every
+process with its gradients averaged by DDP, or sharded across them (FSDP2, fsdp.py); compiled where
+asked; with its optimizers over the parameters a process holds (optim.py)."""
 
 from __future__ import annotations
 
@@ -14,13 +14,15 @@ import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
+from gptkit.model.config import LoraConfig, ModelConfig
 from gptkit.model.lora import add_adapters
 from gptkit.model.model import Block, TransformerLM
+from gptkit.runtime.device import Memory
 
 from .fsdp import local, shard
 from .optim import build_optimizers
-from .prepared import Run
 from .processes import Dist
+from .sections import Optim, Parallelism
 
 # No buffer sync in DDP's forward: torch 2.13 names it forward_sync_buffers and deprecates the
 # older broadcast_buffers, which is all that torch before 2.13 accepts.
@@ -36,23 +38,33 @@ class ParallelModel:
     evaluations, samples and checkpoints use; `forward`: what a training step calls (the model
     compiled, and wrapped by DDP where the processes hold it whole); `optimizers`."""
 
-    def __init__(self, run: Run, dist: Dist) -> None:
-        """The model of `run` on this process's place `dist`."""
-        config, device = run.config, dist.device
-        settings = config.parallelism
+    def __init__(
+        self,
+        model: ModelConfig,
+        settings: Parallelism,
+        optim: Optim,
+        seed: int,
+        memory: Memory,
+        lora: LoraConfig | None,
+        dist: Dist,
+    ) -> None:
+        """It receives the `model` to build, initialized from `seed`, with the adapters of `lora` (None:
+        none); the parallelism and optimizer sections (`settings`, `optim`); the `memory` the run checked
+        it needs (its guard makes an allocator's failure one line); and this process's place `dist`."""
+        device = dist.device
         self.dist = dist
-        torch.manual_seed(config.job.seed)
-        with run.memory.guard():
+        torch.manual_seed(seed)
+        with memory.guard():
             # A model to shard is made whole in host memory and reaches the device one shard at a time.
-            self.model = TransformerLM(run.model).to("cpu" if dist.sharded else device)
-            if run.lora is not None:
-                add_adapters(self.model, run.lora)
+            self.model = TransformerLM(model).to("cpu" if dist.sharded else device)
+            if lora is not None:
+                add_adapters(self.model, lora)
             for block in self.model.layers:
                 assert isinstance(block, Block)
                 block.activation_checkpointing = settings.activation_checkpointing
             if dist.sharded:
                 shard(self.model, device)
-            self.optimizers = build_optimizers(self.model, config.optim, dist.rank, dist.world)
+            self.optimizers = build_optimizers(self.model, optim, dist.rank, dist.world)
         self.compiled = device.type == "cuda" if settings.compile is None else settings.compile
         # the model compiled (a plain callable to the stubs), or as it is; wrapped by DDP below (no_sync)
         self.forward: Any = torch.compile(self.model) if self.compiled else self.model

@@ -1,4 +1,4 @@
-"""A run prepared: what settle.py makes of a run's settings, and what the trainer's components read."""
+"""A run prepared: what settle.py makes of a run's settings, which the trainer builds its components from."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from gptkit.tokenizer import Tokenizer
 
 from .config import TrainConfig
 from .data import Loader
-from .recipe import Recipe
+from .recipe.settings import Recipe
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,5 @@
 """A resume checked against the run it goes on (settle.py's last step): the checkpoint it goes
-on from, opened and checked (checkpointing.read_state), the same settings but for the length, the
+on from, opened and checked (checkpoint_read.read_state), the same settings but for the length, the
 same data by its content wherever it lies now, a new length that leaves steps to do, and the
 thread count the run records, where it records one."""
 
@@ -15,7 +15,7 @@ from gptkit.shared.files import looked_up
 from gptkit.shared.shard_dir import ShardDir, identity_difference
 
 from .budget import steps_asked
-from .checkpointing import read_state
+from .checkpoint_read import read_state
 from .config import LENGTH, TrainConfig, fixed_difference
 from .prepared import Resume, Run
 from .run_dir import LATEST

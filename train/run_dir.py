@@ -16,14 +16,13 @@ from pathlib import Path
 from typing import Any
 
 from gptkit.shared.errors import InputError, SettingError, named
-from gptkit.shared.files import LATEST, StrPath, atomic_write, cause, looked_up, resolved
+from gptkit.shared.files import CHECKPOINTS, LATEST, StrPath, atomic_write, cause, looked_up, resolved
 from gptkit.shared.jsonfile import parse_json, read_json
 
-from .config import FIELDS, TrainConfig
+from .config import SETTINGS, TrainConfig
 from .sections import TRACKERS
 
 CONFIG_FILE, METRICS_FILE = "config.json", "metrics.jsonl"
-CHECKPOINTS = "checkpoints"  # what checkpointing.py writes there, and LATEST, the link to the newest
 
 
 class RunDir:
@@ -104,7 +103,7 @@ def load_run_config(run_dir: StrPath) -> dict:
         raise InputError(f"{path}: damaged, not JSON ({e})") from None
     if not isinstance(saved, dict):
         raise InputError(f"{path}: damaged, not a JSON object of training settings")
-    unknown = sorted(set(saved) - set(FIELDS))
+    unknown = sorted(set(saved) - set(SETTINGS))
     if unknown:
         raise InputError(f"{path}: unknown setting {unknown[0]!r}; was the file edited?")
     return saved

@@ -9,7 +9,7 @@ A setting takes its value from the highest layer that gives it one:
     1. the command line's flags
     2. a settings file or preset (--config), or, on a resume, the run's config.json
     3. the model and settings that the run starts from: --init-from's checkpoint's model, or the recipe's
-       choice for the data, the budget and the device (train/recipe.py), where no model is given
+       choice for the data, the budget and the device (train/recipe/), where no model is given
     4. WITHOUT_RECIPE (train/sections.py), where the model is given and the recipe does not run
     5. settings that follow from others: min_lr, a tenth of lr
     6. the defaults of train/sections.py
@@ -39,12 +39,13 @@ from gptkit.shared.shard_dir import ShardDir
 from gptkit.tokenizer import Tokenizer
 from gptkit.tokenizer.cut import Unmerge, cut_split
 
-from .checkpointing import initial_model
-from .config import FIELDS, LENGTH, PATHS, PRESETS_DIR, TrainConfig, refuse_unused
+from .checkpoint_read import initial_model
+from .config import LENGTH, PRESETS_DIR, REQUIRED, SETTINGS, TrainConfig, is_unset, refuse_unused
 from .data import Loader, cut_of, data_tokenizer, tokens_present
 from .prepared import Run
 from .processes import Dist
-from .recipe import recipe_settings
+from .recipe import report as recipe_report
+from .recipe.settings import recipe_settings
 from .resume import check_resume
 from .run_dir import load_run_config, recorded_paths
 from .sections import WITHOUT_RECIPE
@@ -66,9 +67,8 @@ def settle(config: TrainConfig, resume: bool | str = False, dist: Dist = Dist(),
         config = from_layers({**config.to_dict(), "model": None}, {"model": recorded})
     elif config.job.model is None and not resume:  # layer 3: the recipe's choice
         cut_of(config.batch.merges, data, tokenizer, None)  # merges given: refused before the recipe's timing
-        settings, recipe = recipe_settings(
-            config, data, tokenizer, dist.device, threads, dist.largest, dist.world, quiet=not dist.master
-        )
+        assert threads is not None  # train() measures them
+        settings, recipe = recipe_settings(config.length, config.batch, config.job.seed, data, tokenizer, dist, threads)
         config = from_layers(config.to_dict(), settings)
     given = config = completed(config)  # its model as given: a preset's name or a file's path, named in messages
     cut = cut_of(config.batch.merges, data, tokenizer, config.job.init_from)
@@ -76,7 +76,8 @@ def settle(config: TrainConfig, resume: bool | str = False, dist: Dist = Dist(),
     config = config.replace(model=model.to_dict())
     lora = _lora(config, model)
     if recipe is not None:
-        _log(recipe.line(config, model))
+        assert config.optim.lr is not None  # completed
+        _log(recipe_report.line(recipe, model, config.batch, config.optim.lr))
     context_from = "the recipe chose that context" if recipe is not None else "that is the model's context"
     loader, val_data = _splits(config, data, tokenizer, model, dist, cut, None if context_given else context_from)
     if lora is not None and "special" in (config.lora.lora_train_tokens or ["special"]):
@@ -122,7 +123,7 @@ def completed(config: TrainConfig) -> TrainConfig:
     a tenth of lr where it is unset. Every setting a run uses then has a value."""
     config = from_layers(config.to_dict(), WITHOUT_RECIPE)
     assert config.optim.lr is not None
-    return from_layers(config.to_dict(), {"min_lr": config.optim.lr / 10})
+    return config if config.lr_schedule.min_lr is not None else config.replace(min_lr=config.optim.lr / 10)
 
 
 def resolve_model(config: TrainConfig, vocab_size: int) -> ModelConfig:
@@ -152,13 +153,13 @@ def from_layers(*layers: dict[str, Any]) -> TrainConfig:
     12 steps, and config.json records the one length that applies."""
     settings: dict[str, Any] = {}
     for layer in layers:
-        given = {k: v for k, v in layer.items() if k not in settings and not (v is None and _may_be_unset(k))}
+        given = {k: v for k, v in layer.items() if k not in settings and not is_unset(k, v)}
         if any(k in settings for k in LENGTH):
             given = {k: v for k, v in given.items() if k not in LENGTH}
         settings.update(given)
-    missing = [name for name in PATHS if name not in settings]
+    missing = [name for name in REQUIRED if name not in settings]
     if missing:
-        raise SettingError(missing[0], f"is needed: {PATHS[missing[0]]}")
+        raise SettingError(missing[0], f"is needed: {SETTINGS[missing[0]].expected}")
     return TrainConfig.of(**settings)
 
 
@@ -166,9 +167,9 @@ def load_train_config(name_or_path: str, overrides: dict[str, Any]) -> TrainConf
     """Layers 1 and 2 of a new run: the flags `overrides` over a preset or JSON file of settings (an
     unknown key is an error)."""
     settings, path = config_files.read_settings(name_or_path, PRESETS_DIR, "training settings")
-    unknown = sorted(set(settings) - set(FIELDS))
+    unknown = sorted(set(settings) - set(SETTINGS))
     if unknown:
-        raise SettingError("config", f"{path}: unknown setting {unknown[0]!r} (known: {', '.join(FIELDS)})")
+        raise SettingError("config", f"{path}: unknown setting {unknown[0]!r} (known: {', '.join(SETTINGS)})")
     if settings.get("model") is not None and overrides.get("init_from") is not None and overrides.get("model") is None:
         raise SettingError(
             "config",
@@ -185,7 +186,9 @@ def load_train_config(name_or_path: str, overrides: dict[str, Any]) -> TrainConf
         )
     try:
         config = from_layers(overrides, settings)
-        refuse_unused(config, settings)
+        # A file's setting at its default is not one the user gave: a run's config.json records every
+        # setting, those that do not apply to it included, and runs again as it is.
+        refuse_unused(config, [name for name, value in settings.items() if value != SETTINGS[name].default])
         return config
     except SettingError as e:  # a value of the file's own: the file is named, not a flag
         if e.setting in settings and overrides.get(e.setting) is None:
@@ -199,10 +202,6 @@ def resume_config(overrides: dict[str, Any]) -> TrainConfig:
     if overrides.get("out") is None:
         raise SettingError("out", f"is needed with {named('resume')}: the run directory")
     return from_layers(overrides, load_run_config(overrides["out"]))
-
-
-def _may_be_unset(name: str) -> bool:
-    return name in FIELDS and FIELDS[name].default is None
 
 
 def _splits(

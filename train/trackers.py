@@ -13,7 +13,7 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from .config import TrainConfig
+from gptkit.shared.files import StrPath
 
 log = logging.getLogger(__name__)
 
@@ -32,12 +32,13 @@ def flatten(record: dict[str, Any], prefix: str = "") -> dict[str, Any]:
 
 
 class Trackers:
-    def __init__(self, config: TrainConfig, master: bool = True) -> None:
-        """The trackers that config.metrics.log_to names, none but on the master rank (wandb records
-        the whole config); they start at start(), the records sent before it (a resume's re-planned
-        schedule) kept for them until then."""
-        self.config, self.run = config, Path(config.job.out)
-        self.names = list(config.metrics.log_to or []) if master else []
+    def __init__(self, run: StrPath, log_to: list[str] | None, settings: dict[str, Any], master: bool = True) -> None:
+        """It receives the run directory `run`, the trackers named by `log_to` (the metrics section's),
+        the run's `settings` as config.json records them (wandb records them too), and whether this is
+        the master rank (only it sends anything). They start at start(), the records sent before it (a
+        resume's re-planned schedule) kept for them until then."""
+        self.run, self.settings = Path(run), settings
+        self.names = list(log_to or []) if master else []
         self.active: list[Any] = []
         self.pending: list[dict[str, Any]] | None = [] if self.names else None
 
@@ -70,7 +71,7 @@ class Trackers:
 
     def _start(self, name, step):
         try:
-            return (TensorBoard if name == "tensorboard" else Wandb)(self.run, self.config, step)
+            return TensorBoard(self.run, step) if name == "tensorboard" else Wandb(self.run, self.settings, step)
         except ImportError:
             _warn(name, f"the {name} package is not installed (pip install 'gptkit[{name}]')")
         except Exception as e:  # wandb.init: no API key, no network, ...
@@ -85,7 +86,7 @@ class Trackers:
 class TensorBoard:
     name = "tensorboard"
 
-    def __init__(self, run: Path, config: TrainConfig, step: int) -> None:
+    def __init__(self, run: Path, step: int) -> None:
         from torch.utils.tensorboard import SummaryWriter  # needs the tensorboard package
 
         # purge_step: what an earlier attempt logged past the resumed step (or, in a new run, at all)
@@ -110,7 +111,7 @@ class Wandb:
 
     name = "wandb"
 
-    def __init__(self, run: Path, config: TrainConfig, step: int) -> None:
+    def __init__(self, run: Path, settings: dict[str, Any], step: int) -> None:
         import wandb
 
         ids = run / "wandb" / WANDB_ID
@@ -120,7 +121,7 @@ class Wandb:
             project="gptkit",
             name=run.name,
             dir=str(run),
-            config=config.to_dict(),
+            config=settings,
             id=run_id,
             resume="allow",
             settings=wandb.Settings(console="off", silent=True),

@@ -2,9 +2,10 @@
 exactly.
 
 A Trainer trains a settled Run (settle.py) in this process's place among the run's (processes.Dist).
-It builds its components, each from the Run: the model as the processes hold it and its optimizers
-(parallel.py), the evaluations (evaluate.py), the run's length and schedule (budget.py: the Planner),
-the checkpoints (checkpointing.py) and the trackers. Then fit() loops: each step is queued on the
+It builds its components, each given its section of the settings and the values derived from them,
+never the whole Run: the model as the processes hold it and its optimizers (parallel.py), the
+evaluations (evaluate.py), the run's length and schedule (budget.py: the Planner), the checkpoints
+(checkpointing.py) and the trackers. Then fit() loops: each step is queued on the
 device, and the host waits for the device only where it must know what happened. Each line it logs
 goes with a record (report.py) to the run directory's metrics.jsonl (run_dir.py).
 """
@@ -31,13 +32,16 @@ from gptkit.shared.errors import GptkitError
 from gptkit.shared.files import cause
 
 from .budget import UNPLANNED, Planner
-from .checkpointing import Checkpoints, Parts
+from .checkpointing import Checkpoints, Parts, Stamp, lora_record
+from .data import Loader
 from .evaluate import Evaluator, HellaSwag, unigram_comparison
 from .parallel import ParallelModel
 from .prepared import Resume, Run
 from .processes import Dist
+from .recipe import report as recipe_report
 from .report import LogWindow, StepReport, replan_report, sample_report, validation_report
 from .run_dir import RunDir
+from .sections import tracker_names
 from .trackers import Trackers
 
 
@@ -71,39 +75,51 @@ class Trainer:
             torch.get_num_threads(), recorded=config.parallelism.deterministic and self.device.type == "cpu"
         )
         self.progress = Progress()
-        self.evaluator = Evaluator(run, dist)
-        self.hellaswag = HellaSwag(run, dist) if config.evaluation.eval_hellaswag else None
-        self.planner = Planner(
-            config, run.tokens_per_step, dist.master, run.resume is not None and run.resume.new_length
+        self.context, self.tokens_per_step = run.context, run.tokens_per_step
+        batch_size, lr = config.batch.batch_size, config.optim.lr
+        assert batch_size is not None and lr is not None  # settled
+        self.evaluator = Evaluator(
+            run.val_data, run.tokenizer, self.context, config.evaluation.eval_tokens, batch_size, dist
         )
+        hellaswag = config.evaluation.eval_hellaswag
+        self.hellaswag = (
+            HellaSwag(hellaswag, run.tokenizer, run.eot_id, run.model.context_length, batch_size, dist)
+            if hellaswag
+            else None
+        )
+        new_length = run.resume is not None and run.resume.new_length
+        self.planner = Planner(config.length, config.lr_schedule, lr, self.tokens_per_step, dist.master, new_length)
         if run.recipe is not None:
             if run.recipe.weights is None:  # a run that goes on from the trials' winner is not chosen again
-                self.planner.hold_to(run.recipe.seconds_per_step)
+                self.planner.hold_to(run.recipe.choice.seconds_per_step)
             self.planner.spend(run.recipe.spent)
-        self.parallel = ParallelModel(run, dist)
+        self.parallel = ParallelModel(
+            run.model, config.parallelism, config.optim, config.job.seed, run.memory, run.lora, dist
+        )
         self.model, self.optimizers = self.parallel.model, self.parallel.optimizers
         self.run_dir = RunDir(config.job.out, dist.master)
-        self.checkpoints = Checkpoints(
-            run, Parts(self.progress, self.model, self.optimizers, self.planner, self.threads), dist
-        )
-        self.trackers = Trackers(config, dist.master)  # before a resume, whose re-planned schedule is a record
+        parts = Parts(self.progress, self.model, self.optimizers, self.planner, self.threads)
+        self.checkpoints = Checkpoints(config.job.out, config.checkpoint.keep_last, parts, _stamp(run), dist)
+        # before a resume, whose re-planned schedule is a record
+        trackers = tracker_names(config.metrics.log_to)
+        self.trackers = Trackers(config.job.out, trackers, config.to_dict(), dist.master)
         if run.resume is None:
             if run.init_from is not None:  # a new run from a checkpoint's weights
-                self.checkpoints.start_from(run.init_from)
+                self.checkpoints.start_from(run.init_from, run.lora)
             elif run.recipe is not None and run.recipe.weights is not None:  # on from the trials' winner
                 self.checkpoints.put_weights(run.recipe.weights)
             self.run_dir.start(config.to_dict())
             if run.recipe is not None:
-                self.run_dir.append(run.recipe.record())
+                self.run_dir.append(recipe_report.record(run.recipe))
         else:
             self._resume(run.resume)
         self.trackers.start(self.progress.step)
-        flops = model_cost(run.model, run.context).flops_per_token
+        flops = model_cost(run.model, self.context).flops_per_token
         self.step_report = StepReport(self.planner, self.threads, flops, dist)
         self.autocast = (
             torch.autocast("cuda", torch.bfloat16) if self.device.type == "cuda" else contextlib.nullcontext()
         )
-        self.batches = batches(run, self.device, self.progress.step)
+        self.batches = batches(run.loader, config.batch.grad_accum, run.data.has_mask, self.device, self.progress.step)
         self.window = LogWindow()  # the throughput a log line reports: its steps' alone
         self.stop_signal: str | None = None
 
@@ -178,7 +194,7 @@ class Trainer:
         )
         return (
             f"training {what} on {self.device} x {self.dist.world} "
-            f"({self.parallel.describe()}{compiled}{threads}), {self.run.tokens_per_step:,} tokens per step, "
+            f"({self.parallel.describe()}{compiled}{threads}), {self.tokens_per_step:,} tokens per step, "
             f"steps {self.step} -> {length}"
         )
 
@@ -198,7 +214,7 @@ class Trainer:
         result = self.train_step()
         self.threads.record(time.perf_counter() - started)
         self.progress.step += 1
-        self.progress.tokens += self.run.tokens_per_step
+        self.progress.tokens += self.tokens_per_step
         return result
 
     def _due(self) -> tuple[bool, bool, bool, bool, bool]:
@@ -330,7 +346,7 @@ class Trainer:
         by_steps = c.checkpoint_interval and self.step % c.checkpoint_interval == 0
         by_tokens = (
             c.checkpoint_tokens
-            and tokens // c.checkpoint_tokens > (tokens - self.run.tokens_per_step) // c.checkpoint_tokens
+            and tokens // c.checkpoint_tokens > (tokens - self.tokens_per_step) // c.checkpoint_tokens
         )
         return bool(by_steps or by_tokens)
 
@@ -372,13 +388,27 @@ class Trainer:
         self.stop_signal = signal.Signals(signum).name
 
 
-def batches(run: Run, device: torch.device, first_step: int) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
-    """(inputs, targets) on `device` for every micro-step from `first_step` on; on masked data the
-    targets outside the mask are -1 (ignored). The tokens travel at the shards' width (uint16 for most
-    vocabularies, a quarter of int64; the mask as uint8) and are widened on the device. On CUDA a thread
-    gathers the next batch into pinned memory while the GPU works on this one, and the copy does not
-    block the host. A function, not a method: the generator holds no reference to the trainer."""
-    accum, loader, masked = run.config.batch.grad_accum, run.loader, run.data.has_mask
+def _stamp(run: Run) -> Stamp:
+    """What each checkpoint of `run` holds beside its parts' state (checkpointing.Stamp)."""
+    lora = None
+    if run.lora is not None:
+        assert run.lora_base is not None  # settled with the adapters
+        lora = lora_record(run.lora, run.lora_base)
+    # chat data's template (and the token names it renders with) go with the model it trains
+    texts = {path.name: path.read_text(encoding="utf-8") for path in run.data.chat_files if path.is_file()}
+    identity = {"config_digest": run.config.digest(), "data": run.data_identity}
+    return Stamp(run.tokenizer, run.eot_id, identity, lora, texts)
+
+
+def batches(
+    loader: Loader, accum: int, masked: bool, device: torch.device, first_step: int
+) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+    """(inputs, targets) on `device` for every micro-step from `first_step` on, `accum` micro-steps a
+    step, of `loader`'s batches; on `masked` data the targets outside the mask are -1 (ignored). The
+    tokens travel at the shards' width (uint16 for most vocabularies, a quarter of int64; the mask as
+    uint8) and are widened on the device. On CUDA a thread gathers the next batch into pinned memory
+    while the GPU works on this one, and the copy does not block the host. A function, not a method:
+    the generator holds no reference to the trainer."""
     order = ((s, m) for s in itertools.count(first_step) for m in range(accum))
 
     def on_device(arrays: list[torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:

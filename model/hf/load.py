@@ -24,9 +24,10 @@ from gptkit.shared.errors import InputError
 from gptkit.shared.files import Input, StrPath
 from gptkit.tokenizer import Tokenizer
 
-from ..checkpoint import check_finite, check_target, check_tensors, model_tensors, save_model
+from ..checkpoint import check_target, model_tensors, save_model
 from ..config import ModelConfig
 from ..model import TransformerLM
+from ..tensor_checks import check_finite, check_tensors
 from .chat import CHECKPOINT_FILES, checkpoint_files, read_chat_template
 from .families import ARCHITECTURES, FAMILY_OF
 from .files import HFConfig, count_tensors, dtype_name, read_json_object, read_weights, weight_files

@@ -202,7 +202,8 @@ def test_a_training_step_counts_only_the_assistants_targets(chat_data, tmp_path)
     assert loss.item() == pytest.approx(torch.cat(losses).mean().item(), rel=1e-5)
 
     assert run.context == 32
-    evaluator = Evaluator(run, Dist())
+    evaluation, batch_size = run.config.evaluation, run.config.batch.batch_size
+    evaluator = Evaluator(run.val_data, run.tokenizer, run.context, evaluation.eval_tokens, batch_size, Dist())
     val_loss, _, count = evaluator(before, torch.autocast("cpu", enabled=False))
     sequences = torch.from_numpy(evaluator.sequences.astype(np.int64))
     mask = torch.from_numpy(evaluator.masks)[:, 1:].bool()

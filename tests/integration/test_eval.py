@@ -7,7 +7,6 @@ import contextlib
 import json
 import math
 import shutil
-import types
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -24,7 +23,6 @@ from gptkit.eval.cli import cli
 from gptkit.model.checkpoint import load_model, save_model
 from gptkit.model.config import ModelConfig
 from gptkit.model.model import TransformerLM
-from gptkit.train.config import TrainConfig
 from gptkit.train.evaluate import HellaSwag
 from gptkit.train.processes import Dist
 from gptkit.train.run import train
@@ -601,14 +599,9 @@ def test_the_ranks_share_the_items_and_add_up_to_one_process(checkpoint, tok, tm
     file = write_jsonl(tmp_path / "hs.jsonl", hellaswag_items(5))
     model, _ = load_model(checkpoint)
     eot, nothing = tok.special_tokens[EOT], contextlib.nullcontext()
-    settings = TrainConfig.of(
-        data="d", out="o", eval_hellaswag=file, batch_size=4
-    )  # 4 sequences of all processes together
-    run = types.SimpleNamespace(
-        config=settings, tokenizer=tok, eot_id=eot, model=types.SimpleNamespace(context_length=CONTEXT)
-    )
-    whole = HellaSwag(run, Dist())(model, nothing)
-    ranks = [HellaSwag(run, Dist(rank=rank, world=2))(model, nothing) for rank in range(2)]
+    # 4 sequences of all processes together
+    whole = HellaSwag(str(file), tok, eot, CONTEXT, 4, Dist())(model, nothing)
+    ranks = [HellaSwag(str(file), tok, eot, CONTEXT, 4, Dist(rank=rank, world=2))(model, nothing) for rank in range(2)]
     assert [r[2] for r in ranks] == [3, 2]
     assert whole[2] == 5 and sum(r[0] * r[2] for r in ranks) == pytest.approx(whole[0] * 5)
     assert sum(r[1] * r[2] for r in ranks) == pytest.approx(whole[1] * 5)

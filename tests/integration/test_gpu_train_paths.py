@@ -33,16 +33,11 @@ from gptkit.train.settle import completed
 MODEL = dict(vocab_size=450, context_length=64, d_model=32, n_layers=2, n_heads=2, d_ff=64)
 
 
-def fake_run(**settings):
-    """What ParallelModel reads of a settle.Run."""
+def parallel_model(dist, **settings):
+    """The tiny MODEL as ParallelModel holds it in `dist`'s place, with `settings` (compiled: not unless given)."""
     config = completed(TrainConfig.of(**{"data": "unused", "out": "unused", "lr": 1e-3, "compile": False, **settings}))
-    return types.SimpleNamespace(
-        config=config,
-        model=ModelConfig(**MODEL),
-        checkpoint=None,
-        memory=types.SimpleNamespace(guard=contextlib.nullcontext),
-        lora=None,
-    )
+    memory = types.SimpleNamespace(guard=contextlib.nullcontext)  # no memory checked
+    return ParallelModel(ModelConfig(**MODEL), config.parallelism, config.optim, config.job.seed, memory, None, dist)
 
 
 def batch(rank, micro):
@@ -85,16 +80,14 @@ def _two_processes(rank, port):
 def _gradients(rank):
     """Two micro-steps under FSDP and DDP: the mean gradient of all four batches, as one process
     computes it; under FSDP each parameter's gradient is its shard after every micro-step."""
-    torch.manual_seed(fake_run().config.job.seed)
+    torch.manual_seed(TrainConfig.of(data="unused", out="unused").job.seed)  # ParallelModel's
     reference = TransformerLM(ModelConfig(**MODEL))
     for r in range(2):
         for m in range(2):
             (reference(*batch(r, m))[1] / 4).backward()
     expected = {name: p.grad for name, p in reference.named_parameters()}
     for parallel in ("fsdp", "ddp"):
-        model = ParallelModel(
-            fake_run(parallel=parallel), Dist(rank, 2, 0, torch.device("cpu"), True, parallel == "fsdp")
-        )
+        model = parallel_model(Dist(rank, 2, 0, torch.device("cpu"), True, parallel == "fsdp"), parallel=parallel)
         for micro in range(2):
             with model.gradient_sync(micro == 1):
                 _, loss = model.forward(*batch(rank, micro))
@@ -120,8 +113,8 @@ def _compiled(rank):
             for recompute in (False, True):
                 torch._dynamo.reset()
                 counts.clear()
-                run = fake_run(parallel=parallel, compile=True, activation_checkpointing=recompute)
-                model = ParallelModel(run, Dist(rank, 2, 0, torch.device("cpu"), True, parallel == "fsdp"))
+                place = Dist(rank, 2, 0, torch.device("cpu"), True, parallel == "fsdp")
+                model = parallel_model(place, parallel=parallel, compile=True, activation_checkpointing=recompute)
                 model.forward(*batch(rank, 0))[1].backward()
                 captured[parallel, recompute] = sum(counts)
         for parallel in ("fsdp", "ddp"):
@@ -129,7 +122,7 @@ def _compiled(rank):
             assert captured[parallel, True] >= 0.9 * captured[parallel, False], captured
         torch._dynamo.reset()
         counts.clear()
-        model = ParallelModel(fake_run(compile=True), Dist(rank, 2, 0, torch.device("cpu"), True, False))
+        model = parallel_model(Dist(rank, 2, 0, torch.device("cpu"), True, False), compile=True)
         # a bucket a parameter: the graph splits where dynamo compiles the model inside DDP's forward
         model.forward.bucket_bytes_cap = dist._DEFAULT_FIRST_BUCKET_BYTES = 1
         model.forward(*batch(rank, 0))[1].backward()

@@ -24,7 +24,7 @@ from gptkit.sample.sampling import Sampler
 from tests.conftest import assert_input_error
 from tests.integration.test_launch import train_in_two
 from tests.serving import running
-from tests.training import comparable, invoke, records, run_flags, stopped_after
+from tests.training import comparable, invoke, records, run_flags, same_files, stopped_after
 
 LORA = ("--lora-rank", 2, "--lora-alpha", 4)
 
@@ -154,6 +154,17 @@ def test_a_resume_of_a_lora_run_is_exact(data, base, lora_run, tmp_path):
     )
     for name, tensor in load_file(run / "latest" / "adapters.safetensors").items():
         assert torch.equal(load_file(resumed / "latest" / "adapters.safetensors")[name], tensor), name
+
+
+def test_a_lora_runs_own_config_json_runs_it_again(lora_run, tmp_path):
+    """config.json records the checkpoint's model beside --init-from: run again from it (--config), that
+    model is no second one, and the adapters train as they did, byte for byte."""
+    run, _ = lora_run
+    again = tmp_path / "again"
+    res = invoke("--config", run / "config.json", "--out", again)
+    assert res.exit_code == 0, res.output
+    assert comparable(again) == comparable(run)
+    assert same_files(run / "latest", again / "latest")
 
 
 def test_adapters_whose_base_changed_or_went_are_refused_in_one_line(base, lora_run, tmp_path):

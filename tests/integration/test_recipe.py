@@ -1,13 +1,11 @@
-"""The default recipe (train/recipe.py): its choices for corpus sizes, budgets and machines, the
+"""The default recipe (train/recipe/): its choices for corpus sizes, budgets and machines, the
 timing it chooses by, and how a run uses it (flags win, --config and --model bypass it, one line
 names the choice)."""
 
 import json
-from dataclasses import replace
 
 import numpy as np
 import pytest
-import torch
 from click.testing import CliRunner
 
 from gptkit.model.config import ModelConfig, load_config
@@ -18,18 +16,14 @@ from gptkit.shared.shard_dir import ShardDir
 from gptkit.train.cli import cli
 from gptkit.train.config import TrainConfig
 from gptkit.train.data import data_tokenizer
-from gptkit.train.recipe import (
-    DEFAULT_BUDGET,
-    LADDER,
-    TOKENS_PER_PARAM,
-    choose,
-    dropout_for,
-    recipe_settings,
-)
-from gptkit.train.repeats import REPEAT_CONTEXT, Repeats
-from gptkit.train.sections import WITHOUT_RECIPE
+from gptkit.train.processes import Dist
+from gptkit.train.recipe.ladder import LADDER, TOKENS_PER_PARAM, choose, dropout_for
+from gptkit.train.recipe.repeats import REPEAT_CONTEXT, Repeats
+from gptkit.train.recipe.report import line
+from gptkit.train.recipe.settings import Recipe, recipe_settings
+from gptkit.train.recipe.timing import step_timer
+from gptkit.train.sections import DEFAULT_BUDGET, WITHOUT_RECIPE
 from gptkit.train.settle import completed, from_layers
-from gptkit.train.timing import step_timer
 from tests.unit.test_shards import U16, write_llmc
 
 MINUTE = 60
@@ -133,10 +127,12 @@ def test_each_choice_is_a_sound_config(tokens, seconds):
     assert activations < 8 * 2**30 or r.shape == LADDER[-1]  # a step of a CPU's rung fits a laptop's memory
 
 
-def described(recipe, **settings):
+def described(choice, **settings):
     """The recipe's line for a run of 2 minutes on a CPU with `settings`."""
     config = completed(TrainConfig.of(data="d", out="o", max_time="2m", **settings))
-    return replace(recipe, budget="2m", where="cpu").line(config, ModelConfig(**config.job.model))
+    return line(
+        Recipe(choice, budget="2m", where="cpu"), ModelConfig(**config.job.model), config.batch, config.optim.lr
+    )
 
 
 def test_dropout_where_the_passes_and_the_parameters_could_memorize_the_corpus_and_recorded_in_the_model():
@@ -203,11 +199,11 @@ def test_the_climb_stops_where_a_shape_cannot_be_timed():
 
 def test_step_timer_times_real_steps_within_its_share_of_the_budget():
     threads = Threads(1)
-    seconds = step_timer(512, torch.device("cpu"), threads, budget_seconds=600)(LADDER[0])
+    seconds = step_timer(512, Dist(), threads, budget_seconds=600)(LADDER[0])
     assert 0 < seconds < 5
-    spent = step_timer(512, torch.device("cpu"), threads, budget_seconds=0.001)
+    spent = step_timer(512, Dist(), threads, budget_seconds=0.001)
     assert spent(LADDER[0]) > 0 and spent(LADDER[1]) is None  # the smallest shape is always timed
-    spent = step_timer(512, torch.device("cpu"), threads, budget_seconds=0.001)
+    spent = step_timer(512, Dist(), threads, budget_seconds=0.001)
     assert spent(LADDER[0]) > 0 and spent(LADDER[0], 0.2) > 0  # and timed again with dropout
 
 
@@ -247,9 +243,10 @@ def chosen(data, **settings):
     shards = ShardDir(str(data))
     tokenizer = data_tokenizer(shards)
     config = TrainConfig.of(data=str(data), out="run", device="cpu", **{"merges": len(tokenizer.merges), **settings})
-    layer, recipe = recipe_settings(config, shards, tokenizer, torch.device("cpu"), Threads(1))
+    layer, recipe = recipe_settings(config.length, config.batch, config.job.seed, shards, tokenizer, Dist(), Threads(1))
     config = from_layers(config.to_dict(), layer)
-    print(recipe.line(completed(config), ModelConfig(**config.job.model)))
+    settled = completed(config)
+    print(line(recipe, ModelConfig(**config.job.model), settled.batch, settled.optim.lr))
     return config
 
 

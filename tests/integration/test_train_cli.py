@@ -18,7 +18,7 @@ from gptkit.train.processes import Dist
 from gptkit.train.run import train
 from gptkit.train.settle import load_train_config, settle
 from tests.conftest import assert_input_error, english_like
-from tests.training import MODEL, config, flags, invoke, latest_step, records
+from tests.training import MODEL, comparable, config, flags, invoke, latest_step, records, same_files
 
 
 def test_a_given_warmup_is_obeyed_however_long_the_run(data, model_json, tmp_path):
@@ -358,3 +358,25 @@ def test_a_model_file_without_a_vocabulary_size_takes_the_datas(data, tmp_path):
     assert res.exit_code == 0, res.output
     saved = json.loads((tmp_path / "run" / "latest" / "config.json").read_text())
     assert saved["model"]["vocab_size"] == saved["tokenizer"]["vocab_size"] == 450
+
+
+def test_a_runs_own_config_json_runs_it_again(data, model_json, tmp_path):
+    """`--config RUN/config.json --out OTHER` trains the same run: the same losses, the same checkpoint
+    bytes. config.json records every setting, muon_lr and cooldown_fraction of this AdamW run with a
+    cosine schedule among them: a file's setting at its default is not refused where it does not
+    apply, while one of its own value is (it would be ignored)."""
+    first, again = tmp_path / "first", tmp_path / "again"
+    res = invoke(*flags(data=data, out=first, model=model_json, device="cpu", batch_size=2, max_steps=2, threads=1))
+    assert res.exit_code == 0, res.output
+    recorded = json.loads((first / "config.json").read_text())
+    assert (recorded["optimizer"], recorded["muon_lr"], recorded["schedule"]) == ("adamw", 0.02, "cosine")
+    res = invoke("--config", first / "config.json", "--out", again, "--threads", 1)
+    assert res.exit_code == 0, res.output
+    assert comparable(again) == comparable(first) and len(records(again)) == 2
+    assert same_files(first / "latest", again / "latest")
+    edited = tmp_path / "edited.json"
+    edited.write_text(json.dumps({**recorded, "muon_lr": 0.05}))
+    assert_input_error(
+        invoke("--config", edited, "--out", tmp_path / "edited"),
+        f"--config {edited}: muon_lr 0.05: only with optimizer muon",
+    )

@@ -12,7 +12,8 @@ from gptkit.model.info import training_memory
 from gptkit.model.model import TransformerLM
 from gptkit.train.budget import Planner
 from gptkit.train.config import TrainConfig
-from gptkit.train.optim import AdamW, Muon, Schedule, build_optimizers, cosine_lr, orthogonalize, warmup_steps, wsd_lr
+from gptkit.train.optim import AdamW, Muon, build_optimizers, orthogonalize
+from gptkit.train.schedule import Schedule, cosine_lr, warmup_steps, wsd_lr
 from tests.training import MODEL
 
 
@@ -238,7 +239,8 @@ def test_a_given_warmup_is_obeyed_and_the_default_is_a_fraction_of_the_planned_s
 def test_a_checkpoint_from_before_resumes_on_the_warmup_it_was_cut_to():
     """Runs begun before a given warmup was obeyed had it cut to a tenth of the steps; their
     checkpoints' schedules hold no warmup, and they go on with the one they had."""
-    planner = Planner(TrainConfig.of(data="d", out="o", lr=1e-3, min_lr=1e-4, warmup_steps=4, max_steps=80), 1, True)
+    config = TrainConfig.of(data="d", out="o", lr=1e-3, min_lr=1e-4, warmup_steps=4, max_steps=80)
+    planner = Planner(config.length, config.lr_schedule, 1e-3, 1, True)
     saved = {"total_steps": 80, "replanned_at": None, "scale_then": None, "rising": False}
     planner.load_state_dict(saved)
     assert planner.schedule.warmup == 4

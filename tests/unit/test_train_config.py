@@ -9,17 +9,17 @@ import pytest
 from gptkit.model.config import preset_names as model_preset_names
 from gptkit.shared.errors import SettingError
 from gptkit.train.cli import cli
-from gptkit.train.config import FIELDS, TrainConfig, preset_names
+from gptkit.train.config import SETTINGS, TrainConfig, preset_names
 from gptkit.train.settle import load_train_config
 
 
 def test_every_field_of_train_config_is_a_flag_with_its_help_and_type():
-    options = {option.name: option for option in cli.commands["run"].params if option.name in FIELDS}
-    assert list(options) == list(FIELDS)
+    options = {option.name: option for option in cli.commands["run"].params if option.name in SETTINGS}
+    assert list(options) == list(SETTINGS)
     click_types = {bool: "boolean", int: "integer", float: "float", str: "text"}
     for name, option in options.items():
-        assert option.help.startswith(FIELDS[name].metadata["help"]), name
-        default = FIELDS[name].default
+        assert option.help.startswith(SETTINGS[name].help), name
+        default = SETTINGS[name].default
         if default not in (None, dataclasses.MISSING):
             assert option.type.name == click_types[type(default)], name
 

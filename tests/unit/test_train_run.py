@@ -296,3 +296,21 @@ def test_library_errors_name_the_setting(data, model_json, tmp_path):
     with pytest.raises(SettingError, match=f"^model {re.escape(str(tmp_path / 'bad.json'))}: not valid JSON"):
         train(config(data, tmp_path / "r", str(tmp_path / "bad.json")))
     assert not (tmp_path / "r").exists()
+
+
+def test_a_checkpoint_is_written_from_the_things_it_holds_alone(small_tokenizer, tmp_path):
+    """save_checkpoint takes what it writes (CS336's save_checkpoint(model, optimizer, iteration, out)),
+    not a run: another tool can write a checkpoint that sample and a resume read."""
+    from gptkit.model.config import ModelConfig
+    from gptkit.train.checkpointing import save_checkpoint
+
+    tok, _ = small_tokenizer
+    model = TransformerLM(ModelConfig(**MODEL))
+    optimizer = AdamW([(list(model.named_parameters()), 0.0)], lr=1e-3)
+    tensors = {f"adamw/{name}": t for name, t in optimizer.state_dict()["tensors"].items()}
+    save_checkpoint(model, tensors, {"step": 3, "tokens": 96}, tmp_path / "ckpt", tok)
+    loaded, loaded_tok = load_model(tmp_path / "ckpt")
+    assert all(torch.equal(t, model.state_dict()[n]) for n, t in loaded.state_dict().items())
+    assert loaded_tok.fingerprint == tok.fingerprint
+    assert json.loads((tmp_path / "ckpt" / "trainer_state.json").read_text()) == {"step": 3, "tokens": 96}
+    assert load_file(tmp_path / "ckpt" / "optimizer.safetensors").keys() == tensors.keys()

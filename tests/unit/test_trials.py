@@ -1,9 +1,8 @@
-"""The recipe's trials (train/trials.py): successive halving goes on with the better half, the time of
+"""The recipe's trials (train/recipe/trials.py): successive halving goes on with the better half, the time of
 those dropped is the time given, and a trial is scored in held-out bits per byte."""
 
 import numpy as np
 import pytest
-import torch
 
 from gptkit.model.config import ModelConfig
 from gptkit.shared.shard_data import ShardData
@@ -12,7 +11,8 @@ from gptkit.tokenizer.cut import Unmerge, cut_split
 from gptkit.train.budget import MIN_LEFT, Planner
 from gptkit.train.config import TrainConfig
 from gptkit.train.data import data_tokenizer
-from gptkit.train.trials import WARMUP, Candidate, Score, Tokens, Trial, halving
+from gptkit.train.processes import Dist
+from gptkit.train.recipe.trials import WARMUP, Candidate, Score, Tokens, Trial, halving
 
 
 class Fake:
@@ -78,7 +78,7 @@ def test_a_trial_scores_the_same_held_out_bytes_in_any_cut(data):
         cut = unmerge.tokenizer
         model = ModelConfig(vocab_size=cut.vocab_size, context_length=32, d_model=32, n_layers=1, n_heads=2, d_ff=64)
         tokens = Tokens(cut, cut_split(full, unmerge, 32), unmerge(held_out, np.int64))
-        trial = Trial(Candidate("x", tokens, model, 4, 1e-3), 0.01, torch.device("cpu"), 0, float)
+        trial = Trial(Candidate("x", tokens, model, 4, 1e-3), 0.01, Dist(), 0)
         trial.train(0.01)
         first = trial.score()
         trial.train(0.01)
@@ -88,7 +88,7 @@ def test_a_trial_scores_the_same_held_out_bytes_in_any_cut(data):
 
 def test_the_recipe_s_time_comes_out_of_the_run_s_budget():
     config = TrainConfig.of(data="d", out="o", max_time="100s", lr=1e-3, min_lr=1e-4)
-    planner = Planner(config, 1_000)
+    planner = Planner(config.length, config.lr_schedule, 1e-3, 1_000)
     planner.spend(17.5)
     assert planner.seconds == pytest.approx(82.5)
     planner.spend(1_000)

@@ -1,4 +1,4 @@
-"""How far back a corpus repeats itself, for the recipe's context (train/recipe.py): a shape whose
+"""How far back a corpus repeats itself, for the recipe's context (ladder.py): a shape whose
 context is shorter than the spans a corpus repeats takes a longer one."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ import numpy as np
 
 from gptkit.shared.shard_data import ShardData
 
-if TYPE_CHECKING:  # recipe.py imports this module
-    from .recipe import Shape
+if TYPE_CHECKING:  # ladder.py imports this module
+    from .ladder import Shape
 
 # The context of text that repeats itself: code, markup, records and tables repeat spans a few lines
 # apart, which a model can copy only from inside its context. Where at least REPEAT_SHARE of the

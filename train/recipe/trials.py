@@ -1,4 +1,5 @@
-"""The recipe's trials: a few candidate runs, each trained briefly on the user's own training tokens
+"""The recipe's vocabulary trials: the cuts of the data's tokenizer it tries (cut_sizes), each a
+candidate run at the shape chosen for it (candidates), trained briefly on the user's own training tokens
 and scored on the start of its validation split in bits per byte, which do not depend on the
 tokenizer. Successive halving (Jamieson & Talwalkar, 2016) spends the trials' time: every candidate
 trains for one unit, the better half trains on for twice as long, and so on until one is left,
@@ -25,13 +26,23 @@ from gptkit.model.config import ModelConfig
 from gptkit.model.model import TransformerLM
 from gptkit.shared.progress import Progress
 from gptkit.shared.shard_data import ShardData
+from gptkit.shared.shard_dir import ShardDir
 from gptkit.tokenizer import Tokenizer
+from gptkit.tokenizer.cut import Unmerge, cut_split, cuttable
 
-from .data import Loader
-from .optim import build_optimizers
-from .processes import Dist
-from .sections import Batch, Optim
+from ..data import Loader
+from ..optim import build_optimizers
+from ..processes import Dist
+from ..sections import Batch, Length, Optim
+from .ladder import LADDER, Choice
 
+# The vocabularies tried, where the user gives no merges: the data's tokenizer cut to each of these sizes
+# below its own (special tokens included), its bytes alone, and itself whole. Rules chose the size
+# before, fitted on the benchmark's kinds of text; on a kind outside them one scored worse than a
+# character model. Each cut's shapes are timed (timing.TIMING_SHARE at most each), and the trials take
+# what is left of settings.RECIPE_SHARE of the budget.
+CUT_SIZES = (1024, 4096, 16384)
+CUT_TOKENS = 1 << 25  # training tokens at most, for the cuts (held in memory, up to ~4x as many tokens)
 WARMUP = 0.5  # of the first round: a trial's linear warmup
 VAL_TOKENS = 1 << 14  # of the data's own tokenization: the held-out text every candidate is scored on
 # Steps of the last round that rank the candidates as the whole run would: on the benchmark's texts the
@@ -79,10 +90,10 @@ class Trial:
     survivors go on where they were and are scored alike. `agree(value)`: the largest value among the
     run's processes, so that all of them see the same scores."""
 
-    def __init__(
-        self, candidate: Candidate, warmup: float, device: torch.device, seed: int, agree: Callable[[float], float]
-    ) -> None:
-        self.candidate, self.warmup, self.device, self.agree = candidate, warmup, device, agree
+    def __init__(self, candidate: Candidate, warmup: float, dist: Dist, seed: int) -> None:
+        """`dist`: this process's place; every process trains the candidate whole."""
+        self.candidate, self.warmup, self.device, self.agree = candidate, warmup, dist.device, dist.largest
+        device = dist.device
         self.autocast = (
             torch.autocast("cuda", torch.bfloat16) if device.type == "cuda" else torch.autocast("cpu", enabled=False)
         )
@@ -120,6 +131,47 @@ class Trial:
         nbytes = torch.tensor(token_bytes(tokens.tokenizer), device=self.device)
         bpb = summary(loss_sums(self.model, sequences, nbytes, max(1, self.candidate.batch), self.autocast)).bpb
         return Score(self.candidate.name, self.seconds, self.steps, self.agree(bpb))
+
+
+def cut_sizes(
+    merges: int | None, length: Length, data: ShardDir, tokenizer: Tokenizer, train: ShardData, val: ShardData
+) -> tuple[list[int], str]:
+    """The merges of the cuts of `tokenizer` that the recipe tries on the splits `train` and `val`,
+    fewest first, the data's own last (none where it tries none), and why it tries none: the run's
+    `merges` given, or its `length` in steps or tokens."""
+    if merges is not None:
+        return [], f"--merges {merges} given"
+    if length.max_time is None and (length.max_steps or length.max_tokens):
+        return [], "the run's length is given in steps or tokens, which trials would add to"
+    if data.has_mask:
+        return [], "chat data, whose mask follows its own tokens"
+    if not cuttable(tokenizer):
+        return [], f"{data.tokenizer} does not list its tokens in the order its merges made them"
+    if train.starts[-1] > CUT_TOKENS:
+        return [], f"{train.starts[-1]:,} training tokens, more than the {CUT_TOKENS:,} a cut is tried on (in memory)"
+    if val.starts[-1] <= max(shape.context for shape in LADDER):
+        return [], f"{val.starts[-1]:,} validation tokens, too few to score a trial on"
+    total = len(tokenizer.merges)
+    specials = len(tokenizer.special_tokens)
+    cuts = [0, *(size - 256 - specials for size in CUT_SIZES if 0 < size - 256 - specials < total)]
+    return ([*cuts, total] if total > 0 else []), "" if total > 0 else f"{data.tokenizer} has no merges"
+
+
+def candidates(shapes: dict[int, Choice], data: ShardDir, tokenizer: Tokenizer, val: ShardData) -> list[Candidate]:
+    """The trials' candidates: each cut of `tokenizer` (`shapes`: the Choice made for each, by its
+    merges) at its shape and learning rate, without dropout, scored on the same held-out bytes (the first
+    of the validation split `val`)."""
+    held_out = val.span(0, min(VAL_TOKENS, int(val.starts[-1])))
+    made = []
+    for merges, chosen in shapes.items():
+        shape = chosen.shape
+        train = ShardData(data, "train", tokenizer.vocab_size, tokenizer.fingerprint, shape.context, verify=False)
+        unmerge = Unmerge(tokenizer, merges)
+        cut = unmerge.tokenizer
+        tokens = Tokens(cut, cut_split(train, unmerge, shape.context), unmerge(held_out, np.int64))
+        name = f"{'bytes' if merges == 0 else f'{cut.vocab_size:,}'} (d {shape.d_model} x {shape.n_layers})"
+        made.append(Candidate(name, tokens, ModelConfig(**shape.model(cut.vocab_size)), shape.batch, shape.lr))
+    return made
 
 
 def halving(

@@ -1,4 +1,4 @@
-"""The recipe's timing of model shapes (train/recipe.py): a few training steps of each shape on the
+"""The recipe's timing of model shapes (ladder.py): a few training steps of each shape on the
 run's own device, and what it shows as it goes. The timing of a vocabulary's shapes takes up to
 TIMING_SHARE of the budget, minutes of a long one: each timed step is counted as shared/progress.py
 shows work (redrawn on a terminal, a line at most every 30 s in logs), and a line ends it with what
@@ -9,7 +9,6 @@ from __future__ import annotations
 import math
 import statistics
 import time
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol
 
 import torch
@@ -19,10 +18,11 @@ from gptkit.model.model import TransformerLM
 from gptkit.runtime.threads import Threads
 from gptkit.shared.progress import Progress
 
-from .optim import AdamW
+from ..optim import AdamW
+from ..processes import Dist
 
-if TYPE_CHECKING:  # recipe.py imports this module
-    from .recipe import Shape
+if TYPE_CHECKING:  # ladder.py imports this module
+    from .ladder import Shape
 
 TIMED_STEPS = 2  # per shape, after one warm-up step
 TIMING_SHARE = 0.05  # of the budget: the most the timing may take; the climb stops when it is spent
@@ -37,20 +37,16 @@ class StepTimer(Protocol):
 
 
 def step_timer(
-    vocab_size: int,
-    device: torch.device,
-    threads: Threads | None,
-    budget_seconds: float,
-    agree: Callable[[float], float] = float,
-    world: int = 1,
-    shown: TimedShapes | None = None,
+    vocab_size: int, dist: Dist, threads: Threads, budget_seconds: float, shown: TimedShapes | None = None
 ) -> StepTimer:
     """seconds_per_step(shape) for choose(): the median of TIMED_STEPS training steps of a
-    randomly initialized model on random tokens (forward, backward, clipping, AdamW), on `device`
-    with `threads`. Before the first shape is timed its steps let the thread count settle, so the
-    shapes are timed with the threads the run will have. Each of `world` processes times its
-    share of the batch; `agree(value)`: the largest value among them, so that all of them take
-    the same shape. `shown`: where each step and each shape's time are shown."""
+    randomly initialized model on random tokens (forward, backward, clipping, AdamW), on this
+    process's device (`dist`) with `threads`. Before the first shape is timed its steps let the
+    thread count settle, so the shapes are timed with the threads the run will have. Each of the
+    run's processes times its share of the batch, and takes the largest time among them
+    (Dist.largest), so that all of them take the same shape. `shown`: where each step and each
+    shape's time are shown."""
+    device, agree, world = dist.device, dist.largest, dist.world
     autocast = torch.autocast("cuda", torch.bfloat16) if device.type == "cuda" else torch.autocast("cpu", enabled=False)
     deadline = time.monotonic() + TIMING_SHARE * budget_seconds
     settled, last = False, None

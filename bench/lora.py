@@ -111,8 +111,9 @@ def imported_qwen2(shared, work):
 
 def memory(shared, work, rank):
     from gptkit.model.checkpoint import CheckpointReader
-    from gptkit.model.config import LoraConfig, ModelConfig
+    from gptkit.model.config import ModelConfig
     from gptkit.model.info import training_memory
+    from gptkit.model.lora import LoraConfig
 
     checkpoint = imported_qwen2(shared, work)
     data = work / "shakespeare-gpt2"

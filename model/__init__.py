@@ -1,5 +1,5 @@
 """The model stage: a Llama- or GPT-2-style TransformerLM, its presets, its checkpoints, decoding, LoRA
-adapters (lora.py), the Hugging Face layout both ways, and the GGUF export (gguf.py).
+adapters (lora/), the Hugging Face layout both ways, and the GGUF export (gguf.py).
 
     from gptkit.model import TransformerLM, load_model
     from gptkit.model.generate import generate

@@ -7,7 +7,8 @@ docs/formats.md#checkpoints.
 A LoRA run's checkpoint holds its adapters (DIR/adapters.safetensors) instead of the weights, and
 config.json's "lora" names the checkpoint they adapt ("base", a directory) with the SHA-256 of that
 one's config.json ("base_digest"), which lists the CRC-32 of its weights: readers get the base's
-weights with the adapters merged in, or, for a resume, both apart.
+weights with the adapters merged in, or, for a resume, both apart. model/lora/ owns the adapters,
+their record and their merge; this module reads and writes them with it.
 
 Nothing is pickled. A directory is written under a temporary name and renamed into place
 (shared/files.py, atomic_directory); config.json, written last, carries a CRC-32 of every other
@@ -18,7 +19,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 import os
 import re
 import zlib
@@ -29,12 +29,12 @@ import torch
 
 from gptkit.shared.errors import InputError, named
 from gptkit.shared.files import LATEST, Input, StrPath, atomic_directory, check_output, looked_up, settled
-from gptkit.shared.jsonfile import is_count, parse_json, read_json
+from gptkit.shared.jsonfile import parse_json, read_json
 from gptkit.shared.text import EOT
 from gptkit.tokenizer import Tokenizer
 
-from .config import LoraConfig, ModelConfig, target_names
-from .lora import add_adapters, is_adapter, merged
+from .config import ModelConfig
+from .lora import LoraConfig, adapters_of, add_adapters, base_of, is_adapter, merge, read_record
 from .model import TransformerLM
 from .tensor_checks import DTYPES, CheckpointError, check_finite, check_tensors
 
@@ -42,12 +42,11 @@ FORMAT, VERSION = "gptkit-checkpoint", 1
 MODEL_FILE, CONFIG_FILE, TOKENIZER_FILE = "model.safetensors", "config.json", "tokenizer.json"
 ADAPTER_FILE = "adapters.safetensors"  # a LoRA run's checkpoint holds this instead of MODEL_FILE
 EOT_FIRST = "eot_id"  # save_model's default bos_id: a text starts after the end-of-text token, as in gptkit's data
-SHA256 = re.compile(r"[0-9a-f]{64}")  # config_digest's form, which a LoRA run records of its base
 
 
 def model_tensors(model: TransformerLM) -> dict[str, torch.Tensor]:
     """The weights to save: a tied LM head is the embedding, stored once under its name (and so are
-    the rows a LoRA run trains of both, model/lora.py)."""
+    the rows a LoRA run trains of both, model/lora/)."""
     state = model.state_dict()
     if model.config.tie_embeddings:
         del state["lm_head.weight"]
@@ -73,9 +72,9 @@ def save_model(
     (None: none); `bos_id`: the id put before a text (None: none), by default `eot_id`;
     `extra_files`: name -> a function that writes that file given its path (the trainer's
     state); `tensors`: the weights to write where the model holds only shards of them
-    (model_tensors(model) gathered whole); `lora`: a LoRA run's record (LoraConfig.to_dict() with
-    its "base" and "base_digest"), where `tensors` are the adapters alone. Tensors are written in
-    their own dtype. An existing `directory` that is not a checkpoint is refused unless `overwrite`.
+    (model_tensors(model) gathered whole); `lora`: a LoRA run's record (model/lora/record.py),
+    where `tensors` are the adapters alone. Tensors are written in their own dtype. An existing
+    `directory` that is not a checkpoint is refused unless `overwrite`.
     """
     directory = Path(directory)
     check_target(directory, overwrite, extra_files or ())
@@ -228,13 +227,8 @@ class CheckpointReader:
         if lora is None:
             tensors = self.tensors()
         else:
-            adapters = self.adapters()
-            tensors = {**self.base().weights(_meta(model.config)), **adapters}
-            if merged_in:
-                tensors = merged(tensors, lora)
-                # finite adapters can still overflow float32 once merged into their weights
-                adapted = [name.removesuffix(".lora_a") + ".weight" for name in adapters if name.endswith(".lora_a")]
-                check_finite({name: tensors[name] for name in adapted}, self.directory / ADAPTER_FILE)
+            adapters, base = self.adapters(), self.base().weights(_meta(model.config))
+            tensors = merge(base, adapters, lora, self.directory / ADAPTER_FILE) if merged_in else {**base, **adapters}
         check_tensors(tensors, expected, self.directory / self.weights_file)
         return tensors
 
@@ -246,7 +240,7 @@ class CheckpointReader:
         assert lora is not None  # a LoRA run's checkpoint
         tensors = self.tensors(ADAPTER_FILE)
         config = ModelConfig.from_dict(self.config["model"], str(self.directory / CONFIG_FILE))
-        expected = {name: t for name, t in model_tensors(_meta(config, lora)).items() if is_adapter(name)}
+        expected = adapters_of(model_tensors(_meta(config, lora)))
         check_tensors(tensors, expected, self.directory / ADAPTER_FILE)
         return tensors
 
@@ -254,32 +248,13 @@ class CheckpointReader:
     def lora(self) -> LoraConfig | None:
         """The adapters of a LoRA run's checkpoint (None: a checkpoint of the weights), checked
         against its model."""
-        record = self.config.get("lora")
-        if record is None:
-            return None
-        path = self.directory / CONFIG_FILE
-        try:
-            model = ModelConfig.from_dict(self.config["model"], str(path))
-            rank, alpha, targets = record["rank"], record["alpha"], target_names(record["targets"])
-            if not (is_count(rank) and rank > 0 and type(alpha) in (int, float) and 0 < alpha < math.inf):
-                raise TypeError(f"rank {rank!r}, alpha {alpha!r}: expected a whole number and a number, both above 0")
-            tokens = record.get("tokens", [])  # none in a checkpoint written before rows trained
-            if not (isinstance(tokens, list) and all(is_count(t) for t in tokens) and tokens == sorted(set(tokens))):
-                raise TypeError(f"tokens {tokens!r}: expected token ids in ascending order")
-            return LoraConfig.of(model, rank, alpha, targets, tokens)
-        except (KeyError, TypeError, InputError) as e:
-            raise CheckpointError(f"{path}: lora is damaged ({e})") from None
+        return read_record(self.config, self.directory / CONFIG_FILE)
 
     def base(self) -> CheckpointReader:
         """The checkpoint a LoRA run's adapters adapt, opened, and checked to be the one they were
         trained on (its config.json, which lists the CRC-32 of its weights, as the run recorded it)."""
-        record, path = self.config["lora"], self.directory / CONFIG_FILE
-        base, digest = (record.get(key) if isinstance(record, dict) else None for key in ("base", "base_digest"))
-        # a record that cannot name its base is damaged, whatever the base is now
-        if not isinstance(base, str):
-            raise _damaged(path, "base", base, "the directory of the checkpoint its adapters adapt")
-        if not (isinstance(digest, str) and SHA256.fullmatch(digest)):
-            raise _damaged(path, "base_digest", digest, "the SHA-256 of that checkpoint's config.json, 64 hex digits")
+        path = self.directory / CONFIG_FILE
+        base, digest = base_of(self.config["lora"], path)
         try:
             reader = CheckpointReader(base, "lora base")
         except InputError as e:
@@ -398,12 +373,6 @@ def inputs_of(checkpoint: StrPath, setting: str = "checkpoint") -> list[Input]:
 def config_digest(directory: StrPath) -> str:
     """The SHA-256 of a checkpoint's config.json: what a LoRA run records of the checkpoint it adapts."""
     return hashlib.sha256((Path(directory) / CONFIG_FILE).read_bytes()).hexdigest()
-
-
-def _damaged(path: Path, key: str, value: object, expected: str) -> CheckpointError:
-    """The error of a LoRA record (in the config.json `path`) whose `key` is missing or not what it should be."""
-    found = f"no {key}" if value is None else f"{key} is {value!r}"
-    return CheckpointError(f"{path}: lora is damaged ({found}; expected {expected})")
 
 
 def _meta(config: ModelConfig, lora: LoraConfig | None = None) -> TransformerLM:

@@ -1,12 +1,11 @@
-"""The model's shape as a dataclass that round-trips to JSON, the presets shipped with it, and the shape of
-the low-rank adapters a run may train on it (model/lora.py holds the adapters themselves)."""
+"""The model's shape as a dataclass that round-trips to JSON, and the presets shipped with it (the
+low-rank adapters a run may train on it are model/lora/'s)."""
 
 from __future__ import annotations
 
 import dataclasses
 import json
 import math
-from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -174,131 +173,3 @@ def load_config(name_or_path: StrPath, vocab_size: int | None = None) -> ModelCo
     if vocab_size is not None:
         settings = {**settings, "vocab_size": vocab_size}
     return ModelConfig.from_dict(settings, source=str(path))
-
-
-# The projections of a block that can carry adapters: the attention's query, key, value and output,
-# and the feed-forward's (GPT-2's MLP has no w3).
-ATTENTION, FEED_FORWARD = ("wq", "wk", "wv", "wo"), ("w1", "w2", "w3")
-
-
-def projections(config: ModelConfig) -> dict[str, tuple[int, int]]:
-    """The adaptable projections of `config`'s blocks: name -> (in, out) features."""
-    d, q, kv = config.d_model, config.n_heads * config.head_dim, config.n_kv_heads * config.head_dim
-    sizes = {"wq": (d, q), "wk": (d, kv), "wv": (d, kv), "wo": (q, d), "w1": (d, config.d_ff), "w2": (config.d_ff, d)}
-    if config.architecture != "gpt2":
-        sizes["w3"] = (d, config.d_ff)
-    return sizes
-
-
-def target_names(value: str | Iterable[str] | None) -> list[str] | None:
-    """--lora-targets as a list: comma-separated names of ATTENTION and FEED_FORWARD, or "all" alone;
-    None where unset (then all)."""
-    if value is None:
-        return None
-    names = value.split(",") if isinstance(value, str) else list(value)
-    if not all(isinstance(n, str) for n in names):
-        raise SettingError("lora_targets", f"{value!r}: expected projection names, comma-separated")
-    names = list(dict.fromkeys(n.strip() for n in names if n.strip()))
-    if names == ["all"]:
-        return names
-    known = ATTENTION + FEED_FORWARD
-    unknown = [n for n in names if n not in known]
-    if unknown or not names:
-        what = repr(unknown[0] if unknown else value)
-        raise SettingError(
-            "lora_targets", f"{what}: expected all (alone), or some of {', '.join(known)} (comma-separated)"
-        )
-    return names
-
-
-def train_token_names(value: str | Iterable[str | int] | None) -> list[str | int] | None:
-    """--lora-train-tokens as a list: "special" (the tokenizer's special tokens that the data holds)
-    and token ids, comma-separated, or "none" alone; None where unset (then special)."""
-    if value is None:
-        return None
-    items = value.split(",") if isinstance(value, str) else list(value)
-    names: list[str | int] = []
-    for item in items:
-        text = item.strip() if isinstance(item, str) else item
-        if text == "":
-            continue
-        if text in ("special", "none"):
-            names.append(text)
-        elif type(text) is int or (isinstance(text, str) and text.isdigit() and text.isascii()):
-            names.append(int(text))
-        else:
-            names = []
-            break
-    names = list(dict.fromkeys(names))
-    if not names or ("none" in names and len(names) > 1):
-        raise SettingError(
-            "lora_train_tokens", f"{value!r}: expected none (alone), or special and token ids (comma-separated)"
-        )
-    return names
-
-
-@dataclass(frozen=True)
-class LoraConfig:
-    """The adapters of a run: their rank, alpha (their update is scaled by alpha / rank), the
-    projections of every block that carry them, and the tokens whose embedding and LM-head rows
-    train beside them (peft's trainable tokens), checked against the model they adapt."""
-
-    rank: int
-    alpha: float
-    targets: tuple[str, ...]
-    tokens: tuple[int, ...] = ()  # ascending ids
-
-    @property
-    def scale(self) -> float:
-        return self.alpha / self.rank
-
-    @classmethod
-    def of(
-        cls,
-        model: ModelConfig,
-        rank: int,
-        alpha: float | None,
-        targets: Sequence[str] | None,
-        tokens: Iterable[int] = (),
-    ) -> LoraConfig:
-        """The adapters asked for on `model`: alpha None is twice the rank; targets None or ["all"]
-        are every projection the architecture has; `tokens`: the ids whose rows train. A target the
-        architecture lacks, a rank above a target's smaller side (an update of that rank is the
-        whole matrix), or an id outside the vocabulary is a SettingError."""
-        tokens = tuple(sorted(set(tokens)))
-        outside = [t for t in tokens if not 0 <= t < model.vocab_size]
-        if outside:
-            raise SettingError(
-                "lora_train_tokens",
-                f"{outside[0]}: not a token id of the model's vocabulary (0 to {model.vocab_size - 1})",
-            )
-        sizes = projections(model)
-        chosen = tuple(sizes) if targets is None or list(targets) == ["all"] else tuple(targets)
-        missing = [t for t in chosen if t not in sizes]
-        if missing:
-            raise SettingError(
-                "lora_targets",
-                f"{missing[0]}: architecture {model.architecture!r} has no such projection (it has {', '.join(sizes)})",
-            )
-        name, (fan_in, fan_out) = min(((t, sizes[t]) for t in chosen), key=lambda item: min(item[1]))
-        if rank > min(fan_in, fan_out):
-            raise SettingError(
-                "lora_rank",
-                f"{rank}: larger than the projection {name} ({fan_in} x {fan_out}) it adapts; at most "
-                f"{min(fan_in, fan_out)}",
-            )
-        return cls(rank, float(2 * rank if alpha is None else alpha), chosen, tokens)
-
-    def with_tokens(self, tokens: Iterable[int]) -> LoraConfig:
-        """These adapters with the rows of `tokens` (ids of the model's vocabulary) trained too."""
-        return dataclasses.replace(self, tokens=tuple(sorted({*self.tokens, *tokens})))
-
-    def params(self, model: ModelConfig) -> int:
-        """The adapters' parameters on `model`: r x (in + out) for each target of each block, and a
-        row of d_model for each trained token in the embedding (and in a separate LM head)."""
-        sizes = projections(model)
-        rows = len(self.tokens) * model.d_model * (1 if model.tie_embeddings else 2)
-        return model.n_layers * sum(self.rank * sum(sizes[t]) for t in self.targets) + rows
-
-    def to_dict(self) -> dict:
-        return {"rank": self.rank, "alpha": self.alpha, "targets": list(self.targets), "tokens": list(self.tokens)}

@@ -22,7 +22,7 @@ A run, top to bottom:
     run.py           train(config): the processes, the output lock, settle, then Trainer(run).fit()
     trainer.py       the loop; each component gets its own section and what follows from it:
       parallel.py      the model as the processes hold it (DDP or FSDP2, fsdp.py; LoRA's adapters on it,
-                       model/lora.py) and its optimizers (optim.py)
+                       model/lora/) and its optimizers (optim.py)
       budget.py        the run's length and schedule (schedule.py); a timed run's plans (Planner, TimeBudget)
       evaluate.py      validation loss and HellaSwag
       checkpointing.py what a checkpoint holds, written whole or not at all (save_checkpoint);

@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import functools
 import json
-import os
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
@@ -41,16 +40,8 @@ from typing import Any, NamedTuple, Protocol
 import numpy as np
 import torch
 
-from gptkit.model.checkpoint import (
-    CheckpointError,
-    CheckpointReader,
-    config_digest,
-    model_tensors,
-    save_model,
-    save_tensors,
-)
-from gptkit.model.config import LoraConfig
-from gptkit.model.lora import initial_rows, is_adapter
+from gptkit.model.checkpoint import CheckpointError, CheckpointReader, model_tensors, save_model, save_tensors
+from gptkit.model.lora import LoraConfig, adapters_of, initial_rows
 from gptkit.model.model import TransformerLM
 from gptkit.shared.errors import GptkitError
 from gptkit.shared.files import (
@@ -125,15 +116,8 @@ class Stamp:
     tokenizer: Tokenizer
     eot_id: int | None
     identity: dict[str, Any]
-    lora: dict[str, Any] | None = None  # lora_record(): a LoRA run saves its adapters alone
+    lora: dict[str, Any] | None = None  # model/lora/'s record_of(): a LoRA run saves its adapters alone
     texts: dict[str, str] = field(default_factory=dict)  # file name -> text
-
-
-def lora_record(lora: LoraConfig, base: CheckpointReader) -> dict[str, Any]:
-    """A LoRA run's record of its adapters: their settings, and the checkpoint they adapt by its real
-    place and digest."""
-    place = os.path.realpath(base.directory)
-    return {**lora.to_dict(), "base": place, "base_digest": config_digest(place)}
 
 
 def save_checkpoint(
@@ -273,7 +257,7 @@ class Checkpoints:
 
     def _saved(self, tensors: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         """What of the model's `tensors` a checkpoint holds: all, or a LoRA run's adapters."""
-        return tensors if self.stamp.lora is None else {name: t for name, t in tensors.items() if is_adapter(name)}
+        return tensors if self.stamp.lora is None else adapters_of(tensors)
 
     def start_from(self, saved: CheckpointReader, lora: LoraConfig | None = None) -> None:
         """Put the weights of `saved` (--init-from's checkpoint, opened and its tokenizer checked by

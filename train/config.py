@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from gptkit.model.lora import check_settings
 from gptkit.shared import config as config_files
 from gptkit.shared.errors import SettingError, named
 
@@ -134,7 +135,7 @@ class TrainConfig:
                 "fsdp: Muon orthogonalizes whole matrices and fsdp shards them; train with "
                 f"{named('optimizer')} adamw, or {named('parallel')} ddp",
             )
-        _check_lora(values)
+        check_settings(values)  # LoRA's rules (model/lora/)
         lengths = [name for name in LENGTH if values[name] is not None]
         if len(lengths) > 1:
             first, second = lengths[:2]
@@ -169,27 +170,6 @@ def _refuse_unknown(call: str, settings: dict[str, Any]) -> None:
 
 def _of_section(section: str, settings: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in settings.items() if SECTION_OF[k] == section}
-
-
-def _check_lora(values: dict[str, Any]) -> None:
-    """The adapters' settings go with a rank, and a rank with the checkpoint it adapts; its AdamW state
-    is the memory they save (Muon would orthogonalize matrices of rank r)."""
-    if values["lora_rank"] is None:
-        given = [name for name in ("lora_alpha", "lora_targets", "lora_train_tokens") if values[name] is not None]
-        if given:
-            value = values[given[0]]
-            shown = ",".join(map(str, value)) if isinstance(value, list) else value  # as the flag takes it
-            raise SettingError(given[0], f"{shown}: only with {named('lora_rank')} (the adapters' rank)")
-        return
-    if values["init_from"] is None:
-        raise SettingError(
-            "lora_rank",
-            f"{values['lora_rank']}: adapters train on a checkpoint's frozen weights; give it with {named('init_from')}",
-        )
-    if values["optimizer"] != "adamw":
-        raise SettingError(
-            "optimizer", f"{values['optimizer']}: adapters train with adamw (not with {named('lora_rank')})"
-        )
 
 
 def refuse_unused(config: TrainConfig, given: list[str] | dict[str, Any]) -> None:

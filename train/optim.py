@@ -209,7 +209,7 @@ def build_optimizers(model: torch.nn.Module, settings: Optim, rank: int = 0, wor
     for name, p in model.named_parameters():
         if not p.requires_grad:  # frozen under LoRA adapters
             continue
-        # a LoRA run's trained rows of the embedding and head (model/lora.py) are embedding rows too
+        # a LoRA run's trained rows of the embedding and head (model/lora/) are embedding rows too
         is_embedding = name in ("embedding.weight", "position_embedding.weight", "lm_head.weight") or name.endswith(
             ".token_rows"
         )

@@ -14,8 +14,8 @@ import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
-from gptkit.model.config import LoraConfig, ModelConfig
-from gptkit.model.lora import add_adapters
+from gptkit.model.config import ModelConfig
+from gptkit.model.lora import LoraConfig, add_adapters
 from gptkit.model.model import Block, TransformerLM
 from gptkit.runtime.device import Memory
 

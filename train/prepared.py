@@ -5,7 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from gptkit.model.checkpoint import CheckpointReader
-from gptkit.model.config import LoraConfig, ModelConfig
+from gptkit.model.config import ModelConfig
+from gptkit.model.lora import LoraConfig
 from gptkit.runtime.device import Memory
 from gptkit.shared.shard_data import ShardData
 from gptkit.shared.shard_dir import ShardDir

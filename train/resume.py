@@ -5,10 +5,10 @@ thread count the run records, where it records one."""
 
 from __future__ import annotations
 
-import dataclasses
 from pathlib import Path
 from typing import Any
 
+from gptkit.model.lora import check_resumed
 from gptkit.runtime.threads import Threads
 from gptkit.shared.errors import InputError, SettingError, named
 from gptkit.shared.files import looked_up
@@ -35,15 +35,7 @@ def check_resume(
     setting = "resume" if resume is True else "from_checkpoint"  # what named the checkpoint
     _check_merges(then.get("merges"), config.batch.merges, out)  # before the checkpoint's tokenizer, which it changes
     saved, state = read_state(checkpoint, config.job, run.tokenizer, run.model, setting)
-    if saved.lora != run.lora:
-        remedy = "start a new run to change them"
-        if saved.lora and run.lora and dataclasses.replace(saved.lora, tokens=run.lora.tokens) == run.lora:
-            remedy = f"resume with {named('lora_train_tokens')} {','.join(map(str, saved.lora.tokens)) or 'none'}"
-        raise SettingError(
-            "resume",
-            f"{checkpoint}: its adapters are {_adapters(saved.lora)}, and the settings ask for "
-            f"{_adapters(run.lora)}; a resume keeps the run's adapters ({remedy})",
-        )
+    check_resumed(saved.lora, run.lora, checkpoint)  # a resume keeps the run's adapters (model/lora/)
     # Hashed with the settings before: the preset name or file path, by a run begun before
     # config.json held the model itself; the data's path, before the data was known by its content.
     digests = {c.digest(data) for c in (config, given) for data in (None, then.get("data"))}
@@ -62,13 +54,6 @@ def check_resume(
             f"{'all' if asked == step else 'more than'} the {asked:,} asked for",
         )
     return Resume(saved, new_length, recorded=config.to_dict() == then)
-
-
-def _adapters(lora):
-    if lora is None:
-        return "none (every weight trains)"
-    rows = f" with the rows of tokens {','.join(map(str, lora.tokens))}" if lora.tokens else " with no token rows"
-    return f"rank {lora.rank}, alpha {lora.alpha:g} on {','.join(lora.targets)}{rows}"
 
 
 def _check_merges(then, now, out):

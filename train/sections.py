@@ -9,7 +9,7 @@ import re
 from dataclasses import MISSING, dataclass
 from typing import Literal
 
-from gptkit.model.config import target_names, train_token_names
+from gptkit.model.lora import target_names, train_token_names
 from gptkit.shared.errors import SettingError, named
 
 from .setting import OnlyWith, setting, settings_of
@@ -119,7 +119,7 @@ class Job(Section):
 
 @dataclass(frozen=True)
 class Lora(Section):
-    """Low-rank adapters on --init-from's frozen weights (model/lora.py)."""
+    """Low-rank adapters on --init-from's frozen weights (model/lora/, which holds their rules)."""
 
     lora_rank: int | None = setting(
         None,

@@ -28,8 +28,9 @@ from typing import Any
 
 import numpy as np
 
-from gptkit.model.config import LoraConfig, ModelConfig, load_config
+from gptkit.model.config import ModelConfig, load_config
 from gptkit.model.info import describe, training_memory
+from gptkit.model.lora import LoraConfig, adapters_asked, wants_special
 from gptkit.runtime.device import Memory
 from gptkit.runtime.threads import Threads
 from gptkit.shared import config as config_files
@@ -74,13 +75,14 @@ def settle(config: TrainConfig, resume: bool | str = False, dist: Dist = Dist(),
     cut = cut_of(config.batch.merges, data, tokenizer, config.job.init_from)
     model = resolve_model(config, (cut.tokenizer if cut else tokenizer).vocab_size)
     config = config.replace(model=model.to_dict())
-    lora = _lora(config, model)
+    section = config.lora  # the adapters' settings, checked against the model (model/lora/)
+    lora = adapters_asked(model, section.lora_rank, section.lora_alpha, section.lora_targets, section.lora_train_tokens)
     if recipe is not None:
         assert config.optim.lr is not None  # completed
         _log(recipe_report.line(recipe, model, config.batch, config.optim.lr))
     context_from = "the recipe chose that context" if recipe is not None else "that is the model's context"
     loader, val_data = _splits(config, data, tokenizer, model, dist, cut, None if context_given else context_from)
-    if lora is not None and "special" in (config.lora.lora_train_tokens or ["special"]):
+    if lora is not None and wants_special(section.lora_train_tokens):
         # the special tokens the training data holds: chat markup the base may never have seen
         lora = lora.with_tokens(tokens_present(loader.data, tokenizer.special_tokens.values()))
     eot_id = data.eot_id(tokenizer)
@@ -106,16 +108,6 @@ def settle(config: TrainConfig, resume: bool | str = False, dist: Dist = Dist(),
     assert then is not None
     checked = check_resume(run, resume, given, then, threads)
     return dataclasses.replace(run, resume=checked, lora_base=checked.checkpoint.base() if lora else None)
-
-
-def _lora(config: TrainConfig, model: ModelConfig) -> LoraConfig | None:
-    """The adapters the run trains on `model` (None: none), checked against its projections, with
-    the rows of the token ids given (settle adds the special tokens the data holds)."""
-    settings = config.lora
-    if settings.lora_rank is None:
-        return None
-    ids = [t for t in settings.lora_train_tokens or () if isinstance(t, int)]
-    return LoraConfig.of(model, settings.lora_rank, settings.lora_alpha, settings.lora_targets, ids)
 
 
 def completed(config: TrainConfig) -> TrainConfig:

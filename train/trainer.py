@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import math
+import os
 import signal
 import time
 from collections.abc import Iterator
@@ -25,14 +26,16 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
+from gptkit.model.checkpoint import config_digest
 from gptkit.model.generate import generate, prompt_ids
 from gptkit.model.info import model_cost
+from gptkit.model.lora import record_of
 from gptkit.runtime.threads import Threads
 from gptkit.shared.errors import GptkitError
 from gptkit.shared.files import cause
 
 from .budget import UNPLANNED, Planner
-from .checkpointing import Checkpoints, Parts, Stamp, lora_record
+from .checkpointing import Checkpoints, Parts, Stamp
 from .data import Loader
 from .evaluate import Evaluator, HellaSwag, unigram_comparison
 from .parallel import ParallelModel
@@ -184,29 +187,18 @@ class Trainer:
         length = planner.total_steps if planner.planned else f"{self.config.length.max_time} of training"
         threads = "" if self.device.type != "cpu" else f", {self.threads.describe()}"
         compiled = ", compiled" if self.parallel.compiled else ""
-        lora = self.run.lora
+        lora, total = self.run.lora, self.model.num_params()
         trained = sum(p.numel() for p in self.model.parameters() if p.requires_grad)
         what = (
-            f"{self.model.num_params():,} parameters"
+            f"{total:,} parameters"
             if lora is None
-            else f"{trained:,} adapter parameters (LoRA rank {lora.rank}, alpha {lora.alpha:g}, on "
-            f"{','.join(lora.targets)}{self._token_rows()}) on {self.model.num_params() - trained:,} frozen ones"
+            else lora.summary(trained, total - trained, self.run.tokenizer.special_tokens)
         )
         return (
             f"training {what} on {self.device} x {self.dist.world} "
             f"({self.parallel.describe()}{compiled}{threads}), {self.tokens_per_step:,} tokens per step, "
             f"steps {self.step} -> {length}"
         )
-
-    def _token_rows(self) -> str:
-        """The tokens whose rows a LoRA run trains, for its first line: special ones by name."""
-        assert self.run.lora is not None
-        tokens = self.run.lora.tokens
-        if not tokens:
-            return ""
-        names = {i: name for name, i in self.run.tokenizer.special_tokens.items()}
-        shown = ", ".join(names.get(t, str(t)) for t in tokens[:8]) + (", ..." if len(tokens) > 8 else "")
-        return f"; the rows of {len(tokens)} token{'s' if len(tokens) > 1 else ''}: {shown}"
 
     def _timed_step(self) -> tuple[torch.Tensor, torch.Tensor]:
         """A training step, its time given to the thread count (a CPU's; a GPU's threads are fixed)."""
@@ -393,7 +385,8 @@ def _stamp(run: Run) -> Stamp:
     lora = None
     if run.lora is not None:
         assert run.lora_base is not None  # settled with the adapters
-        lora = lora_record(run.lora, run.lora_base)
+        base = os.path.realpath(run.lora_base.directory)  # the checkpoint they adapt, by its real place and digest
+        lora = record_of(run.lora, base, config_digest(base))
     # chat data's template (and the token names it renders with) go with the model it trains
     texts = {path.name: path.read_text(encoding="utf-8") for path in run.data.chat_files if path.is_file()}
     identity = {"config_digest": run.config.digest(), "data": run.data_identity}

@@ -1,7 +1,7 @@
 """The Hugging Face layout, both ways: `export_hf` (export.py) writes a checkpoint as a Hugging Face
 model directory (loadable by `transformers`, vLLM, llama.cpp's converter and the Hub), `import_hf`
-(load.py) reads one into a checkpoint, exactly or not at all, and `export_peft` (peft.py) writes a
-LoRA run's adapters in peft's format.
+(load.py) reads one into a checkpoint, exactly or not at all, and `export_peft` (export.py) writes a
+LoRA run's adapters in peft's format (model/lora/peft.py).
 
 One adapter per model family (family.py), each around one table of names: the Llama family
 (llama.py: Llama, Mistral, Qwen2, Qwen3) and GPT-2 (gpt2.py); families.py lists them. files.py
@@ -12,8 +12,7 @@ A chat template comes along both ways (chat.py): the import writes the model's b
 checkpoint's tokenizer.json, the export writes the checkpoint's into tokenizer_config.json.
 """
 
-from .export import export_hf, hf_config
+from .export import export_hf, export_peft, hf_config
 from .load import Imported, import_hf
-from .peft import export_peft
 
 __all__ = ["Imported", "export_hf", "export_peft", "hf_config", "import_hf"]

@@ -1,7 +1,8 @@
 """The export: a checkpoint as a Hugging Face model directory (config.json, model.safetensors,
 generation_config.json, the tokenizer files and the checkpoint's chat template), loadable by
 `transformers`, vLLM, llama.cpp's converter and the Hub. The weights keep the dtype the
-checkpoint's file holds them in."""
+checkpoint's file holds them in. A LoRA run's adapters are exported apart too, in peft's format
+(export_peft; model/lora/peft.py)."""
 
 from __future__ import annotations
 
@@ -9,13 +10,24 @@ import json
 from pathlib import Path
 from typing import Any
 
+from gptkit.shared.errors import InputError
 from gptkit.shared.files import StrPath, atomic_directory, check_output, regular_file
 from gptkit.shared.jsonfile import read_json
 
+from ..checkpoint import (
+    CONFIG_FILE,
+    CheckpointReader,
+    file_crc32,
+    inputs_of,
+    load_model,
+    model_tensors,
+    save_tensors,
+    stored_dtypes,
+)
 from ..checkpoint import bos_id as checkpoint_bos_id
 from ..checkpoint import eot_id as checkpoint_eot_id
-from ..checkpoint import file_crc32, inputs_of, load_model, model_tensors, save_tensors, stored_dtypes
 from ..config import ModelConfig
+from ..lora.peft import peft_files
 from .chat import checkpoint_template
 from .families import FAMILIES
 from .files import dtype_name
@@ -80,6 +92,24 @@ def export_hf(checkpoint: StrPath, out_dir: StrPath, overwrite: bool = False) ->
         "tokenizer.json": hf_tokenizer_json(tokenizer, bos_token),
     }
     write_export(out_dir, {"model.safetensors": tensors}, files)
+    return out_dir
+
+
+def export_peft(checkpoint: StrPath, out_dir: StrPath, overwrite: bool = False) -> Path:
+    """Write the adapters of the LoRA run's `checkpoint` in peft's format into a new directory that
+    replaces `out_dir` whole (the same rules as export_hf's). A checkpoint without adapters is refused."""
+    out_dir = Path(out_dir)
+    check_export_target(out_dir, checkpoint, overwrite)
+    reader = CheckpointReader(checkpoint)
+    lora = reader.lora
+    if lora is None:
+        raise InputError(
+            f"--checkpoint {checkpoint}: holds no adapters (not a checkpoint of a `train --lora-rank` run); "
+            "export it without --peft"
+        )
+    model = ModelConfig.from_dict(reader.config["model"], str(reader.directory / CONFIG_FILE))
+    tensors, config = peft_files(model, FAMILIES[model.architecture], reader.adapters(), lora)
+    write_export(out_dir, {"adapter_model.safetensors": tensors}, {"adapter_config.json": config})
     return out_dir
 
 

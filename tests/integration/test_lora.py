@@ -16,8 +16,8 @@ from safetensors.torch import load_file
 from gptkit.eval.cli import cli as eval_cli
 from gptkit.model.checkpoint import CheckpointReader, config_digest, load_model, model_tensors, save_model
 from gptkit.model.cli import cli as model_cli
-from gptkit.model.config import LoraConfig, ModelConfig
-from gptkit.model.lora import add_adapters, is_adapter
+from gptkit.model.config import ModelConfig
+from gptkit.model.lora import LoraConfig, add_adapters, is_adapter
 from gptkit.model.model import TransformerLM
 from gptkit.sample.cli import cli as sample_cli
 from gptkit.sample.sampling import Sampler

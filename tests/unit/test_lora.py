@@ -1,4 +1,4 @@
-"""LoRA's pieces (model/lora.py, LoraConfig in model/config.py): adapters and trained token rows
+"""LoRA's pieces (model/lora/): adapters and trained token rows
 start as the base model exactly, merging them computes what they compute apart, the rows get
 their tokens' gradients alone, their count, and what they spare of a step's memory estimate."""
 
@@ -6,9 +6,9 @@ import pytest
 import torch
 
 from gptkit.model.checkpoint import model_tensors
-from gptkit.model.config import LoraConfig, ModelConfig, train_token_names
+from gptkit.model.config import ModelConfig
 from gptkit.model.info import training_memory
-from gptkit.model.lora import add_adapters, is_adapter, merged
+from gptkit.model.lora import LoraConfig, add_adapters, is_adapter, merged, train_token_names
 from gptkit.model.model import TransformerLM
 from gptkit.shared.errors import SettingError
 

@@ -1,13 +1,14 @@
 """A LoRA run's adapters in peft's format (adapter_config.json, adapter_model.safetensors), for the
 Hugging Face export of the checkpoint they adapt: `PeftModel.from_pretrained(base, DIR)` computes
-what the run's checkpoint computes, and its merge_and_unload() is the merged export.
+what the run's checkpoint computes, and its merge_and_unload() is the merged export. peft_files
+makes the two files' contents; model/hf/export.py's export_peft writes them.
 
 peft names an adapter after the Hugging Face module it adapts (`base_model.model.<module>.lora_A.weight`,
 shaped as ours: A (r, in), B (out, r)). GPT-2 holds the queries, keys and values in one module
 (c_attn), so their adapters become one: the A matrices stacked, the B matrices on the diagonal of a
 larger B, of rank r times the number of them, its alpha scaled with it so that alpha / r stays.
 
-The rows a run trained of the embedding and LM head (model/lora.py) are peft's trainable tokens
+The rows a run trained of the embedding and LM head (layer.py) are peft's trainable tokens
 (`trainable_token_indices`): `<module>.token_adapter.trainable_tokens_delta`, the rows themselves
 (not a difference, despite the name), which replace those of the module's weight. A tied head
 follows the embedding's (peft ties them as transformers does), so they are given for the embedding
@@ -17,40 +18,26 @@ alone; a separate head's are given for each module by name.
 from __future__ import annotations
 
 import re
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
-from gptkit.shared.errors import InputError
-from gptkit.shared.files import StrPath
+from ..config import ModelConfig
+from .config import LoraConfig
+from .weights import ROWS
 
-from ..checkpoint import CheckpointReader
-from ..config import LoraConfig, ModelConfig
-from ..lora import ROWS
-from .export import check_export_target, write_export
-from .families import FAMILIES
-from .family import Family
+if TYPE_CHECKING:  # the Hugging Face names of a family's modules (model/hf/), given by the exporter
+    from ..hf.family import Family
 
 PREFIX = "base_model.model."  # where peft puts the model it wraps
 _LAYER = re.compile(r"layers\.\d+\.")
 
 
-def export_peft(checkpoint: StrPath, out_dir: StrPath, overwrite: bool = False) -> Path:
-    """Write the adapters of the LoRA run's `checkpoint` into a new directory that replaces `out_dir`
-    whole (the same rules as export_hf's). A checkpoint without adapters is refused."""
-    out_dir = Path(out_dir)
-    check_export_target(out_dir, checkpoint, overwrite)
-    reader = CheckpointReader(checkpoint)
-    lora = reader.lora
-    if lora is None:
-        raise InputError(
-            f"--checkpoint {checkpoint}: holds no adapters (not a checkpoint of a `train --lora-rank` run); "
-            "export it without --peft"
-        )
-    model = ModelConfig.from_dict(reader.config["model"], str(reader.directory / "config.json"))
-    family = FAMILIES[model.architecture]
-    adapters = reader.adapters()
+def peft_files(
+    model: ModelConfig, family: Family, adapters: dict[str, torch.Tensor], lora: LoraConfig
+) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
+    """(adapter_model.safetensors' tensors, adapter_config.json) of a LoRA run's `adapters` (by our
+    state names; `lora`: their settings) on `model`, whose Hugging Face module names `family` gives."""
     tensors, ranks = _peft_tensors(family, adapters, lora)
     rows = {family.names[module].name: f"{module}.token_rows" for module in ROWS if f"{module}.token_rows" in adapters}
     for theirs, ours in rows.items():
@@ -76,8 +63,7 @@ def export_peft(checkpoint: StrPath, out_dir: StrPath, overwrite: bool = False) 
     }
     if tokens:  # a key peft before trainable tokens does not know: only where there are rows
         config["trainable_token_indices"] = tokens if model.tie_embeddings else dict.fromkeys(rows, tokens)
-    write_export(out_dir, {"adapter_model.safetensors": tensors}, {"adapter_config.json": config})
-    return out_dir
+    return tensors, config
 
 
 def _peft_tensors(

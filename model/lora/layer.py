@@ -3,8 +3,8 @@ with A (r, in) and B (out, r). B starts at zero, so training starts from the bas
 
 The adapters live inside the projections they adapt (LoraLinear is an nn.Linear that keeps the base
 weight and bias under their own names), so a model with adapters has the base model's state names
-plus `<projection>.lora_a` and `<projection>.lora_b`. A checkpoint of a LoRA run holds those alone
-(model/checkpoint.py); merging puts alpha / r * B A into W and gives back the plain model.
+plus `<projection>.lora_a` and `<projection>.lora_b`. A checkpoint of a LoRA run holds those alone;
+merging puts alpha / r * B A into W and gives back the plain model (weights.py).
 
 A frozen embedding and LM head cannot learn a token the base never trained: its rows are where
 training left them (a tied model's unseen tokens all collapse to one vector, so a new end-of-turn
@@ -17,17 +17,14 @@ merging writes them into it.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ..model import TransformerLM
 from .config import LoraConfig
-from .model import TransformerLM
-
-ADAPTER_SUFFIXES = (".lora_a", ".lora_b", ".token_rows")
-ROWS = ("embedding", "lm_head")  # the modules whose rows of the chosen tokens train
 
 
 class LoraLinear(nn.Linear):
@@ -99,38 +96,3 @@ def add_adapters(model: TransformerLM, lora: LoraConfig) -> None:
         tied = embedding.token_rows if model.config.tie_embeddings else None
         model.lm_head = TokenRowsHead(model.lm_head, lora.tokens, tied)  # type: ignore[assignment]
         model.embedding = embedding  # type: ignore[assignment]
-
-
-def initial_rows(tensors: Mapping[str, torch.Tensor], lora: LoraConfig) -> dict[str, torch.Tensor]:
-    """The trained rows' starting values: the rows of lora.tokens of the embedding and LM head in
-    `tensors` (a model's weights by state name; a tied head is the embedding, absent)."""
-    if not lora.tokens:
-        return {}
-    ids = torch.tensor(lora.tokens, dtype=torch.long)
-    return {
-        f"{module}.token_rows": tensors[f"{module}.weight"][ids] for module in ROWS if f"{module}.weight" in tensors
-    }
-
-
-def is_adapter(name: str) -> bool:
-    """Whether a state name is an adapter's."""
-    return name.endswith(ADAPTER_SUFFIXES)
-
-
-def merged(tensors: Mapping[str, torch.Tensor], lora: LoraConfig) -> dict[str, torch.Tensor]:
-    """The base tensors of `tensors` (base weights and adapters, by state name) with each adapter's
-    update added to its weight, in float32 (where a bf16 weight would round the update away), and
-    the trained rows in place of their tokens' rows of the embedding and head."""
-    out = {name: t for name, t in tensors.items() if not is_adapter(name)}
-    for name in tensors:
-        if name.endswith(".lora_a"):
-            module = name[: -len(".lora_a")]
-            weight = out[f"{module}.weight"]
-            delta = tensors[f"{module}.lora_b"].float() @ tensors[name].float() * lora.scale
-            out[f"{module}.weight"] = weight.float() + delta
-    ids = torch.tensor(lora.tokens, dtype=torch.long)
-    for module in ROWS:
-        if f"{module}.token_rows" in tensors:  # a tied head's are the embedding's
-            rows = tensors[f"{module}.token_rows"].float()
-            out[f"{module}.weight"] = out[f"{module}.weight"].float().index_copy(0, ids, rows)
-    return out

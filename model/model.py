@@ -32,6 +32,7 @@ residual stream's variance does not grow with depth. Norm gains start at 1, bias
 from __future__ import annotations
 
 import contextlib
+import copy
 import math
 from collections.abc import Iterator
 
@@ -108,7 +109,10 @@ class KVCache:
     lengths: a server's batch of requests, serve/batching.py). It attends over the whole capacity
     with the positions after it masked: the step has the same shapes, addresses and kernels at
     every position, so a CUDA graph captured once replays it anywhere (generate.py), and a row's
-    result does not depend on the other rows. `length` is then the caller's to advance."""
+    result does not depend on the other rows. `at(position, span)` attends over the first `span`
+    positions alone (the longest row's): less work, at shapes that change with the rows' lengths.
+    `length` is then the caller's to advance. `rows(first, last, length)` is some of the rows as a
+    cache of their own, in the same memory: a server's step computes the rows in use alone."""
 
     def __init__(self, config: ModelConfig, batch_size: int, capacity: int | None = None) -> None:
         capacity = config.context_length if capacity is None else min(capacity, config.context_length)
@@ -117,6 +121,7 @@ class KVCache:
         self.values: torch.Tensor | None = None
         self.length = 0  # positions filled
         self.position: torch.Tensor | None = None  # inside at(): the step's position
+        self.span = self.capacity  # inside at(): the positions it attends over, the first `span`
         self.visible: torch.Tensor | None = None  # inside at(): the positions it sees
 
     @property
@@ -132,28 +137,38 @@ class KVCache:
             dtype = torch.get_autocast_dtype(kind) if torch.is_autocast_enabled(kind) else k.dtype
             self.keys = torch.zeros(self.shape, device=k.device, dtype=dtype)
             self.values = torch.zeros(self.shape, device=k.device, dtype=dtype)
-        if self.position is not None and len(self.position) == 1:
-            self.keys[layer].index_copy_(2, self.position, k)
-            self.values[layer].index_copy_(2, self.position, v)
-            return self.keys[layer], self.values[layer]
-        if self.position is not None:  # a position per row
-            rows = torch.arange(k.shape[0], device=k.device)
-            self.keys[layer][rows, :, self.position] = k[:, :, 0]
-            self.values[layer][rows, :, self.position] = v[:, :, 0]
-            return self.keys[layer], self.values[layer]
+        if self.position is not None:
+            if len(self.position) == 1:
+                self.keys[layer].index_copy_(2, self.position, k)
+                self.values[layer].index_copy_(2, self.position, v)
+            else:  # a position per row
+                rows = torch.arange(k.shape[0], device=k.device)
+                self.keys[layer][rows, :, self.position] = k[:, :, 0]
+                self.values[layer][rows, :, self.position] = v[:, :, 0]
+            return self.keys[layer, :, :, : self.span], self.values[layer, :, :, : self.span]
         end = self.length + k.shape[2]
         self.keys[layer, :, :, self.length : end] = k
         self.values[layer, :, :, self.length : end] = v
         return self.keys[layer, :, :, :end], self.values[layer, :, :, :end]
 
     @contextlib.contextmanager
-    def at(self, position: torch.Tensor) -> Iterator[KVCache]:
-        """One-token steps at `position` (a (1,) or (B,) long tensor on the cache's device) inside."""
-        self.position = position
+    def at(self, position: torch.Tensor, span: int | None = None) -> Iterator[KVCache]:
+        """One-token steps at `position` (a (1,) or (B,) long tensor on the cache's device) inside,
+        attending over the first `span` positions (None: the whole capacity), which must hold them."""
+        self.position, self.span = position, self.capacity if span is None else span
         try:
             yield self
         finally:
-            self.position = self.visible = None
+            self.position, self.span, self.visible = None, self.capacity, None
+
+    def rows(self, first: int, last: int, length: int) -> KVCache:
+        """Rows `first` to `last` - 1 as a cache of their own with `length` positions filled,
+        sharing this one's memory: what a step writes into it is written here."""
+        assert self.keys is not None and self.values is not None, "rows() follows a write"
+        view = copy.copy(self)
+        view.shape = (self.shape[0], last - first, *self.shape[2:])
+        view.keys, view.values, view.length = self.keys[:, first:last], self.values[:, first:last], length
+        return view
 
     def put(self, row: int, other: KVCache) -> None:
         """Copy the positions that `other`, a batch of one, holds into row `row` (a request joining
@@ -362,8 +377,8 @@ class TransformerLM(nn.Module):
                 raise ValueError(f"{T} tokens in a step at a position on the device; it takes one")
             positions = cache.position
             # Made in the step, from the positions' values then: a captured step reads them each replay.
-            visible = torch.arange(cache.capacity, device=idx.device)[None] <= positions[:, None]
-            cache.visible = visible[:, None, None]  # (1 or B, 1, 1, capacity): over heads and the query
+            visible = torch.arange(cache.span, device=idx.device)[None] <= positions[:, None]
+            cache.visible = visible[:, None, None]  # (1 or B, 1, 1, span): over heads and the query
         else:
             start = cache.length if cache is not None else 0
             if start + T > self.config.context_length:

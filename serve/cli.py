@@ -62,8 +62,14 @@ log = logging.getLogger(__name__)
     metavar="N",
     default=8,
     show_default=True,
-    help="Samples decoded together (continuous batching; every step computes N rows); up to 4N more wait, "
-    "and a request beyond that gets a 429.",
+    help="Samples decoded together (continuous batching); up to 4N more wait, and a request beyond that gets a 429.",
+)
+@click.option(
+    "--batch-invariant",
+    is_flag=True,
+    help="Every step computes all --max-batch rows over the whole context, so that a request's tokens for a seed "
+    "are the same alone as in company; one client alone then decodes slower (docs/serve.md gives the cost).  "
+    "[default: steps of the requests running, over the positions in use]",
 )
 @click.option(
     "--shutdown-timeout",
@@ -85,6 +91,7 @@ def cli(
     allow_special_tokens: bool,
     cors_origins: Sequence[str],
     max_batch: int,
+    batch_invariant: bool,
     shutdown_timeout: int,
     device: str,
     threads: int | None,
@@ -121,6 +128,7 @@ def cli(
             name or default_name(checkpoint),
             allow_special_tokens,
             max_batch,
+            batch_invariant,
         )
         shown = f"[{host}]" if ":" in host else host
         click.echo(

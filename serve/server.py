@@ -6,10 +6,10 @@ Chat messages are rendered with the checkpoint's chat template where it has one 
 the reply ending at the template's end of turn; else with serve/api.py's plain-text template.
 
 Requests are answered by threads and decode together, continuously batched (serve/batching.py):
-a request joins the running batch at its next step and leaves when done; its text for a seed is
-what it gives alone. At most --max-batch samples decode at once, a few times as many wait, and a
-request beyond that gets a 429. Once the server drains (serve/shutdown.py), new requests get
-a 503.
+a request joins the running batch at its next turn and leaves when done; alone, its text for a
+seed is `gptkit sample`'s, and with --batch-invariant the same in any company. At most
+--max-batch samples decode at once, a few times as many wait, and a request beyond that gets a
+429. Once the server drains (serve/shutdown.py), new requests get a 503.
 
 A client's mistake is a 4xx naming what was wrong; a 500 is the server's own fault, answered with
 a generic line (its details, which may name files of this machine, go to the log).
@@ -66,9 +66,17 @@ class Engine:
     `allow_special_tokens`: a completion's prompt may spell the tokenizer's special tokens
     (`<|endoftext|>`) as those tokens; else, as for chat messages always, a prompt is text and
     its special-token spellings are text too. The batch's cache, a whole context for each row,
-    is refused at the start where it cannot fit (SettingError naming max_batch)."""
+    is refused at the start where it cannot fit (SettingError naming max_batch). `batch_invariant`:
+    every step computes all rows over the whole context (Batcher's `invariant`)."""
 
-    def __init__(self, sampler: Sampler, name: str, allow_special_tokens: bool = False, max_batch: int = 8) -> None:
+    def __init__(
+        self,
+        sampler: Sampler,
+        name: str,
+        allow_special_tokens: bool = False,
+        max_batch: int = 8,
+        batch_invariant: bool = False,
+    ) -> None:
         self.sampler, self.name, self.allow_special_tokens = sampler, name, allow_special_tokens
         config = sampler.model.config
         self.context = config.context_length
@@ -79,7 +87,7 @@ class Engine:
             f"{max_batch} rows of the whole context ({config.context_length:,} tokens) for {describe(config)}",
             "serve fewer at once",
         ).check()
-        self.batcher = Batcher(sampler.model, max_batch)
+        self.batcher = Batcher(sampler.model, max_batch, batch_invariant)
 
     @property
     def template(self) -> str:
@@ -183,7 +191,11 @@ class Handler(BaseHTTPRequestHandler):
     server: Server  # the server that made it, with the engine and settings it answers with
     protocol_version = "HTTP/1.1"  # keep-alive: whole answers have a length, streams are chunked
     server_version = "gptkit"
-    timeout = 120  # seconds a stalled client may hold its thread (and, while streaming, the model)
+    timeout = 120  # seconds a stalled client may hold its thread (and, while streaming, its rows)
+    # TCP_NODELAY: an answer's headers and body are two writes, and with Nagle's algorithm the body
+    # waited for the client's delayed ACK of the headers (40 ms on Linux), as a stream's chunks
+    # did: a completion of one token took 48 ms, 4.6 ms without.
+    disable_nagle_algorithm = True
 
     # -- routing --
 

@@ -5,12 +5,12 @@ From the first signal on, a new request gets a 503 (the listening socket stays o
 the requests in flight get up to the grace period to finish. Those still running then are ended:
 the batcher stops, each sample's finish_reason is "abort" (vLLM's), and a stream ends with its
 final chunks and [DONE] as any other; they get LAST_WORDS seconds to be written. A second signal
-ends them at once. Then the server stops taking connections, the model's thread has left torch,
-and the command returns: exit status 0.
+ends them at once. Then the server stops taking connections, the step at the model (if one runs)
+has ended and no other starts, and the command returns: exit status 0.
 
 The server answers on its threads while the main thread waits here for the signals, which only
 wake it (signal.set_wakeup_fd). Ctrl-C's KeyboardInterrupt, raised in the main thread wherever it
-was, let Python exit while the model's thread was inside torch: a C++ abort (SIGABRT).
+was, let Python exit while a thread was inside torch: a C++ abort (SIGABRT).
 """
 
 from __future__ import annotations

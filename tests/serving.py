@@ -56,7 +56,15 @@ def chat_checkpoint(tokenizer, path, template=None):
 
 @contextlib.contextmanager
 def running(
-    sampler, api_key=None, name="tiny", *, allow_special_tokens=False, cors_origins=(), bodies=None, max_batch=8
+    sampler,
+    api_key=None,
+    name="tiny",
+    *,
+    allow_special_tokens=False,
+    cors_origins=(),
+    bodies=None,
+    max_batch=8,
+    batch_invariant=False,
 ):
     """A server for `sampler` in a thread; yields its base URL, and shuts it down after. `bodies`:
     a list that gets (path, JSON value) of each request body the server reads, as it read it."""
@@ -72,7 +80,7 @@ def running(
     server = make_server(
         "127.0.0.1",
         0,
-        engine=Engine(sampler, name, allow_special_tokens, max_batch),
+        engine=Engine(sampler, name, allow_special_tokens, max_batch, batch_invariant),
         api_key=api_key,
         cors_origins=cors_origins,
     )

@@ -262,7 +262,8 @@ def test_cuda_draws_are_the_cpus_for_a_seed():
 
 def test_serve_batching_on_cuda_gives_a_request_its_tokens_alone():
     """Continuous batching under bf16 autocast: the batch's cache is made in bf16 from the first
-    prefill, and a request's tokens are the same alone as in company (serve/batching.py)."""
+    prefill, and with the fixed steps (serve --batch-invariant) a request's tokens are the same
+    alone as in company (serve/batching.py)."""
     from gptkit.model.config import ModelConfig
     from gptkit.model.model import TransformerLM
     from gptkit.sample.settings import Settings
@@ -270,7 +271,7 @@ def test_serve_batching_on_cuda_gives_a_request_its_tokens_alone():
 
     torch.manual_seed(0)
     config = ModelConfig(vocab_size=512, context_length=128, d_model=128, n_layers=2, n_heads=4, n_kv_heads=2, d_ff=256)
-    batcher = Batcher(TransformerLM(config).cuda().eval(), rows=4)
+    batcher = Batcher(TransformerLM(config).cuda().eval(), rows=4, invariant=True)
     requests = [
         ([5, 6, 7], Settings(max_new_tokens=40, temperature=0), 0),
         ([9] * 30, Settings(max_new_tokens=25, temperature=0.9, top_p=0.8, num_samples=2), 1),

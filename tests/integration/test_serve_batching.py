@@ -1,14 +1,18 @@
-"""Continuous batching (serve/batching.py): requests that decode together get the tokens each gets
+"""Continuous batching (serve/batching.py): a request alone gets `gptkit sample`'s tokens, requests
+decode together in steps of the rows they use, with --batch-invariant each gets the tokens it gets
 alone, the batch is bounded, a burst beyond it is told so, and a stop ends it."""
 
 import http.client
 import json
 import threading
+import time
 from collections import Counter
 
 import pytest
 import torch
+from click.testing import CliRunner
 
+from gptkit.sample.cli import cli as sample_cli
 from gptkit.sample.sampling import Sampler, Settings
 from gptkit.serve.batching import WAITING_PER_ROW, Batcher, Busy, Stopped
 from tests.serving import running, tiny_checkpoint
@@ -37,14 +41,30 @@ REQUESTS = [
 ]
 
 
-def test_a_request_gets_the_same_tokens_alone_and_in_company(sampler):
-    batcher = Batcher(sampler.model, rows=6)
+def test_batch_invariant_a_request_gets_the_same_tokens_alone_and_in_company(sampler):
+    batcher = Batcher(sampler.model, rows=6, invariant=True)
     alone = [ids_of(batcher.submit(*r)) for r in REQUESTS]
-    # All at once: more samples (11) than rows (6), so some wait and join as others leave.
+    # All at once: more samples (10) than rows (6), so some wait and join as others leave.
     together = [batcher.submit(*r) for r in REQUESTS]
     assert [ids_of(request) for request in together] == alone
     assert [len(ids[0]) for ids in alone] == [r[1].max_new_tokens for r in REQUESTS]
     assert len({tuple(ids[0]) for ids in alone}) == len(alone)  # different tokens: a mix-up would show
+    assert set(batcher.widths) == {6}  # every step of all rows, alone too
+
+
+def test_steps_compute_the_rows_in_use_and_several_requests_together(sampler):
+    batcher = Batcher(sampler.model, rows=6)
+    ids_of(batcher.submit(*REQUESTS[0]))
+    assert batcher.widths == {1: REQUESTS[0][1].max_new_tokens - 1}  # alone: one row (the prefill drew the first)
+    batcher.widths.clear()
+    # Submitted before any is read: the first read admits those that fit (6 of the 10 samples), and the
+    # rest join as rows free up; the steps shrink as requests leave, and grow as others join.
+    together = [batcher.submit(*r) for r in REQUESTS]
+    assert [len(ids[0]) for ids in map(ids_of, together)] == [r[1].max_new_tokens for r in REQUESTS]
+    assert max(batcher.widths) == 6 and min(batcher.widths) < 6
+    assert sum(width * steps for width, steps in batcher.widths.items()) == sum(
+        r[1].num_samples * (r[1].max_new_tokens - 1) for r in REQUESTS
+    )  # each sample's row in one step per token after its first, no idle rows
 
 
 def test_a_request_closed_early_frees_its_rows(sampler):
@@ -76,9 +96,64 @@ def test_the_server_refuses_what_cannot_fit_with_400_and_a_full_queue_with_429(s
         assert caught.value.body["param"] == "n" and "at once (8)" in caught.value.body["message"]
 
 
-def test_concurrent_greedy_clients_of_the_server_get_their_alone_text(sampler):
-    prompts = ["the cat", "a dog ran", "once", "the sun is", "hi", "we", "it was a", "no"]
+@pytest.mark.parametrize("settings", [["--temperature", "0"], ["--temperature", "0.9", "--seed", "7"]])
+def test_a_request_alone_gets_the_text_of_gptkit_sample(sampler, settings):
+    """By default (steps of the rows in use), a request alone, greedy or seeded, gets the text that
+    `gptkit sample` prints for its prompt and settings."""
+    prompt, temperature = "the cat", float(settings[1])
+    seed = int(settings[3]) if len(settings) > 2 else None
+    printed = CliRunner().invoke(
+        sample_cli,
+        ["--checkpoint", str(sampler.checkpoint), "--prompt", prompt, "--max-new-tokens", "40", "--top-p", "0.9"]
+        + settings
+        + ["--device", "cpu"],
+    )
+    assert printed.exit_code == 0, printed.output
     with running(sampler) as url, openai.OpenAI(base_url=url + "/v1", api_key="-", max_retries=0) as client:
+        out = client.completions.create(
+            model="tiny", prompt=prompt, max_tokens=40, temperature=temperature, top_p=0.9, seed=seed
+        )
+    assert out.usage.completion_tokens > 5
+    assert printed.stdout == prompt + out.choices[0].text + "\n"
+
+
+def test_concurrent_clients_of_the_server_decode_together(sampler, monkeypatch):
+    """Eight clients at once, admitted once all eight wait (so that the timing of their arrival does
+    not matter): they decode in steps of eight rows, and each gets its reply."""
+    batchers = []
+
+    class Held(Batcher):
+        def __init__(self, *args):
+            super().__init__(*args)
+            batchers.append(self)
+
+        def _admitted(self):
+            while len(self.waiting) < 8 and not self.running and not self.widths:  # before all eight: wait
+                time.sleep(0.01)
+            return super()._admitted()
+
+    monkeypatch.setattr("gptkit.serve.server.Batcher", Held)
+    with running(sampler) as url, openai.OpenAI(base_url=url + "/v1", api_key="-", max_retries=0) as client:
+        replies = [None] * 8
+
+        def ask(k):
+            replies[k] = client.completions.create(model="tiny", prompt="the cat", max_tokens=20, seed=k)
+
+        threads = [threading.Thread(target=ask, args=(k,)) for k in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    assert all(reply.usage.completion_tokens > 0 for reply in replies)
+    assert max(batchers[0].widths) == 8
+
+
+def test_batch_invariant_concurrent_greedy_clients_of_the_server_get_their_alone_text(sampler):
+    prompts = ["the cat", "a dog ran", "once", "the sun is", "hi", "we", "it was a", "no"]
+    with (
+        running(sampler, batch_invariant=True) as url,
+        openai.OpenAI(base_url=url + "/v1", api_key="-", max_retries=0) as client,
+    ):
 
         def ask(prompt):
             return client.completions.create(model="tiny", prompt=prompt, max_tokens=30, temperature=0).choices[0].text
@@ -138,20 +213,27 @@ def test_a_burst_of_clients_beyond_the_queue_gets_429s_never_a_reset(sampler, mo
 
 
 def test_stop_ends_the_requests_decoding_and_waiting_and_refuses_more(sampler, monkeypatch):
-    hold = threading.Event()
+    hold, stepping = threading.Event(), threading.Event()
     step = Batcher._step
-    monkeypatch.setattr(Batcher, "_step", lambda self, requests: hold.wait() and step(self, requests))
+    monkeypatch.setattr(Batcher, "_step", lambda self, requests: stepping.set() or hold.wait() and step(self, requests))
     batcher = Batcher(sampler.model, rows=1)
     decoding = batcher.submit([5, 6], Settings(max_new_tokens=50), 0)
-    next(decoding)  # its prefill's token: it has the row, and its next step is held
+    next(decoding)  # its prefill's token: it has the row
     waiting = batcher.submit([7], Settings(max_new_tokens=50), 1)
+    read = []
+    reader = threading.Thread(target=lambda: read.append(list(decoding)))
+    reader.start()  # its reader's turn at the model: a step, held
+    assert stepping.wait(timeout=60)
     stopping = threading.Thread(target=batcher.stop)
     stopping.start()
     with batcher.changed:
         assert batcher.changed.wait_for(lambda: batcher.stopped, timeout=60)
+    stopping.join(timeout=0.2)
+    assert stopping.is_alive()  # it returns only once the step has left the model
     hold.set()  # the held step ends; its tokens are not read
     stopping.join()
-    assert list(decoding) == [] and list(waiting) == []
+    reader.join()
+    assert read == [[]] and list(waiting) == []
     with pytest.raises(Stopped):
         batcher.submit([5], Settings(max_new_tokens=3), 2)
 

@@ -415,6 +415,31 @@ def test_a_step_at_a_position_on_the_device_is_the_step_at_the_cache_length(kw):
             model(idx[:, :2], cache=stepped)
 
 
+@pytest.mark.parametrize("kw", [dict(n_kv_heads=2), dict(architecture="gpt2")], ids=["gqa", "gpt2"])
+def test_a_step_of_some_rows_at_their_own_positions_over_a_span_is_each_rows_own_step(kw):
+    """KVCache.rows and at(positions, span), a server's step of the rows in use (serve/batching.py):
+    rows of different lengths, each at its own position, attending over the longest row's positions
+    alone, give each row the logits of its own step; the rows' later positions hold other keys."""
+    config = cfg(**kw)
+    model = build(config, random_norms=True)
+    lengths, nxt = [5, 9, 3], tokens(config, 3, 1, seed=2)
+    with torch.no_grad():
+        batch = KVCache(config, 4)  # a row more than the step computes
+        model(tokens(config, 4, 20, seed=3), cache=batch)  # earlier requests' keys, to be masked
+        alone = []
+        for row, length in enumerate(lengths):
+            prompt, own, prefill = tokens(config, 1, length, seed=row), KVCache(config, 1), KVCache(config, 1)
+            model(prompt, cache=own)
+            model(prompt, cache=prefill)
+            batch.put(row, prefill)
+            alone.append(model(nxt[row : row + 1], cache=own)[0])
+        view = batch.rows(0, 3, max(lengths))
+        with view.at(torch.tensor(lengths), span=max(lengths) + 1):
+            got, _ = model(nxt, cache=view, last_only=True)
+    torch.testing.assert_close(got, torch.cat(alone), atol=1e-5, rtol=0)
+    assert batch.length == 20 and view.length == max(lengths)  # the step advances neither: its caller does
+
+
 def test_kv_cache_fill_gives_identical_continuations():
     config = cfg(n_kv_heads=2)
     model = build(config)

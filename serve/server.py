@@ -193,8 +193,7 @@ class Handler(BaseHTTPRequestHandler):
     server_version = "gptkit"
     timeout = 120  # seconds a stalled client may hold its thread (and, while streaming, its rows)
     # TCP_NODELAY: an answer's headers and body are two writes, and with Nagle's algorithm the body
-    # waited for the client's delayed ACK of the headers (40 ms on Linux), as a stream's chunks
-    # did: a completion of one token took 48 ms, 4.6 ms without.
+    # waits for the client's delayed ACK of the headers (40 ms on Linux), as a stream's chunks do.
     disable_nagle_algorithm = True
 
     # -- routing --
@@ -411,11 +410,9 @@ class Handler(BaseHTTPRequestHandler):
 
 class Server(ThreadingHTTPServer):
     daemon_threads = True  # a stalled client never holds up the process's exit
-    # The connections the kernel holds until the server takes them, a thread each: a client beyond
-    # the batch and its queue is told so, a 429, only once taken. socketserver's 5 reset 26 of 40
-    # clients at once on --max-batch 2, and a backlog of the 10 that decode and wait 163 of 200;
-    # so the system's most (SOMAXCONN, which net.core.somaxconn caps), as uvicorn (2048) and nginx
-    # (511) ask for.
+    # The connections the kernel holds until the server takes them: a client beyond the batch and
+    # its queue is told so (a 429) only once taken, and socketserver's 5 reset the rest. So the
+    # system's most, as uvicorn and nginx ask for.
     request_queue_size = socket.SOMAXCONN
     # What the handlers answer with, set by make_server (the engine, by the caller before serving).
     engine: Engine | None

@@ -150,7 +150,9 @@ class _Watchdog:
     """Stops renderings that run past RENDER_SECONDS of their thread's CPU time. Its own thread
     looks every _LOOK seconds while any rendering is registered: it reads the CPU clock of each
     (from its first look at it) and raises OverTime in one past the limit (CPython's
-    PyThreadState_SetAsyncExc), which stops even a loop that calls nothing. A rendering pays only
+    PyThreadState_SetAsyncExc), which stops even a loop that calls nothing. It raises again in one
+    that ran on for another _LOOK of CPU since: an exception that lands in a garbage collector's
+    callback or a finalizer is dropped there, and the rendering would go on. A rendering pays only
     for a lock to register and leave, and wakes the watchdog only where it was idle (a trace
     function on each line of the template, or a clock read or a wake-up for each rendering,
     would slow every rendering down)."""
@@ -171,14 +173,14 @@ class _Watchdog:
 
     def __init__(self):
         self.changed, self.idle = threading.Condition(threading.Lock()), False
-        self.watched = {}  # thread id: [its CPU seconds when first looked at, whether OverTime was raised]
+        self.watched = {}  # thread id: [its CPU seconds when first looked at, and when OverTime was last raised]
         self.started = 0  # renderings registered so far: the watchdog idles only where none began since its last look
         threading.Thread(target=self._watch, name="chat-template-watchdog", daemon=True).start()
 
     def watch(self):
         """Watch the calling thread's rendering from now."""
         with self.changed:
-            self.watched[threading.get_ident()] = [None, False]
+            self.watched[threading.get_ident()] = [None, None]
             self.started += 1
             if self.idle:
                 self.changed.notify()
@@ -187,7 +189,7 @@ class _Watchdog:
         """The calling thread's rendering is over; an OverTime raised too late to land in it is withdrawn."""
         ident = threading.get_ident()
         with self.changed:
-            if self.watched.pop(ident)[1]:
+            if self.watched.pop(ident)[1] is not None:
                 _raise_in(ident, None)
 
     def _watch(self):
@@ -202,14 +204,13 @@ class _Watchdog:
                     self.changed.wait()
                     continue
                 for ident, entry in self.watched.items():
-                    if entry[1]:  # raised: its thread leaves (and may end) without another look
-                        continue
+                    # A watched thread is alive: it leaves through unwatch, under this lock.
                     now = _cpu_seconds(ident)
                     if entry[0] is None:
                         entry[0] = now
-                    elif now - entry[0] > RENDER_SECONDS:
+                    elif now - entry[0] > RENDER_SECONDS and (entry[1] is None or now - entry[1] > _LOOK):
                         _raise_in(ident, OverTime)
-                        entry[1] = True
+                        entry[1] = now
                 self.changed.wait(_LOOK)
 
 

@@ -5,9 +5,11 @@ one line naming the template's file before the value is made, and the memory Pyt
 a refused template stays within the order of the budget (tens of MB, not the GBs it asks for).
 Below the bounds, every measured operation renders as transformers renders it."""
 
+import gc
 import re
 import shutil
 import threading
+import time
 import tracemalloc
 
 import pytest
@@ -184,6 +186,41 @@ def test_compiling_a_template_is_bounded_too(tokenizer_dir, tmp_path, monkeypatc
     path = with_template(tokenizer_dir, tmp_path, "{{ a }}" * 100_000)
     with pytest.raises(ChatError, match=rf"^{tmp_path / TEMPLATE_FILE}: .*s of CPU time"):
         ChatTemplate.beside(path)
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
+def test_a_rendering_is_stopped_even_where_its_first_stop_is_dropped(tokenizer_dir, tmp_path, monkeypatch):
+    """The stop is an exception raised in the rendering's thread; one that lands in a garbage
+    collector's callback is dropped there (hypothesis installs such a callback). The watchdog raises
+    again while the rendering runs on. Here a callback, run at once in the rendering, takes the
+    first stops: it runs for 0.4 s of CPU, past the (small) bound."""
+    import gptkit.tokenizer.chat_bounds as bounds
+
+    monkeypatch.setattr(bounds, "RENDER_SECONDS", 0.05)
+    path = with_template(
+        tokenizer_dir, tmp_path, "{% for i in range(100000) %}{% for j in range(100) %}{% endfor %}{% endfor %}"
+    )
+    threshold, began, burnt = gc.get_threshold(), [], []
+
+    def slow_once(phase, info):
+        if burnt or bounds._CURRENT.get() is None:
+            return
+        began.append(time.thread_time())
+        if began[-1] - began[0] > 0.02:  # the watchdog watches the rendering by now
+            burnt.append(phase)
+            gc.set_threshold(*threshold)
+            while time.thread_time() < began[-1] + 0.4:
+                pass
+
+    gc.callbacks.append(slow_once)
+    gc.set_threshold(1)  # collections at once, in the rendering
+    try:
+        with pytest.raises(ChatError, match=rf"^{tmp_path / TEMPLATE_FILE}: .*s of CPU time"):
+            ChatTemplate.beside(path)
+    finally:
+        gc.set_threshold(*threshold)
+        gc.callbacks.remove(slow_once)
+    assert burnt
 
 
 def test_nothing_of_a_template_runs_while_it_compiles(tokenizer_dir, tmp_path):

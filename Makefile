@@ -110,6 +110,9 @@ bench: install $(BENCH_CODE) ## Benchmarks against the reference clients, idle a
 	for busy in 0 2; do \
 	  $(PY) bench/tokenizer.py $(BENCH_CODE) --vocab-size 32000 --threads 2 --repeat 1 --tasks train --busy $$busy && \
 	  $(PY) bench/encode.py $(BENCH_CODE) --vocab-size 32000 --threads 1 2 --repeat 1 --busy $$busy && \
+	  $(PY) bench/encode.py $(BENCH_CODE) --tokenizer llama3 --vocab-size 32000 --threads 2 --repeat 1 --busy $$busy && \
+	  $(PY) bench/encode.py $(BENCH_CODE) --tokenizer qwen2 --vocab-size 32000 --threads 2 --repeat 1 --busy $$busy && \
+	  $(PY) bench/encode_imported.py $(BENCH_CODE) --vocab-size 32000 --threads 1 2 --repeat 1 --busy $$busy && \
 	  $(PY) bench/serve.py --clients 1 8 --busy $$busy || exit 1; \
 	done
 	$(PY) bench/sample.py

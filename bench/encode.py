@@ -1,14 +1,17 @@
 """Benchmark `pretokenize` (corpus -> token shards) end to end against the same job done with tiktoken.
 
     python bench/encode.py CORPUS [CORPUS ...] [--threads 1 2] [--vocab-size 4096] [--repeat 3] [--rss-corpus BIG]
-                           [--busy 0]
+                           [--busy 0] [--tokenizer gptkit|llama3|qwen2]
 
-A tokenizer is trained once on the first corpus (`tokenizer train`, not timed). Then, for each
+A tokenizer is made once from the first corpus (not timed): trained by gptkit (`tokenizer train`),
+or with --tokenizer llama3 or qwen2 built by HF's trainer from its first 10 MB in that published
+file's shape, as `model import-hf` brings one in (bench/imported_tokenizers.py). Then, for each
 corpus and worker count, two jobs run in fresh processes, alternately, --repeat times each:
 
   ours      the real CLI: gptkit pretokenize -t TOK --input CORPUS --out D --val-tokens 100000 --threads N -q
   tiktoken  this script's hidden sub-command `_tiktoken`: the same job with a tiktoken.Encoding built
-            from our tokenizer's vocabulary (GPT-2 pattern): documents streamed in blocks, encoded in
+            from our tokenizer's vocabulary and pattern (its normalizer applied in Python first):
+            documents streamed in blocks, encoded in
             batches of about N MiB-characters by encode_ordinary, N threads each taking a share of
             the batch, each document followed by the end-of-text id, routed by the same Split rule
             and written by the same ShardSet as pretokenize (same names, same shard size, validation first as
@@ -88,18 +91,20 @@ def tiktoken_job(corpus, tokenizer_json, out_dir, threads):
     from gptkit.pretokenize.split import Split
     from gptkit.shared.shard_set import ShardSet
     from gptkit.tokenizer import Tokenizer
-    from gptkit.tokenizer.split import GPT2_PATTERN
+    from gptkit.tokenizer.split import normalize
 
     ours = Tokenizer.from_file(tokenizer_json)  # read the same file; gives the vocabulary and the fingerprint
     specials = set(ours.special_tokens.values())
     ranks = {token: i for i, token in enumerate(ours.vocab) if i not in specials}
-    enc = tiktoken.Encoding("ours", pat_str=GPT2_PATTERN, mergeable_ranks=ranks, special_tokens=ours.special_tokens)
+    enc = tiktoken.Encoding("ours", pat_str=ours.pattern, mergeable_ranks=ranks, special_tokens=ours.special_tokens)
     eot, split = ours.special_tokens[EOT], Split(val_tokens=VAL_TOKENS)
     shards = ShardSet(Path(out_dir), ours, eot, DEFAULT_SHARD_TOKENS)  # the writer pretokenize uses
     shards.begin()
     doc_index, val_tokens = 0, 0
     with ThreadPoolExecutor(threads) as pool:
         for batch in batches(iter_docs(corpus), BATCH_CHARS * threads):
+            if ours.normalizer:
+                batch = [normalize(ours.normalizer, doc) for doc in batch]
             labelled = []
             for ids in encode_batch(enc, batch, pool, threads):
                 ids.append(eot)
@@ -375,6 +380,9 @@ def main():
         help=f"the big corpus of the memory check [default: the largest CORPUS x {BIG_COPIES}, in a temp dir]",
     )
     parser.add_argument("--busy", type=int, default=0, help="busy processes beside every measurement")
+    parser.add_argument(
+        "--tokenizer", choices=["gptkit", "llama3", "qwen2"], default="gptkit", help="trained by gptkit, or imported"
+    )
     a = parser.parse_args()
     missing = [str(p) for p in [*a.corpora, *filter(None, [a.rss_corpus])] if not p.is_file()]
     if missing:
@@ -387,14 +395,19 @@ def main():
     sys.stdout.reconfigure(line_buffering=True)  # keep stdout in step with the progress lines on stderr
     print(machine())
     print(
-        f"vocab size {a.vocab_size} (trained on {corpora[0].name}), special token {EOT}, "
+        f"tokenizer {a.tokenizer}, vocab size {a.vocab_size} (made from {corpora[0].name}), special token {EOT}, "
         f"workers {' '.join(map(str, a.threads))}, repeat {a.repeat} (medians)"
     )
     print(f"{a.busy} busy processes beside")
     with tempfile.TemporaryDirectory(prefix="bench-encode-") as tmp, busy_processes(a.busy):
         tmp = Path(tmp)
         tokenizer_json = tmp / "tokenizer.json"
-        train_tokenizer(corpora[0], a.vocab_size, tokenizer_json)
+        if a.tokenizer == "gptkit":
+            train_tokenizer(corpora[0], a.vocab_size, tokenizer_json)
+        else:  # HF's trainer: imported here, not in the children that are timed
+            from bench.imported_tokenizers import build_file
+
+            build_file(a.tokenizer, corpora[0], a.vocab_size, tokenizer_json)
         mismatches = speed_table(tokenizer_json, corpora, tmp, a)
         startup_line(a.repeat)
         small = max(corpora, key=lambda p: p.stat().st_size)

@@ -249,9 +249,14 @@ class Tokenizer:
     def _engine(self) -> Engine | None:
         if not self._use_engine:
             return None
-        plain = not self.normalizer and not self.ignore_merges
         return engine_for(
-            self.vocab, len(self.special_tokens), self._byte_ids, self._merged_ids, pattern=self.pattern, plain=plain
+            self.vocab,
+            frozenset(self.special_tokens.values()),
+            self._byte_ids,
+            self._ranks,
+            self._merged_ids,
+            pattern=self.pattern,
+            ignore_merges=self.ignore_merges,
         )
 
     def _encode_one(self, text, special_re):
@@ -269,10 +274,10 @@ class Tokenizer:
             specials = [[*map(self._special_bytes.__getitem__, special_re.findall(t)), b""] for t in texts]
         else:
             segments, specials = [[t] for t in texts], [[b""]] * len(texts)
-        if self._engine:  # each segment's ids, then the special token after it
-            return [b"".join(chain.from_iterable(zip(map(self._engine, s), p))) for s, p in zip(segments, specials)]
         if self._normalize:  # special tokens are matched in the text as given, the rest is normalized (as HF does)
             segments = [list(map(self._normalize, s)) for s in segments]
+        if self._engine:  # each segment's ids, then the special token after it
+            return [b"".join(chain.from_iterable(zip(map(self._engine, s), p))) for s, p in zip(segments, specials)]
         chunked = list(map(self._chunks_of, chain.from_iterable(segments)))
         heads = list(map(self._pretokens_of, (c[0] for c in chunked)))
         head_ids = map(b"".join, _groups(self._ids_of_pretokens(list(chain.from_iterable(heads))), map(len, heads)))

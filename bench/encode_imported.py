@@ -17,7 +17,9 @@ the clock starts, with N workers:
   tiktoken  tiktoken.Encoding(the file's pattern, ranks = the file's ids).encode_ordinary_batch(docs,
             num_threads=N), after the file's normalizer (NFC) in Python
 
-The encoders take turns, --repeat times; medians are reported. Every run's ids (a digest of all
+The encoders take turns, --repeat times; medians are reported, of wall time and of CPU time (the
+process's threads and its workers: on a machine that other work shares, the steadier of the two).
+Every run's ids (a digest of all
 documents' ids and lengths) must be the same for all four, or the script says MISMATCH and exits 1.
 --busy N: N busy Python loops beside every measurement.
 """
@@ -26,6 +28,7 @@ import argparse
 import hashlib
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -94,13 +97,23 @@ def child_main(argv):
     start = time.perf_counter()
     encode, uses_engine = encoder(mode, tokenizer_json, threads)
     setup = time.perf_counter() - start
-    start = time.perf_counter()
+    start, cpu_start = time.perf_counter(), cpu_seconds()
     ids = encode(docs)
-    seconds = time.perf_counter() - start
+    seconds, cpu = time.perf_counter() - start, cpu_seconds() - cpu_start
     digest = hashlib.sha256(np.array([len(d) for d in ids], np.int64).tobytes())
     for doc in ids:
         digest.update(np.array(doc, np.uint32).tobytes())
-    print(json.dumps({"seconds": seconds, "setup": setup, "digest": digest.hexdigest(), "engine": uses_engine}))
+    print(
+        json.dumps(
+            {"seconds": seconds, "cpu": cpu, "setup": setup, "digest": digest.hexdigest(), "engine": uses_engine}
+        )
+    )
+
+
+def cpu_seconds():
+    """CPU time of this process's threads and of its children that ended (ours' workers)."""
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
 
 
 # -- parent --------------------------------------------------------------------------------------
@@ -116,12 +129,13 @@ def run_child(mode, tokenizer_json, corpus, threads):
 
 
 def measure(kind, tokenizer_json, corpus, mb, threads, repeat):
-    seconds, setup, digests, engine = defaultdict(list), defaultdict(list), set(), None
+    seconds, cpu, setup, digests, engine = defaultdict(list), defaultdict(list), defaultdict(list), set(), None
     for r in range(repeat):  # the encoders take turns so that drift hits them alike
         for mode in MODES:
             out = run_child(mode, tokenizer_json, corpus, threads)
             seconds[mode].append(out["seconds"])
             setup[mode].append(out["setup"])
+            cpu[mode].append(out["cpu"])
             digests.add(out["digest"])
             engine = out["engine"] if mode == "ours" else engine
             print(
@@ -130,7 +144,9 @@ def measure(kind, tokenizer_json, corpus, mb, threads, repeat):
                 file=sys.stderr,
             )
     speed = {mode: mb / statistics.median(s) for mode, s in seconds.items()}
-    return speed, {mode: statistics.median(s) for mode, s in setup.items()}, engine, len(digests) == 1
+    per_cpu = {mode: mb / statistics.median(s) for mode, s in cpu.items()}
+    setup_s = {mode: statistics.median(s) for mode, s in setup.items()}
+    return speed, per_cpu, setup_s, engine, len(digests) == 1
 
 
 def main():
@@ -155,14 +171,23 @@ def main():
         f"workers {' '.join(map(str, a.threads))}, repeat {a.repeat} (medians), {a.busy} busy processes beside; "
         f"load average (1 min) {load_average():.2f}\n"
     )
-    rows, setup_rows, mismatch = [], [], False
+    rows, cpu_rows, setup_rows, mismatch = [], [], [], False
     with tempfile.TemporaryDirectory(prefix="bench-encode-imported-") as tmp, busy_processes(a.busy):
         for kind in a.kinds:
             tokenizer_json = Path(tmp) / f"{kind}.json"
             build_file(kind, a.corpus, a.vocab_size, tokenizer_json, a.train_mb)
             for threads in a.threads:
-                speed, setup, engine, identical = measure(kind, tokenizer_json, a.corpus, mb, threads, a.repeat)
+                speed, per_cpu, setup, engine, identical = measure(
+                    kind, tokenizer_json, a.corpus, mb, threads, a.repeat
+                )
                 mismatch |= not identical
+                c = per_cpu
+                cpu_rows.append(
+                    f"| {kind} | {threads} | "
+                    + " | ".join(f"{c[m]:.1f}" for m in MODES)
+                    + f" | {c['ours'] / c['tiktoken']:.2f} "
+                    f"| {c['ours'] / c['hf']:.2f} |"
+                )
                 setup_rows.append(f"| {kind} | {threads} | " + " | ".join(f"{setup[m]:.2f}" for m in MODES) + " |")
                 s = speed
                 rows.append(
@@ -176,6 +201,10 @@ def main():
     )
     print("| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |")
     print("\n".join(rows))
+    print("\nMB per CPU-second (the process and its workers; less swayed by other work on the machine)\n")
+    print("| kind | workers | " + " | ".join(MODES) + " | ours / tiktoken | ours / HF |")
+    print("| --- | ---: |" + " ---: |" * (len(MODES) + 2))
+    print("\n".join(cpu_rows))
     print("\nsetup, s (reading the file, building the encoder: not in the MB/s above)\n")
     print("| kind | workers | " + " | ".join(MODES) + " |\n| --- | ---: |" + " ---: |" * len(MODES))
     print("\n".join(setup_rows))

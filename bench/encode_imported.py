@@ -68,7 +68,7 @@ def encoder(mode, tokenizer_json, threads):
                 engine=False,
             )
         # The engine built here, before the clock (as tiktoken's Encoding is) and before the workers fork.
-        engine = ours._engine is not None
+        engine = ours.build_engine()
         return lambda docs: ours.encode_batch(docs, allowed_special=(), workers=threads), engine
     if mode == "hf":
         import tokenizers

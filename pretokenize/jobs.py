@@ -37,6 +37,7 @@ def encoded_jobs(
         for job in _jobs(corpus, cut):
             yield job, *_encode_job(job)
         return
+    tokenizer.build_engine()  # once, here: the workers fork with it
     with process_pool(workers, _start_worker, worker_args) as pool:
         pending: deque[tuple[list[tuple[str, bool]], Future[tuple[np.ndarray, list[int]]]]] = deque()
         for job in _jobs(corpus, cut):

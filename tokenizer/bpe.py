@@ -227,6 +227,7 @@ class Tokenizer:
         else:
             step = -(-len(texts) // workers)
             parts = [texts[i : i + step] for i in range(0, len(texts), step)]
+            self.build_engine()
             with process_pool(workers, _set_worker_tokenizer, (self,)) as pool:
                 packed = chain.from_iterable(pool.map(_encode_part, parts, repeat(special_re)))
         return [np.frombuffer(ids, np.uint32).tolist() for ids in packed]
@@ -244,6 +245,11 @@ class Tokenizer:
             alternatives = sorted(allowed, key=len, reverse=True)
             self._special_res[key] = re.compile("|".join(map(re.escape, alternatives))) if alternatives else None
         return self._special_res[key]
+
+    def build_engine(self) -> bool:
+        """Build the tiktoken engine now where it applies (engine.py; else it is built by the first
+        encode): before worker processes fork, so that they share it. True where it applies."""
+        return self._engine is not None
 
     @functools.cached_property
     def _engine(self) -> Engine | None:

@@ -116,17 +116,6 @@ def test_engine_gives_hf_ids_on_whole_texts(kind):
 # -- which tokenizers get the engine -------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def llama3_json(tmp_path_factory):
-    return json.loads(hf_bpe(training_texts(), 600, **KINDS["llama3"]).to_str())
-
-
-def from_json(data, tmp_path, name="t.json"):
-    path = tmp_path / name
-    path.write_text(json.dumps(data), encoding="utf-8")
-    return tokenizers.Tokenizer.from_file(str(path)), Tokenizer.from_file(path)
-
-
 def test_patterns_tiktoken_may_read_otherwise_stay_on_our_encoder(small_tokenizer):
     tok, _ = small_tokenizer
     args = tok.vocab, tok.merges, tok.special_tokens

@@ -89,9 +89,9 @@ def _read_jsonl(path, item, expected, limit):
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as e:
-        line = data.count(b"\n", 0, e.start) + 1
-        raise InputError(f"{path} line {line}: not UTF-8") from None
-    items = []
+        bad = data.count(b"\n", 0, e.start) + 1
+        raise InputError(f"{path} line {bad}: not UTF-8") from None
+    items: list[Item] = []
     for number, line in enumerate(text.split("\n"), 1):  # not splitlines: a JSON string may hold U+2028
         if limit is not None and len(items) == limit:
             break

@@ -181,12 +181,14 @@ class Threads:
         """One more thread where the machine had idle cores while this count ran."""
         idle = self._idle_cores()
         if self.level + 1 < len(self.ladder) and (idle is None or idle >= IDLE_CORES):
+            assert self.chosen_time is not None  # a climb starts from a count that was timed
             self.trying_from = (self.level, self.chosen_time)
             self._use(self.level + 1)
         else:
             self._look_later()
 
     def _judge_try(self, median):
+        assert self.trying_from is not None  # judged only while a try runs
         level, time_before = self.trying_from
         self.trying_from = None
         if len(self.window) >= PROBE_UNITS and median <= FASTER * time_before:

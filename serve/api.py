@@ -15,7 +15,7 @@ import time
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NoReturn
 
 from gptkit.sample.settings import Settings
 from gptkit.shared.errors import SettingError
@@ -112,7 +112,7 @@ def chat_messages(messages: object) -> list[dict]:
     return checked
 
 
-def _content(content, where) -> str:
+def _content(content: object, where: str) -> str:
     """A message's text: a string, or a list of text parts (OpenAI's {"type": "text", "text": ...})."""
     if isinstance(content, str):
         return text(content, f"{where}.content")
@@ -221,10 +221,10 @@ def parse_body(body: bytes) -> Any:
     whole numbers of more digits than any field takes (past 4,300 Python refuses to read them,
     with advice for its own programmer)."""
 
-    def no_constant(name):
+    def no_constant(name: str) -> NoReturn:
         raise ValueError(f"{name} is not a JSON value")
 
-    def whole(digits):
+    def whole(digits: str) -> int:
         if len(digits) > MAX_DIGITS:
             raise ValueError(f"a number of {len(digits):,} digits, more than {MAX_DIGITS}")
         return int(digits)
@@ -237,7 +237,7 @@ def parse_body(body: bytes) -> Any:
         raise ApiError(400, f"the request body is not JSON: {e}") from None
 
 
-def _get(fields, name, default):
+def _get(fields: dict[str, Any], name: str, default: object) -> Any:  # a JSON value of the client's
     """A field, its default where it is absent or null (as OpenAI takes null)."""
     value = fields.get(name)
     return default if value is None else value
@@ -253,12 +253,12 @@ def check(settings: dict) -> None:
         raise ApiError(400, f"{field} {e.problem}", field) from None
 
 
-def _number(value) -> bool:
+def _number(value: object) -> bool:
     """Whether a JSON value is a number: true is none, though Python's bool is an int."""
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
-def _whole(fields, name) -> int | None:
+def _whole(fields: dict[str, Any], name: str) -> int | None:
     """A field that is a whole number, 1 or more, or none (absent or null). JSON's true is no
     number, though Python's bool is an int."""
     value = fields.get(name)
@@ -267,7 +267,7 @@ def _whole(fields, name) -> int | None:
     return value
 
 
-def _flag(fields, name, param=None) -> bool:
+def _flag(fields: dict[str, Any], name: str, param: str | None = None) -> bool:
     """A field that is true or false (absent or null: false)."""
     value = _get(fields, name, False)
     if not isinstance(value, bool):
@@ -275,7 +275,7 @@ def _flag(fields, name, param=None) -> bool:
     return value
 
 
-def _stops(stop) -> tuple[str, ...]:
+def _stops(stop: object) -> tuple[str, ...]:
     """`stop`: none, a string, or a list of up to MAX_STOPS strings."""
     stops = [] if stop is None else [stop] if isinstance(stop, str) else stop
     if not (isinstance(stops, list) and len(stops) <= MAX_STOPS and all(isinstance(s, str) for s in stops)):
@@ -295,7 +295,7 @@ class Reply:
         self.created = int(time.time())
         self.object = "chat.completion" if self.chat else "text_completion"
 
-    def _head(self, chunk=False):
+    def _head(self, chunk: bool = False) -> dict[str, Any]:
         kind = self.object + (".chunk" if chunk and self.chat else "")
         return {"id": self.id, "object": kind, "created": self.created, "model": self.model}
 

@@ -25,7 +25,7 @@ import logging
 import re
 import socket
 import sys
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlsplit
@@ -137,7 +137,7 @@ class Engine:
             **{**request.settings, "max_new_tokens": max_tokens, "stops": (*stops, *request.settings["stops"])}
         )
 
-    def _too_long(self, request, where, length, asked) -> ApiError:
+    def _too_long(self, request: Request, where: str, length: int, asked: int | None) -> ApiError:
         """The 400 for a prompt that leaves too little of the context for the reply: what to shorten."""
         has = f"the {where} {'have' if request.chat else 'has'} {length:,} tokens"
         shorten = f"shorten the {where}" + (" or start a new chat" if request.chat else "")
@@ -212,7 +212,7 @@ class Handler(BaseHTTPRequestHandler):
         self.send_header("Access-Control-Max-Age", "600")
         self.end_headers()
 
-    def _endpoints(self, path):
+    def _endpoints(self, path: str) -> dict[str, Callable[[], None]] | None:
         """{method: what answers it} for a path, or None where there is no such path."""
         if path.startswith("/v1/models/"):
             return {"GET": lambda: self._model(unquote(path.removeprefix("/v1/models/")))}
@@ -225,11 +225,11 @@ class Handler(BaseHTTPRequestHandler):
             "/v1/chat/completions": {"POST": lambda: self._complete(True)},
         }.get(path)
 
-    def _route(self):
+    def _route(self) -> None:
         with self.server.requests.answering() as admitted:
             self._answer(admitted)
 
-    def _answer(self, admitted):
+    def _answer(self, admitted: bool) -> None:
         path = urlsplit(self.path).path.rstrip("/") or "/"
         try:
             self.body = self._read_body()  # read first, also where it is refused: a socket closed unread resets
@@ -273,7 +273,7 @@ class Handler(BaseHTTPRequestHandler):
             )
         return body
 
-    def _authorize(self):
+    def _authorize(self) -> None:
         key = self.server.api_key
         given = self.headers.get("Authorization", "")
         if key is not None and not hmac.compare_digest(given.encode(), f"Bearer {key}".encode()):
@@ -283,38 +283,37 @@ class Handler(BaseHTTPRequestHandler):
 
     # -- endpoints --
 
-    def _page(self):
+    def _page(self) -> None:
         self._send(200, "text/html; charset=utf-8", PAGE.read_bytes())
 
-    def _health(self):
+    def _health(self) -> None:
         self._json(200, {"status": "ok"})
 
-    def _model_object(self):
-        engine = self.server.engine
-        return {
-            "id": engine.name,
-            "object": "model",
-            "created": 0,
-            "owned_by": "gptkit",
-            "context_length": engine.context,
-        }
+    @property
+    def engine(self) -> Engine:
+        assert self.server.engine is not None  # set before serving (make_server)
+        return self.server.engine
 
-    def _models(self):
+    def _model_object(self) -> dict[str, Any]:
+        name, context = self.engine.name, self.engine.context
+        return {"id": name, "object": "model", "created": 0, "owned_by": "gptkit", "context_length": context}
+
+    def _models(self) -> None:
         self._json(200, {"object": "list", "data": [self._model_object()]})
 
-    def _model(self, name):
-        if name != self.server.engine.name:
+    def _model(self, name: str) -> None:
+        if name != self.engine.name:
             raise ApiError(
                 404,
-                f"model {shown(name)} does not exist: this server has one, {self.server.engine.name!r}",
+                f"model {shown(name)} does not exist: this server has one, {self.engine.name!r}",
                 "model",
                 "model_not_found",
             )
         self._json(200, self._model_object())
 
-    def _complete(self, chat):
+    def _complete(self, chat: bool) -> None:
         request = parse(self.body, chat)
-        engine = self.server.engine
+        engine = self.engine
         reply = Reply(request, engine.name)
         with engine.samples(request) as (samples, prompt_tokens):
             if request.stream:
@@ -328,7 +327,7 @@ class Handler(BaseHTTPRequestHandler):
                     reply.whole(texts, samples.finish_reasons, usage(prompt_tokens, sum(samples.tokens)), samples.seed),
                 )
 
-    def _stream(self, request, reply, samples, prompt_tokens):
+    def _stream(self, request: Request, reply: Reply, samples: Samples, prompt_tokens: int) -> None:
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
         self.send_header("Cache-Control", "no-cache")
@@ -355,7 +354,7 @@ class Handler(BaseHTTPRequestHandler):
             raise
         except Exception as e:  # after the headers: the error is the stream's last event (the client raises it)
             if isinstance(e, (RuntimeError, MemoryError)) and out_of_memory(e):
-                e = self.server.engine.out_of_memory()
+                e = self.engine.out_of_memory()
             elif not isinstance(e, ApiError):
                 log.error(f"{self.command} {self.path}: {type(e).__name__}: {e}")
                 e = ApiError(500, INTERNAL_ERROR, kind="server_error")
@@ -365,17 +364,17 @@ class Handler(BaseHTTPRequestHandler):
 
     # -- writing --
 
-    def _event(self, obj):
+    def _event(self, obj: dict[str, Any]) -> None:
         self._chunk(b"data: " + json.dumps(obj).encode() + b"\n\n")
 
-    def _chunk(self, data: bytes):
+    def _chunk(self, data: bytes) -> None:
         self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
         self.wfile.flush()
 
-    def _json(self, status, obj, headers=None):
+    def _json(self, status: int, obj: dict[str, Any], headers: dict[str, str] | None = None) -> None:
         self._send(status, "application/json", json.dumps(obj).encode(), headers)
 
-    def _send(self, status, content_type, data, headers=None):
+    def _send(self, status: int, content_type: str, data: bytes, headers: dict[str, str] | None = None) -> None:
         self.send_response(status)
         self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(data)))

@@ -16,7 +16,7 @@ import logging
 import os
 import sys
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Any, NoReturn, TextIO, TypeVar
 
 import click
 
@@ -230,16 +230,16 @@ class _StderrHandler(logging.StreamHandler):
     """Writes to whatever sys.stderr is when a record arrives (test runners swap it)."""
 
     @property
-    def stream(self):
+    def stream(self) -> TextIO:
         return sys.stderr
 
     @stream.setter
-    def stream(self, _):
+    def stream(self, _: object) -> None:
         pass
 
 
 class _Format(logging.Formatter):
-    def format(self, record):
+    def format(self, record: logging.LogRecord) -> str:
         return f"{record.levelname.lower()}: {record.getMessage()}"  # warning: ..., error: ...
 
 

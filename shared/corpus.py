@@ -149,7 +149,7 @@ class Corpus:
         self.total_bytes = sum(p.stat().st_size for p in self.paths)
         self.bytes_read = 0
         self.invalid_utf8 = 0
-        self._first_invalid = None
+        self._first_invalid: Path | None = None
 
     def pieces(self, piece_chars: int = 1 << 20) -> Iterator[tuple[str, bool]]:
         """Yield every non-empty document as pieces of at most piece_chars characters.
@@ -174,7 +174,7 @@ class Corpus:
                 break
         return documents, characters
 
-    def _pieces(self, piece_chars):
+    def _pieces(self, piece_chars: int) -> Iterator[tuple[str, bool]]:
         self.bytes_read = self.invalid_utf8 = 0
         self._first_invalid = None
         for path in self.paths:
@@ -186,7 +186,7 @@ class Corpus:
                 raise InputError(f"{path}: cannot read as {kind}{_compression(path) or ''} ({e})") from e
             self.bytes_read = start + path.stat().st_size
 
-    def _decode(self, path, decoder, data: bytes, final: bool) -> str:
+    def _decode(self, path: Path, decoder: Utf8Decoder, data: bytes, final: bool) -> str:
         before = decoder.replaced
         text = decoder.decode(data, final)
         if decoder.replaced != before:
@@ -194,7 +194,7 @@ class Corpus:
             self._first_invalid = self._first_invalid or path
         return text
 
-    def _txt(self, path, start, piece_chars):
+    def _txt(self, path: Path, start: int, piece_chars: int) -> Iterator[tuple[str, bool]]:
         sep = self.separator
         # Keep len(sep) chars back when cutting mid-document: a separator split across
         # blocks is never cut, and the document's last piece is never empty.
@@ -218,7 +218,7 @@ class Corpus:
                     pos += piece_chars
                 buf = buf[pos:]
 
-    def _jsonl(self, path, start, piece_chars):
+    def _jsonl(self, path: Path, start: int, piece_chars: int) -> Iterator[tuple[str, bool]]:
         field = self.text_field
         decoder = Utf8Decoder()
         with open(path, "rb") as raw, decompressed(path, raw) as f:
@@ -241,7 +241,8 @@ class Corpus:
                 self.bytes_read = start + raw.tell()
                 yield from _split(doc, piece_chars)
 
-    def _parquet(self, path, start, piece_chars):
+    def _parquet(self, path: Path, start: int, piece_chars: int) -> Iterator[tuple[str, bool]]:
+
         import pyarrow as pa  # here, not above: it costs 35 MB of memory and 50 ms to import
         import pyarrow.parquet as pq
 

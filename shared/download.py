@@ -16,6 +16,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from gptkit.shared.errors import InputError
 from gptkit.shared.files import StrPath, check_output
@@ -76,7 +77,7 @@ def download(
     return path
 
 
-def _published(url):
+def _published(url: str) -> tuple[str | None, int | None]:
     """(SHA-256, size) that the server gives for `url` (None where it gives none)."""
     with _open(urllib.request.Request(url, method="HEAD")) as response:
         etag = response.headers.get("X-Linked-Etag") or ""
@@ -85,7 +86,7 @@ def _published(url):
     return (sha if len(sha) == 64 else None), (int(size) if size else None)
 
 
-def _open(request):
+def _open(request: urllib.request.Request) -> Any:  # an HTTP response (urlopen's type)
     try:
         return urllib.request.urlopen(request, timeout=60)
     except urllib.error.HTTPError as e:
@@ -95,7 +96,7 @@ def _open(request):
         raise InputError(f"{request.full_url}: cannot reach the server ({reason}); are you offline?") from None
 
 
-def _sha256(path):
+def _sha256(path: StrPath) -> str:
     digest = hashlib.sha256()
     with open(path, "rb") as f:
         while block := f.read(CHUNK):

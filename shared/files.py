@@ -420,19 +420,19 @@ def _kind(mode: int) -> str:
     return "a named pipe" if stat.S_ISFIFO(mode) else "a socket" if stat.S_ISSOCK(mode) else "a device"
 
 
-def _remove(path):
+def _remove(path: Path) -> None:
     if path.is_dir() and not path.is_symlink():
         shutil.rmtree(path, ignore_errors=True)
     else:
         path.unlink(missing_ok=True)
 
 
-def _fsync(path):
+def _fsync(path: StrPath) -> None:
     with open(path, "rb") as f:
         os.fsync(f.fileno())
 
 
-def _running(pid):
+def _running(pid: int) -> bool:
     try:
         os.kill(pid, 0)
     except ProcessLookupError:

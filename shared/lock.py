@@ -68,7 +68,7 @@ def output_lock(directory: StrPath, owner: str) -> Iterator[None]:
                 directory.rmdir()
 
 
-def _lock_holder(fd):
+def _lock_holder(fd: int) -> str:
     """`process PID (COMMAND)` from a lock file, as its owner wrote it."""
     line = os.pread(fd, 4096, 0).decode(errors="replace").split("\n", 1)[0]
     pid, _, owner = line.partition(" ")

@@ -45,7 +45,7 @@ class Progress:
         elif self.enabled:
             self._show(time.perf_counter(), end="\n")
 
-    def _show(self, now, end):
+    def _show(self, now: float, end: str) -> None:
         elapsed = max(now - self.start, 1e-9)
         number = "{:,.1f}" if self.scale != 1 else "{:,.0f}"
         done = self.done / self.scale

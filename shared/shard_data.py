@@ -9,10 +9,11 @@ import logging
 from collections.abc import Sequence
 
 import numpy as np
+import numpy.typing as npt
 
 from gptkit.shared.errors import InputError, SettingError
 from gptkit.shared.shard_dir import ShardDir
-from gptkit.shared.shards import MASK_DTYPE, ShardError, open_shard, verify_shard
+from gptkit.shared.shards import MASK_DTYPE, Shard, ShardError, open_shard, verify_shard
 
 log = logging.getLogger(__name__)
 
@@ -82,7 +83,7 @@ class ShardData:
         """The mask of span(start, length): uint8, 1 where the loss counts the token (masked data only)."""
         return self._gather("mask", MASK_DTYPE, start, length)
 
-    def _gather(self, field, dtype, start, length):
+    def _gather(self, field: str, dtype: npt.DTypeLike, start: int, length: int) -> np.ndarray:
         out = np.empty(length, dtype)
         done = 0
         while done < length:
@@ -108,7 +109,7 @@ class ShardData:
         )
 
 
-def _check_manifest(data, shards):
+def _check_manifest(data: ShardDir, shards: Sequence[Shard]) -> None:
     """Refuse shards whose headers disagree with the manifest that lists them (a count, the
     end-of-text id, ...): one of the two was edited or damaged, and training on either is a guess."""
     if data.manifest is None:

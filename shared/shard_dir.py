@@ -13,9 +13,9 @@ from __future__ import annotations
 import functools
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 from gptkit.shared.errors import SettingError
 from gptkit.shared.files import StrPath
@@ -232,14 +232,15 @@ class ShardDir:
 # What the readers of a manifest use (pretokenize verify and inspect, train): a dict is an object
 # with these keys, a list a list of such items, a pair (test, description) a value. MANIFEST_ID
 # first: a manifest of a newer version may have other fields.
-MANIFEST_ID = {
+_Spec = dict[str, "_Spec"] | list["_Spec"] | tuple[Callable[[Any], bool], str]
+MANIFEST_ID: dict[str, _Spec] = {
     "format": (lambda v: v == FORMAT, json.dumps(FORMAT)),
     "version": (lambda v: is_count(v) and v > 0, "a positive integer"),
 }
 _COUNT = (is_count, "a count (an integer, 0 or more)")
 _TEXT = (lambda v: isinstance(v, str), "a string")
-_TOTALS = {"documents": _COUNT, "tokens": _COUNT}
-MANIFEST_FIELDS = {
+_TOTALS: dict[str, _Spec] = {"documents": _COUNT, "tokens": _COUNT}
+MANIFEST_FIELDS: dict[str, _Spec] = {
     "name": _TEXT,
     "tokenizer": {
         "fingerprint": (
@@ -292,7 +293,7 @@ def identity_difference(then: dict, now: dict) -> str | None:
     return None
 
 
-def _mismatch(value, spec, where):
+def _mismatch(value: Any, spec: _Spec, where: str) -> str | None:
     """What in `value` (found at `where`) does not fit `spec` (see MANIFEST_FIELDS), or None."""
     if isinstance(spec, dict):
         if not isinstance(value, dict):
@@ -312,12 +313,12 @@ def _mismatch(value, spec, where):
     return None if test(value) else f"{where} is {_shown(value)}, expected {description}"
 
 
-def _shown(value):
+def _shown(value: Any) -> str:
     text = json.dumps(value)
     return text if len(text) <= 40 else text[:37] + "..."
 
 
-def _fact(value):
+def _fact(value: object) -> object:
     return "none" if value is None else f"{value:,}" if type(value) is int else value
 
 

@@ -79,7 +79,9 @@ class ShardSet:
         self.out_dir, self.tokenizer, self.shard_tokens = out_dir, tokenizer, shard_tokens
         self.name = out_dir.resolve().name
         self.dtype = dtype_for(tokenizer.vocab_size)
-        self.facts = dict(vocab_size=tokenizer.vocab_size, eot_id=eot_id, fingerprint=tokenizer.fingerprint)
+        self.facts: dict[str, Any] = dict(
+            vocab_size=tokenizer.vocab_size, eot_id=eot_id, fingerprint=tokenizer.fingerprint
+        )
         self.mask, self.chat_files = mask, dict(chat_files or {})
         self.open_writers: dict[str, ShardWriter] = {}
         self.finished: list[tuple[str, ShardWriter, ShardHeader]] = []  # (split, writer, header)
@@ -120,12 +122,13 @@ class ShardSet:
             if writer.num_tokens == self.shard_tokens:
                 self._finish(split)
 
-    def _open(self, split):
+    def _open(self, split: str) -> ShardWriter:
+        assert self.numbers is not None  # set by begin, which opens the first writers
         path = self.out_dir / f"{self.name}_{split}_{next(self.numbers):06d}.bin"
         writer = self.open_writers[split] = ShardWriter(path, self.dtype, **self.facts, mask=self.mask)
         return writer
 
-    def _finish(self, split):
+    def _finish(self, split: str) -> None:
         writer = self.open_writers.pop(split)
         self.finished.append((split, writer, writer.close()))
 
@@ -214,7 +217,7 @@ class ShardSet:
             self.out_dir.rmdir()
 
 
-def _entropy(counts):
+def _entropy(counts: np.ndarray) -> float:
     """The entropy of the tokens' unigram distribution, in nats per token: the loss of a model
     that knows only token frequencies, the baseline a trained model's loss must beat."""
     p = counts[counts > 0] / counts.sum()

@@ -43,9 +43,10 @@ class _Replaced(threading.local):
 _replaced = _Replaced()
 
 
-def _replace_and_count(exc):
+def _replace_and_count(exc: UnicodeError) -> tuple[str, int]:
     _replaced.count += 1
-    return "\ufffd", exc.end  # exactly what errors="replace" does
+    # Exactly what errors="replace" does. A codec passes a UnicodeDecodeError, which has .end (typeshed's base lacks it).
+    return "\ufffd", exc.end  # type: ignore[attr-defined]
 
 
 codecs.register_error("gptkit-replace-and-count", _replace_and_count)

@@ -84,14 +84,14 @@ def process_pool(
     )
 
 
-def _start_worker(parent, initializer, initargs):
+def _start_worker(parent: int, initializer: Callable[..., object] | None, initargs: tuple[object, ...]) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     _die_with(parent)
     if initializer is not None:
         initializer(*initargs)
 
 
-def _die_with(parent):
+def _die_with(parent: int) -> None:
     """Linux kills this process when its parent dies (prctl PR_SET_PDEATHSIG); elsewhere a
     thread checks once a second that the parent is still there."""
     try:
@@ -100,7 +100,7 @@ def _die_with(parent):
             raise OSError(ctypes.get_errno(), "prctl")
     except (OSError, AttributeError):
 
-        def watch():
+        def watch() -> None:
             while os.getppid() == parent:
                 time.sleep(1)
             os._exit(1)

@@ -23,7 +23,7 @@ import os
 import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from itertools import accumulate, chain, compress, islice, repeat
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 import numpy as np
 import regex
@@ -42,13 +42,14 @@ _LONG = 256  # characters: longer pre-tokens are merged by _bpe_long
 
 # The special tokens that encoding takes as themselves: "all", or their strings (others are plain text).
 AllowedSpecial = Literal["all"] | Iterable[str]
+_T = TypeVar("_T")
 
 
 class _Cache(dict):
     """A dict of bounded size: when new entries would not fit, the oldest half goes
     (dicts keep insertion order; frequent keys come back at once)."""
 
-    def remember(self, entries):
+    def remember(self, entries: dict[str, bytes]) -> None:
         if len(self) + len(entries) > _CACHE_LIMIT:
             for old in list(islice(self, len(self) // 2)):
                 del self[old]
@@ -153,7 +154,14 @@ class Tokenizer:
         return cls._checked(merges_path, *read_gpt2_files(vocab_path, merges_path, special_tokens))
 
     @classmethod
-    def _checked(cls, path, vocab, merges, special_tokens, **options):
+    def _checked(
+        cls,
+        path: StrPath,
+        vocab: list[bytes],
+        merges: list[tuple[int, int]],
+        special_tokens: dict[str, int],
+        **options: Any,
+    ) -> Tokenizer:
         try:
             return cls(vocab, merges, special_tokens, **options)
         except InputError as e:  # the tokenizer finds what is wrong, the file is named here
@@ -223,7 +231,7 @@ class Tokenizer:
         workers = workers or os.cpu_count() or 1
         special_re = self._special_re(allowed_special)
         if workers <= 1 or len(texts) < 2:
-            packed = self._encode(texts, special_re)
+            packed: Iterable[bytes] = self._encode(texts, special_re)
         else:
             step = -(-len(texts) // workers)
             parts = [texts[i : i + step] for i in range(0, len(texts), step)]
@@ -237,7 +245,7 @@ class Tokenizer:
         for writing token files without building a Python int per token."""
         return self._encode(texts, self._special_re(allowed_special))
 
-    def _special_re(self, allowed_special):
+    def _special_re(self, allowed_special: AllowedSpecial) -> re.Pattern[str] | None:
         allowed = self.special_tokens.keys() if allowed_special == "all" else frozenset(allowed_special)
         key = frozenset(allowed)
         if key not in self._special_res:
@@ -265,10 +273,10 @@ class Tokenizer:
             ignore_merges=self.ignore_merges,
         )
 
-    def _encode_one(self, text, special_re):
+    def _encode_one(self, text: str, special_re: re.Pattern[str] | None) -> list[int]:
         return np.frombuffer(self._encode([text], special_re)[0], np.uint32).tolist()
 
-    def _encode(self, texts, special_re):
+    def _encode(self, texts: Sequence[str], special_re: re.Pattern[str] | None) -> list[bytes]:
         """The ids of each of `texts`, packed as native uint32 bytes.
 
         The work is shared by all the texts: the chunks not seen before are learned
@@ -295,13 +303,13 @@ class Tokenizer:
         pieces = zip(head_ids, _groups(tail_ids, [len(c) - 1 for c in chunked]), chain.from_iterable(specials))
         encoded = []
         for count in map(len, segments):
-            parts = []
+            parts: list[bytes] = []
             for head, tail, special in islice(pieces, count):
-                parts += head, *tail, special
+                parts += head, *tail, special  # type: ignore[arg-type]  # no tail id is None: learned filled them in
             encoded.append(b"".join(parts))
         return encoded
 
-    def _learn_chunks(self, chunks):
+    def _learn_chunks(self, chunks: Iterable[str]) -> dict[str, bytes]:
         """The ids of many new chunks, computed at once and remembered."""
         chunks = list(chunks)
         pretokens, sizes = split.pretokens_of_chunks(chunks)
@@ -309,7 +317,7 @@ class Tokenizer:
         self._chunk_ids.remember(learned)
         return learned
 
-    def _ids_of_pretokens(self, pretokens):
+    def _ids_of_pretokens(self, pretokens: list[str]) -> list[bytes]:
         """The ids of each pre-token (packed bytes), merging the ones not in the cache."""
         ids = list(map(self._pretoken_ids.get, pretokens))
         if None in ids:
@@ -317,23 +325,24 @@ class Tokenizer:
             learned = dict(zip(unseen, self._merge_pretokens(unseen)))
             self._pretoken_ids.remember(learned)
             ids = list(map(learned.get, pretokens, ids))
-        return ids
+        return ids  # type: ignore[return-value]  # no id is None: learned filled them in
 
-    def _merge_pretokens(self, pretokens):
+    def _merge_pretokens(self, pretokens: list[str]) -> list[bytes]:
         """The ids of each pre-token, packed: with `ignore_merges` a pre-token that is a token is
         that token; the others merged, most together in numpy rounds, the long ones (whose
         rounds would be as many as their merges) one merge at a time."""
         if self.ignore_merges:
+            assert self._whole_token_ids is not None  # made with ignore_merges
             whole = [self._whole_token_ids.get(p.encode("utf-8")) for p in pretokens]
             merged = iter(self._merge_pretokens_by_rank([p for p, w in zip(pretokens, whole) if w is None]))
             return [w if w is not None else next(merged) for w in whole]
         return self._merge_pretokens_by_rank(pretokens)
 
-    def _merge_pretokens_by_rank(self, pretokens):
+    def _merge_pretokens_by_rank(self, pretokens: list[str]) -> list[bytes]:
         short = iter(self._bpe_many([p for p in pretokens if len(p) <= _LONG]))
         return [self._bpe_long(p) if len(p) > _LONG else next(short) for p in pretokens]
 
-    def _bpe_many(self, pretokens):
+    def _bpe_many(self, pretokens: list[str]) -> list[bytes]:
         """Merge the bytes of many pre-tokens at once, in numpy.
 
         Each round, every pre-token merges all occurrences of its lowest-ranked pair, left
@@ -369,7 +378,7 @@ class Tokenizer:
         ends = np.cumsum(np.bincount(owner, minlength=len(encoded))) * 4
         return list(map(packed.__getitem__, map(slice, [0, *ends[:-1].tolist()], ends.tolist())))
 
-    def _bpe_long(self, pretoken):
+    def _bpe_long(self, pretoken: str) -> bytes:
         """Merge one long pre-token a pair at a time, from a heap of (rank, position), as HF
         `tokenizers` does: n log n, where numpy rounds (one per merge step) would be near n^2."""
         ranks = self._rank_of_pair
@@ -393,7 +402,7 @@ class Tokenizer:
         return np.array([t for t in ids if t is not None], np.uint32).tobytes()
 
     @functools.cached_property
-    def _rank_of_pair(self):
+    def _rank_of_pair(self) -> dict[tuple[int, ...], int]:
         return {pair: rank for rank, pair in enumerate(self.merges)}
 
     # -- decoding ----------------------------------------------------------------------------
@@ -410,23 +419,24 @@ class Tokenizer:
         return self.decode_bytes(ids).decode("utf-8", errors="replace")
 
 
-def _one_chunk(text):
+def _one_chunk(text: str) -> list[str]:
     return [text]
 
 
-def _groups(items, sizes):
+def _groups(items: list[_T], sizes: Iterable[int]) -> Iterator[list[_T]]:
     """Consecutive slices of the list `items`, of the given sizes."""
     bounds = [0, *accumulate(sizes)]
     return map(items.__getitem__, map(slice, bounds, bounds[1:]))
 
 
-_worker_tokenizer = None
+_worker_tokenizer: Tokenizer | None = None
 
 
-def _set_worker_tokenizer(tokenizer):
+def _set_worker_tokenizer(tokenizer: Tokenizer) -> None:
     global _worker_tokenizer
     _worker_tokenizer = tokenizer
 
 
-def _encode_part(texts, special_re):
+def _encode_part(texts: list[str], special_re: re.Pattern[str] | None) -> list[bytes]:
+    assert _worker_tokenizer is not None  # set in each worker (process_pool's initializer)
     return _worker_tokenizer._encode(texts, special_re)  # packed bytes: cheap to send back

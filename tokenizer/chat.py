@@ -90,7 +90,8 @@ class ChatError(InputError):
         super().__init__(f"{where}: {reason}")
         self.where, self.reason = where, reason
 
-    def __reduce__(self):  # across processes (pretokenize's workers): rebuilt from both parts
+    # Across processes (pretokenize's workers): rebuilt from both parts.
+    def __reduce__(self) -> tuple[type[ChatError], tuple[str, str]]:
         return type(self), (self.where, self.reason)
 
 
@@ -203,11 +204,11 @@ class ChatTemplate:
         """The ids that prompt the assistant's next reply: the messages with the generation prompt."""
         return self._ids(tokenizer, *self._parts(messages, True, _limit(messages)))
 
-    def _text(self, messages, add_generation_prompt, limit):
+    def _text(self, messages: Messages, add_generation_prompt: bool, limit: int) -> str:
         """The text of `messages` rendered with their texts escaped, read back."""
         return self._marks.read_back(self._render(messages, add_generation_prompt, False, limit))[0]
 
-    def _parts(self, messages, add_generation_prompt, limit):
+    def _parts(self, messages: Messages, add_generation_prompt: bool, limit: int) -> tuple[str, list[tuple[int, int]]]:
         """(the rendered text, the [start, end) runs of it that are the template's markup): the
         text with escapes only, the runs from the rendering with markers where it gives the same
         text, else every run between escapes (see the module's docstring)."""
@@ -215,7 +216,7 @@ class ChatTemplate:
         marked_text, marked_runs = self._marks.read_back(self._render(messages, add_generation_prompt, True, limit))
         return text, marked_runs if marked_text == text else runs
 
-    def _ids(self, tokenizer, text, markup):
+    def _ids(self, tokenizer: Tokenizer, text: str, markup: list[tuple[int, int]]) -> list[int]:
         """The ids of `text`: special tokens where the runs `markup` spell them, ordinary text elsewhere."""
         if self._special is None:
             return tokenizer.encode(text)
@@ -231,7 +232,7 @@ class ChatTemplate:
             ids += [tokenizer.special_tokens[m.group()], *between]
         return ids
 
-    def _render(self, messages, add_generation_prompt, marked, limit):
+    def _render(self, messages: Messages, add_generation_prompt: bool, marked: bool, limit: int) -> str:
         """The template's rendering of `messages` with their texts escaped (`marked`: and their
         cores between markers), within the bounds: RENDER_SECONDS, and `limit` characters (_limit)."""
         seen = [self._marks.as_seen(m, marked) for m in messages]
@@ -262,7 +263,7 @@ class ChatTemplate:
             # The message may quote a text the template saw escaped: it shows the text as given.
             raise ChatError(self.origin, f"{type(e).__name__}: {self._marks.read_back(str(e))[0]}") from None
 
-    def _assistant_spans(self, messages, text, limit):
+    def _assistant_spans(self, messages: Messages, text: str, limit: int) -> list[tuple[int, int]]:
         """[start, end) in `text` (the whole conversation rendered) of each assistant reply."""
         spans = []
         for k, message in enumerate(messages):
@@ -281,7 +282,7 @@ class ChatTemplate:
             spans.append((len(before), len(before) + (max(ends) if ends else len(part))))
         return spans
 
-    def _find_stops(self, special_tokens):
+    def _find_stops(self, special_tokens: Mapping[str, int]) -> tuple[str, ...]:
         """What ends a reply: the special tokens the template puts after an assistant's content (or,
         where it puts none, that text itself, stripped of whitespace)."""
         probe = [{"role": "user", "content": "?"}, {"role": "assistant", "content": _PROBE}]
@@ -293,7 +294,7 @@ class ChatTemplate:
         return (after.strip(),) if after.strip() else ()
 
 
-def _limit(messages) -> int:
+def _limit(messages: object) -> int:
     """The characters a rendering of `messages` (or of their first ones) may write and make (size_limit).
     ChatError where they are not a list of objects."""
     if not isinstance(messages, list) or not all(isinstance(m, dict) for m in messages):
@@ -301,7 +302,7 @@ def _limit(messages) -> int:
     return size_limit(messages)
 
 
-def _read_config(path):
+def _read_config(path: StrPath) -> dict[str, Any]:
     """tokenizer_config.json beside a tokenizer ({} where there is none)."""
     try:
         config = read_json(path)

@@ -57,7 +57,7 @@ def size_limit(messages: object) -> int:
     return SIZE_LIMIT + SIZE_PER_CHAR * _size(messages)
 
 
-def _size(value) -> int:
+def _size(value: object) -> int:
     """Characters of the texts in a message, a list or an object, nested (what a rendering may
     reasonably repeat)."""
     if isinstance(value, str):
@@ -80,13 +80,13 @@ class Bounds:
     def __init__(self, limit: int) -> None:
         self.limit, self.made = limit, 0
 
-    def __enter__(self):
+    def __enter__(self) -> Bounds:
         self.token = _CURRENT.set(self)
         self.watchdog = _Watchdog.of_this_process()
         self.watchdog.watch()
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> None:
         self.watchdog.unwatch()
         _CURRENT.reset(self.token)
 
@@ -157,27 +157,29 @@ class _Watchdog:
     function on each line of the template, or a clock read or a wake-up for each rendering,
     would slow every rendering down)."""
 
-    _instance = None
+    _instance: _Watchdog | None = None
 
     @classmethod
-    def of_this_process(cls):
+    def of_this_process(cls) -> _Watchdog:
         """The watchdog of this process, started with its first rendering."""
         if cls._instance is None:
             cls._instance = cls()
         return cls._instance
 
     @classmethod
-    def forget(cls):
+    def forget(cls) -> None:
         """In a forked child: the parent's watchdog thread is not there (threads do not fork)."""
         cls._instance = None
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.changed, self.idle = threading.Condition(threading.Lock()), False
-        self.watched = {}  # thread id: [its CPU seconds when first looked at, and when OverTime was last raised]
+        self.watched: dict[
+            int, list[float | None]
+        ] = {}  # thread id: [its CPU seconds when first looked at, and when OverTime was last raised]
         self.started = 0  # renderings registered so far: the watchdog idles only where none began since its last look
         threading.Thread(target=self._watch, name="chat-template-watchdog", daemon=True).start()
 
-    def watch(self):
+    def watch(self) -> None:
         """Watch the calling thread's rendering from now."""
         with self.changed:
             self.watched[threading.get_ident()] = [None, None]
@@ -185,14 +187,14 @@ class _Watchdog:
             if self.idle:
                 self.changed.notify()
 
-    def unwatch(self):
+    def unwatch(self) -> None:
         """The calling thread's rendering is over; an OverTime raised too late to land in it is withdrawn."""
         ident = threading.get_ident()
         with self.changed:
             if self.watched.pop(ident)[1] is not None:
                 _raise_in(ident, None)
 
-    def _watch(self):
+    def _watch(self) -> None:
         with self.changed:
             seen = self.started
             while True:
@@ -217,7 +219,7 @@ class _Watchdog:
 os.register_at_fork(after_in_child=_Watchdog.forget)
 
 
-def _cpu_seconds(ident):
+def _cpu_seconds(ident: int) -> float:
     """The CPU time of thread `ident`, or the wall clock where the system keeps none per thread."""
     try:
         return time.clock_gettime(time.pthread_getcpuclockid(ident))
@@ -225,7 +227,7 @@ def _cpu_seconds(ident):
         return time.monotonic()
 
 
-def _raise_in(ident, exception):
+def _raise_in(ident: int, exception: type[BaseException] | None) -> None:
     """Raise `exception` (a class) in thread `ident` at its next bytecode; None withdraws one pending."""
     ctypes.pythonapi.PyThreadState_SetAsyncExc(
         ctypes.c_ulong(ident), ctypes.py_object(exception) if exception else None

@@ -83,7 +83,7 @@ class TextMarks:
         return "".join(text), runs
 
 
-def _marked(text):
+def _marked(text: str) -> str:
     """`text` with its core (the text without leading and trailing whitespace, which templates
     trim) between markers."""
     core = text.strip()

@@ -27,17 +27,19 @@ from __future__ import annotations
 
 import json
 import pprint
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from datetime import datetime
 from itertools import chain
-from typing import Any
+from typing import Any, NoReturn
 
 import jinja2
 import jinja2.ext
 from jinja2 import nodes
 from jinja2.compiler import CodeGenerator
+from jinja2.environment import Environment
 from jinja2.filters import FILTERS, make_attrgetter
-from jinja2.runtime import Macro, markup_join, str_join
+from jinja2.nodes import EvalContext
+from jinja2.runtime import Context, Macro, markup_join, str_join
 from jinja2.sandbox import ImmutableSandboxedEnvironment, SandboxedEscapeFormatter, SandboxedFormatter
 from jinja2.utils import _PassArg, pass_context, pass_environment, pass_eval_context
 from markupsafe import Markup
@@ -103,19 +105,19 @@ def _measured(name: str, function: Callable) -> Callable:
     writes, compares = name in _WRITES_TEXT, name in _COMPARES
 
     @pass_context
-    def measured(context, value, *args, **kwargs):
+    def measured(context: Context, value: Any, *args: Any, **kwargs: Any) -> Any:  # a template's values
         if writes and not all(isinstance(a, _SCALAR) for a in chain((value,), args, kwargs.values())):
             allow(texts_size(a for a in chain((value,), args, kwargs.values()) if not isinstance(a, str)))
         elif compares and not isinstance(value, str):
             allow(text_size(value, left()))
         if size is not None:
             allow(*size(value, *args, **kwargs))
-        first = {
+        passed: dict[_PassArg | None, tuple[object, ...]] = {
             _PassArg.context: (context,),
             _PassArg.eval_context: (context.eval_ctx,),
             _PassArg.environment: (context.environment,),
-        }.get(takes, ())
-        result = function(*first, value, *args, **kwargs)
+        }
+        result = function(*passed.get(takes, ()), value, *args, **kwargs)
         spend(len(args) + len(kwargs) + length(result))
         return _counted(result) if isinstance(result, Iterator) else result
 
@@ -123,7 +125,7 @@ def _measured(name: str, function: Callable) -> Callable:
 
 
 @pass_eval_context
-def _join(eval_ctx, value, d="", attribute=None):
+def _join(eval_ctx: EvalContext, value: Iterable[Any], d: object = "", attribute: str | int | None = None) -> str:
     """jinja's join, its items measured as text first (one item may be there many times)."""
     items = list(value if attribute is None else map(make_attrgetter(eval_ctx.environment, attribute), value))
     allow(texts_size(items) + len(str(d)) * max(len(items) - 1, 0))
@@ -131,7 +133,14 @@ def _join(eval_ctx, value, d="", attribute=None):
 
 
 @pass_environment
-def _wordwrap(environment, s, width=79, break_long_words=True, wrapstring=None, break_on_hyphens=True):
+def _wordwrap(
+    environment: Environment,
+    s: str,
+    width: int = 79,
+    break_long_words: bool = True,
+    wrapstring: str | None = None,
+    break_on_hyphens: bool = True,
+) -> str:
     """jinja's wordwrap, wrapped at newlines first: then the size with `wrapstring` is known."""
     wrapstring = environment.newline_sequence if wrapstring is None else wrapstring
     wrapped = FILTERS["wordwrap"](environment, s, width, break_long_words, "\n", break_on_hyphens)
@@ -142,7 +151,7 @@ def _wordwrap(environment, s, width=79, break_long_words=True, wrapstring=None, 
 
 
 @pass_environment
-def _sum(environment, iterable, attribute=None, start=0):
+def _sum(environment: Environment, iterable: Iterable[Any], attribute: str | int | None = None, start: Any = 0) -> Any:
     """jinja's sum; lists (or tuples) joined at once, in their size, where adding them one by one
     would take time in the square of it."""
     items = list(iterable if attribute is None else map(make_attrgetter(environment, attribute), iterable))
@@ -153,12 +162,18 @@ def _sum(environment, iterable, attribute=None, start=0):
     return FILTERS["sum"](environment, items, None, start)
 
 
-def _round(value, precision=0, method="common"):
+def _round(value: float, precision: int = 0, method: str = "common") -> float:
     number(abs(precision) + 1 if isinstance(precision, int) else 0)  # rounding makes 10 ** precision
     return FILTERS["round"](value, precision, method)
 
 
-def _tojson(value, ensure_ascii=False, indent=None, separators=None, sort_keys=False):
+def _tojson(
+    value: Any,
+    ensure_ascii: bool = False,
+    indent: int | str | None = None,
+    separators: tuple[str, str] | None = None,
+    sort_keys: bool = False,
+) -> str:
     """JSON as transformers writes it (not jinja's own tojson, which escapes HTML characters)."""
     step = len(indent) if isinstance(indent, str) else whole(indent)
     comma, colon = map(len, separators) if separators else (1 if indent is not None else 2, 2)
@@ -166,21 +181,21 @@ def _tojson(value, ensure_ascii=False, indent=None, separators=None, sort_keys=F
     return json.dumps(value, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
 
 
-def _pprint(value):
+def _pprint(value: object) -> str:
     allow(text_size(value, left(), item=3, level=1, deep=True), exact=False)
     return pprint.pformat(value)
 
 
-def _strftime_now(format):
+def _strftime_now(format: str) -> str:
     allow(256 * len(format), exact=False)  # Python's strftime tries up to this many characters
     return datetime.now().strftime(format)
 
 
-def _raise_exception(message):
+def _raise_exception(message: str) -> NoReturn:
     raise jinja2.exceptions.TemplateError(message)
 
 
-def _finalize(value):
+def _finalize(value: Any) -> Any:  # whatever the template writes
     """What `{{ value }}` writes: a list's or a dict's text measured before it is made. (jinja
     writes a constant's text while compiling: a constant is the template's own text, bounded.)"""
     if not isinstance(value, str):

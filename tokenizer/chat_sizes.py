@@ -155,7 +155,7 @@ def method_size(owner: str | bytes | int, name: str, args: tuple, kwargs: dict) 
     string or number `owner` makes when called with these arguments, where it can make far more
     than it is given; None where it cannot."""
 
-    def arg(i, key, default=None):
+    def arg(i: int, key: str, default: object = None) -> Any:  # an argument a template passed
         return args[i] if len(args) > i else kwargs.get(key, default)
 
     if isinstance(owner, int):

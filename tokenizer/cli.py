@@ -1,11 +1,14 @@
 """`gptkit tokenizer`: train a byte-level BPE, encode, decode, inspect. Run `gptkit tokenizer --help`."""
 
+from __future__ import annotations
+
 import logging
 import sys
 import time
+from collections.abc import Iterator
 from itertools import islice
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import click
 
@@ -131,12 +134,12 @@ def train(
         special_tokens = (*special_tokens, *(t for t in CHAT_TOKENS if t not in special_tokens))
     start = time.perf_counter()
 
-    def trained(size):
+    def trained(size: int) -> Tokenizer:
         return train_bpe(
             corpus, size, special_tokens, tie_break=tie_break, workers=threads, max_bytes=max_bytes, quiet=quiet
         )
 
-    if vocab_size == "auto":
+    if isinstance(vocab_size, str):  # "auto", the one text VocabSize takes
         tokenizer, vocab_size, why = auto_tokenizer(corpus, trained)
         click.echo(f"vocab size {why}", err=True)
     else:
@@ -239,18 +242,18 @@ def info(path: str) -> None:
     click.echo(f"fingerprint: {tokenizer.fingerprint}")
 
 
-def _load(path):
+def _load(path: str) -> Tokenizer:
     return Tokenizer.from_file(path)
 
 
-def _is_tokenizer_file(path):
+def _is_tokenizer_file(path: Path) -> bool:
     try:
         return isinstance(read_json(path).get("model"), dict)
     except (OSError, ValueError, AttributeError):
         return False
 
 
-def _save(tokenizer, out):
+def _save(tokenizer: Tokenizer, out: str) -> None:
     try:
         Path(out).parent.mkdir(parents=True, exist_ok=True)
         tokenizer.save(out)
@@ -258,14 +261,14 @@ def _save(tokenizer, out):
         raise InputError(f"--out {out}: cannot write ({cause(e)})") from None
 
 
-def _open_binary(path):
+def _open_binary(path: str) -> BinaryIO:
     try:
         return open(path, "rb")
     except OSError as e:
         raise InputError(f"--file {path}: cannot read ({e.strerror})") from None
 
 
-def _decoded(stream, decoder):
+def _decoded(stream: BinaryIO, decoder: Utf8Decoder) -> Iterator[str]:
     while block := stream.read(1 << 20):
         yield decoder.decode(block)
     yield decoder.decode(b"", final=True)

@@ -14,7 +14,7 @@ Llama 3's file adds, frames a text rather than tokenizing it, so it is left to t
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any, Protocol
 
 import regex
@@ -44,7 +44,7 @@ _MODEL_FIELDS = {
 }
 
 
-def _byte_alphabet():
+def _byte_alphabet() -> list[str]:
     """GPT-2's map from each byte to a printable character: printable Latin-1 bytes stand
     for themselves, the others for the characters from U+0100 on, in byte order."""
     printable = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), ord("ÿ") + 1)]
@@ -61,7 +61,7 @@ def token_text(token: bytes) -> str:
     return "".join(BYTE_TO_CHAR[b] for b in token)
 
 
-def _token_bytes(text, path, what):
+def _token_bytes(text: str, path: StrPath, what: str) -> bytes:
     try:
         return bytes(CHAR_TO_BYTE[c] for c in text)
     except KeyError:
@@ -70,7 +70,7 @@ def _token_bytes(text, path, what):
         ) from None
 
 
-def _load_json(path):
+def _load_json(path: StrPath) -> Any:  # JSON of a file the user gives
     try:
         return read_json(path)
     except FileNotFoundError:
@@ -79,7 +79,13 @@ def _load_json(path):
         raise InputError(f"{path}: not a readable JSON file ({e})") from None
 
 
-def _assemble(path, token_ids, merge_texts, special_tokens, merges_path=None):
+def _assemble(
+    path: StrPath,
+    token_ids: dict[str, int],
+    merge_texts: list[list[str]],
+    special_tokens: dict[str, int],
+    merges_path: StrPath | None = None,
+) -> Parts:
     """Check and convert {token text: id} and merges ("a", "b") into the Tokenizer's arguments."""
     if not all(type(i) is int for i in token_ids.values()):
         raise InputError(f"{path}: token ids must be integers")
@@ -95,7 +101,7 @@ def _assemble(path, token_ids, merge_texts, special_tokens, merges_path=None):
         raise InputError(
             f"{merges_path or path}: a merge names {e.args[0]!r}, which is not in the vocabulary"
         ) from None
-    first_listed = {}
+    first_listed: dict[tuple[int, int], int] = {}
     for number, merge in enumerate(merges, 1):
         if merge in first_listed:
             # HF ranks such a pair by its last listing and we by its first: refused, not guessed.
@@ -107,7 +113,7 @@ def _assemble(path, token_ids, merge_texts, special_tokens, merges_path=None):
     return vocab, merges, special_tokens
 
 
-def _split_merge(merge, path):
+def _split_merge(merge: object, path: StrPath) -> list[str]:
     pair = merge.split(" ") if isinstance(merge, str) else merge
     if not (isinstance(pair, list) and len(pair) == 2 and all(isinstance(t, str) for t in pair)):
         raise InputError(f"{path}: merge {merge!r} is not a pair of tokens")
@@ -123,7 +129,9 @@ def read_hf_json(path: StrPath) -> tuple[list[bytes], list[tuple[int, int]], dic
         raise InputError(f"{path}: malformed tokenizer.json ({type(e).__name__}: {e})") from None
 
 
-def _parse_hf_json(path, data):
+def _parse_hf_json(
+    path: StrPath, data: Any
+) -> tuple[list[bytes], list[tuple[int, int]], dict[str, int], dict[str, Any]]:
     """(vocab, merges, special tokens, the Tokenizer's keyword options) of a tokenizer.json."""
     model = data.get("model") if isinstance(data, dict) else None
     if not isinstance(model, dict) or model.get("type") != "BPE" or not isinstance(model.get("vocab"), dict):
@@ -152,11 +160,11 @@ def _parse_hf_json(path, data):
     return (*_assemble(path, token_ids, merges, special_tokens), options)
 
 
-def _unsupported(path, field, value, expected):
+def _unsupported(path: StrPath, field: str, value: object, expected: str) -> InputError:
     return InputError(f"{path}: {field} {json.dumps(value, ensure_ascii=False)} is not supported; expected {expected}")
 
 
-def _check_model_options(path, model):
+def _check_model_options(path: StrPath, model: dict[str, Any]) -> None:
     unknown = sorted(set(model) - _MODEL_FIELDS)
     if unknown:
         raise InputError(f"{path}: model.{unknown[0]} is not a BPE option this reader knows (it could change the ids)")
@@ -169,7 +177,7 @@ def _check_model_options(path, model):
         raise _unsupported(path, "model.byte_fallback", True, "false")
 
 
-def _normalizer_names(path, node):
+def _normalizer_names(path: StrPath, node: Any) -> tuple[str, ...]:  # a node of the user's tokenizer.json
     """The names of split.NORMALIZERS that `node` (a normalizer, a Sequence of them, or null) applies, in order."""
     if node is None:
         return ()
@@ -180,7 +188,7 @@ def _normalizer_names(path, node):
     return (node["type"],)
 
 
-def _pattern(path, node):
+def _pattern(path: StrPath, node: object) -> str:
     """The pre-tokenization pattern of a ByteLevel pre-tokenizer (GPT-2's) or of
     Sequence[Split(Regex, Isolated), ByteLevel(use_regex=false)] (Llama 3's, Qwen2's, GPT-4o's)."""
     expected = (
@@ -213,7 +221,7 @@ def _pattern(path, node):
     return pattern["Regex"]
 
 
-def _check_added_token(path, added, normalizer):
+def _check_added_token(path: StrPath, added: dict[str, Any], normalizer: Sequence[str]) -> None:
     for option in ("single_word", "lstrip", "rstrip"):
         if added.get(option):
             raise _unsupported(path, f"added token {added['content']!r}: {option}", True, "false")

@@ -20,7 +20,7 @@ once), so other patterns are run over the whole text (`pretokens`).
 
 import re
 import unicodedata
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 
 import numpy as np
 import regex
@@ -142,7 +142,7 @@ def pretokens(pattern: regex.Pattern, text: str) -> list[str]:
     return [p for p in pieces if p] if "" in pieces else pieces
 
 
-def _lowercase(text):
+def _lowercase(text: str) -> str:
     # HF lowercases each character alone (Rust's char::to_lowercase); Python's str.lower() also
     # applies the final-sigma rule, so a capital sigma is lowered on its own first.
     return text.replace("Σ", "σ").lower()
@@ -204,7 +204,9 @@ def last_line_cut(pattern: str, normalizer: Sequence[str], text: str, end: int) 
     return next(_cuts_within(_LAST_LINE_CUTS.get(pattern), normalizer, text, 1, end), 0)
 
 
-def _cuts_within(cuts, normalizer, text, start, end):
+def _cuts_within(
+    cuts: regex.Pattern | None, normalizer: Sequence[str], text: str, start: int, end: int
+) -> Iterator[int]:
     if cuts is None:
         return iter(())
     # endpos leaves room for the lookahead to see the character after `end`.
@@ -214,7 +216,7 @@ def _cuts_within(cuts, normalizer, text, start, end):
     return (cut for cut in found if _holds_normalized(cuts, normalizer, text, cut))
 
 
-def _holds_normalized(cuts, normalizer, text, cut):
+def _holds_normalized(cuts: regex.Pattern, normalizer: Sequence[str], text: str, cut: int) -> bool:
     before = normalize(normalizer, text[cut - 1]) if cut else ""
     after = normalize(normalizer, text[cut + 1 : cut + 2])
     return cuts.search(before + "\n" + after, len(before), len(before) + 1 + len(after)) is not None

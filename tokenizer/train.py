@@ -15,13 +15,15 @@ _merge_loop.c merges) and in Python below where it could not; the two give the s
 merges (tests/unit/test_tokenizer_train.py runs both).
 """
 
+from __future__ import annotations
+
 import functools
 import heapq
 import numbers
 import re
 from array import array
 from collections import Counter, defaultdict, deque
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future
 from itertools import islice
 
@@ -128,10 +130,11 @@ def count_pretokens(
     return counts
 
 
-def _batches(corpus, max_bytes, progress):
+def _batches(corpus: Corpus, max_bytes: int | None, progress: Progress) -> Iterator[list[str]]:
     """Lists of texts of about BATCH_CHARS characters. A document cut into pieces by the reader
     is cut again only where that cannot change its pre-tokens (split.safe_cut)."""
-    batch, size, taken, carry = [], 0, 0, ""
+    batch: list[str] = []
+    size, taken, carry = 0, 0, ""
     for piece, ends_document in corpus.pieces():
         text = carry + piece
         cut = len(text) if ends_document else split.safe_cut(text, len(text) - 1)
@@ -179,7 +182,7 @@ def _count_batch(texts: list[str], special_re: re.Pattern[str] | None) -> dict[s
 
 
 @functools.cache
-def _classes():
+def _classes() -> bytes:
     """For _pretokens.count: a byte per code point, 1 for a letter (\\p{L}), 2 for a number (\\p{N}), 3
     for whitespace (\\s) and 0 for the rest, as `regex`, which runs the pattern in Python, has them."""
     every = np.arange(0x110000, dtype="<u4").tobytes().decode("utf-32-le", "surrogatepass")
@@ -190,7 +193,7 @@ def _classes():
     return bytes(classes)
 
 
-def _pretoken_counts(pieces):
+def _pretoken_counts(pieces: Sequence[str]) -> Counter[str]:
     """{pre-token: count} of pieces that each start where the text may be cut (`split.pieces`)."""
     ascii_text = "".join(p for p in pieces if p.isascii())
     counts = Counter(split.ASCII_PRETOKEN.findall(ascii_text))
@@ -202,12 +205,12 @@ def _pretoken_counts(pieces):
 # -- merging -----------------------------------------------------------------------------------
 
 
-def _check_tie_break(tie_break):
+def _check_tie_break(tie_break: str) -> None:
     if tie_break not in TIE_BREAKS:
         raise SettingError("tie_break", f"{tie_break!r}: expected one of {', '.join(TIE_BREAKS)}")
 
 
-def _ranks():
+def _ranks() -> list[int]:
     """The rank of each byte among the first 256 tokens, as HF's trainer numbers them: in the
     order of their byte-level characters (files.BYTE_TO_CHAR), so printable bytes first. The
     token made by merge k ranks 256 + k, as its id."""
@@ -222,7 +225,7 @@ _BYTE_RANKS = _ranks()
 _REVERSED_BYTES = bytes(range(255, -1, -1))
 
 
-def _descending(token):
+def _descending(token: bytes) -> str:
     """A str that sorts byte strings in reverse, compared in C: among equal counts the heap, a
     min-heap, then gives the greatest pair first. The end mark chr(256) exceeds every reversed
     byte, which puts a string after its extensions, as b"a" < b"ab"; and since no key is a
@@ -230,7 +233,7 @@ def _descending(token):
     return token.translate(_REVERSED_BYTES).decode("latin-1") + "\u0100"
 
 
-def _tie_key(tie_break):
+def _tie_key(tie_break: str) -> Callable[[bytes, int], int | str]:
     """The heap's key of a token from its bytes and id: the pair whose (key, key) is smallest wins a tie."""
     if tie_break == "hf":
         return lambda token, token_id: _BYTE_RANKS[token_id] if token_id < 256 else token_id
@@ -257,7 +260,9 @@ def learn_merges(
     return vocab, merges
 
 
-def _python_merges(encoded, freqs, vocab, n_merges, tie_break, progress):
+def _python_merges(
+    encoded: list[bytes], freqs: list[int], vocab: list[bytes], n_merges: int, tie_break: str, progress: Progress
+) -> list[tuple[int, int]]:
     """learn_merges' loop in Python (where _merge_loop.c could not be built), adding the merged tokens to
     `vocab`. Each word is held as a str whose characters are token ids (chr(id)): finding and replacing
     a pair are then str methods that run in C, and a pair is a 2-character str."""
@@ -269,7 +274,7 @@ def _python_merges(encoded, freqs, vocab, n_merges, tie_break, progress):
     heap = [(-count, keys[ord(pair[0])], keys[ord(pair[1])], pair) for pair, count in pair_counts.items()]
     heapq.heapify(heap)
 
-    merges = []
+    merges: list[tuple[int, int]] = []
     while len(merges) < n_merges and heap:
         negative_count, key_a, key_b, pair = heapq.heappop(heap)
         count = pair_counts.get(pair, 0)
@@ -291,7 +296,7 @@ def _python_merges(encoded, freqs, vocab, n_merges, tie_break, progress):
     return merges
 
 
-def _byte_pairs(encoded, freqs):
+def _byte_pairs(encoded: list[bytes], freqs: list[int]) -> tuple[dict[str, int], dict[str, array[int]]]:
     """{pair: count} and {pair: [indices of the words holding it]} for the byte pairs of the
     words, computed in numpy (a pair of bytes has one of 65536 keys)."""
     data = np.frombuffer(b"".join(encoded), np.uint8).astype(np.int32)
@@ -309,7 +314,8 @@ def _byte_pairs(encoded, freqs):
     pair_keys, pair_owner = pair_keys[first], pair_owner[first]
     starts = np.flatnonzero(np.diff(pair_keys, prepend=-1))
     ends = np.r_[starts[1:], len(pair_keys)]
-    pair_counts, containing = defaultdict(int), defaultdict(_word_list)
+    pair_counts: defaultdict[str, int] = defaultdict(int)
+    containing: defaultdict[str, array[int]] = defaultdict(_word_list)
     for key, start, end in zip(pair_keys[starts].tolist(), starts.tolist(), ends.tolist()):
         pair = chr(key >> 8) + chr(key & 255)
         pair_counts[pair] = int(totals[key])
@@ -317,16 +323,23 @@ def _byte_pairs(encoded, freqs):
     return pair_counts, containing
 
 
-def _word_list():
+def _word_list() -> array[int]:
     """Word indices as 4-byte machine ints: an eighth of the memory of a list of Python ints."""
     return array("i")
 
 
-def _merge_pair(pair, new, words, freqs, pair_counts, containing):
+def _merge_pair(
+    pair: str,
+    new: str,
+    words: list[str],
+    freqs: list[int],
+    pair_counts: dict[str, int],
+    containing: dict[str, array[int]],
+) -> dict[str, int]:
     """Replace `pair` by the token `new` in every word that holds it, adjusting the counts of
     the neighbouring pairs. Returns the pairs that appeared: those with `new` in them."""
-    appeared = defaultdict(int)
-    appeared_in = defaultdict(_word_list)
+    appeared: defaultdict[str, int] = defaultdict(int)
+    appeared_in: defaultdict[str, array[int]] = defaultdict(_word_list)
     for index in containing.pop(pair):
         word = words[index]
         i = word.find(pair)

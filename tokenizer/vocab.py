@@ -138,8 +138,10 @@ def repeated_span_share(data: bytes) -> float:
     return float(np.count_nonzero(same & (distance <= WITHIN))) / len(hashes)
 
 
-def _first_bytes(corpus, n):
-    pieces, size = [], 0
+def _first_bytes(corpus: Corpus, n: int) -> bytes:
+    pieces: list[bytes] = []
+    size = 0
+
     for piece, _ in corpus.pieces():
         pieces.append(piece.encode("utf-8"))
         size += len(pieces[-1])

@@ -9,6 +9,7 @@ killed mid-swap left (shared/files.py) before it writes.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -98,13 +99,13 @@ def intact_note(damaged: Path, directory: Path, optimizers: Any = ()) -> str:
 
 
 def _check_tokenizer(
-    checkpoint,
-    config,
-    tokenizer,
-    data,
-    whose="the run was trained on",
-    remedy="resume with the data it was trained on, or start a new run",
-):
+    checkpoint: str | Path,
+    config: dict[str, Any],
+    tokenizer: Tokenizer,
+    data: str,
+    whose: str = "the run was trained on",
+    remedy: str = "resume with the data it was trained on, or start a new run",
+) -> None:
     then = config.get("tokenizer") or {}
     if then.get("fingerprint") not in (None, tokenizer.fingerprint):
         raise SettingError(
@@ -115,7 +116,7 @@ def _check_tokenizer(
         )
 
 
-def _check_model(checkpoint, config, model_config):
+def _check_model(checkpoint: Path, config: dict[str, Any], model_config: ModelConfig) -> None:
     then = ModelConfig.from_dict(config["model"], f"{checkpoint}/config.json").to_dict()
     now = model_config.to_dict()
     differs = [k for k in now if then[k] != now[k]]
@@ -141,7 +142,7 @@ def read_trainer_state(saved: CheckpointReader, optimizers: Any = ()) -> dict[st
     return state
 
 
-def _state_problem(state, optimizers):
+def _state_problem(state: object, optimizers: Iterable[str]) -> str | None:
     """What a trainer_state.json lacks for a resume, or None."""
     if not isinstance(state, dict):
         return "not a JSON object"

@@ -186,7 +186,9 @@ class Checkpoints:
             torch.distributed.barrier(group=self.written)
         return directory
 
-    def _write(self, optimizers, weights, tensors):
+    def _write(
+        self, optimizers: dict[str, dict[str, Any]], weights: dict[str, torch.Tensor], tensors: dict[str, torch.Tensor]
+    ) -> Path:
         parts = self.parts
         trainer = parts.progress.state_dict()
         name = f"step-{trainer['step']:06d}_tokens-{trainer['tokens']}"
@@ -295,5 +297,5 @@ class Checkpoints:
         return f"{self.last_note()}; make room, then {then}"
 
 
-def _write_text(path, text):
+def _write_text(path: Path, text: str) -> None:
     path.write_text(text, encoding="utf-8")

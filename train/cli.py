@@ -6,7 +6,8 @@ highest layer of the settings (train/settle.py).
 """
 
 import functools
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import click
 
@@ -17,8 +18,10 @@ from .config import SETTINGS, preset_names, refuse_unused
 from .plot import plot_run
 from .run_dir import RunDir
 
+C = TypeVar("C", bound=Callable[..., Any])
 
-def _setting_options(command):
+
+def _setting_options(command: C) -> C:
     """One option per setting (config.SETTINGS), in the sections' order; bool settings are --x/--no-x
     switches. The types stay plain (a union's first type): the sections check every value, so a bad one
     reads the same from a flag, a preset, a run's config.json or a library call. A setting of a few

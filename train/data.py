@@ -53,7 +53,7 @@ class Loader:
     def mask(self, step: int, micro: int = 0) -> np.ndarray:
         return self._read(step, micro, "mask")[0]
 
-    def _read(self, step, micro, field):
+    def _read(self, step: int, micro: int, field: str) -> tuple[np.ndarray, np.ndarray]:
         """The rows of this process's share of global batch (step, micro) of the shards' `field`
         ("tokens" or "mask"), and the position of each row's first token in the stream."""
         rows = range(self.rank * self.B, (self.rank + 1) * self.B)

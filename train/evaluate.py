@@ -8,8 +8,9 @@ import numpy as np
 import torch
 
 from gptkit.eval.choice import frame, score
-from gptkit.eval.loss import eval_sequences, loss_sums, summary, token_bytes
+from gptkit.eval.loss import Autocast, eval_sequences, loss_sums, summary, token_bytes
 from gptkit.eval.tasks import read_hellaswag
+from gptkit.model.model import TransformerLM
 from gptkit.shared.errors import SettingError
 from gptkit.shared.shard_data import ShardData
 from gptkit.tokenizer import Tokenizer
@@ -50,7 +51,7 @@ class Evaluator:
             else 0,
         )
 
-    def __call__(self, model, autocast) -> tuple[float, float, int]:
+    def __call__(self, model: TransformerLM, autocast: Autocast) -> tuple[float, float, int]:
         """(loss in nats per token, bits per byte, tokens)."""
         model.eval()
         sums = loss_sums(model, self.sequences, self.token_bytes, self.batch_size, autocast, masks=self.masks)
@@ -83,7 +84,7 @@ class HellaSwag:
             _passes(max(rows), self.batch_size) - _passes(rows[dist.rank], self.batch_size) if dist.sharded else 0,
         )
 
-    def __call__(self, model, autocast) -> tuple[float, float, int]:
+    def __call__(self, model: TransformerLM, autocast: Autocast) -> tuple[float, float, int]:
         """(acc, acc_norm, items)."""
         model.eval()
         totals = score(model, self.items, self.batch_size, autocast).totals()
@@ -102,14 +103,14 @@ class Idle:
         self.window, self.passes = torch.from_numpy(np.asarray(window, np.int64)), passes
 
     @torch.no_grad()
-    def __call__(self, model, autocast):
+    def __call__(self, model: TransformerLM, autocast: Autocast) -> None:
         ids = self.window.to(next(model.parameters()).device)
         for _ in range(self.passes):
             with autocast:
                 model.token_losses(ids[:, :-1], ids[:, 1:])
 
 
-def _passes(rows, batch_size):
+def _passes(rows: int, batch_size: int) -> int:
     """Forward passes of `rows` rows in batches of `batch_size`."""
     return -(-rows // batch_size)
 

@@ -33,8 +33,9 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from types import FrameType
 from typing import Any
 
 from torch.distributed.elastic.multiprocessing import DefaultLogsSpecs
@@ -94,7 +95,9 @@ def launch(
                 raise
 
 
-def _launch_config(nproc_per_node, nnodes, node_rank, rdzv_endpoint, rdzv_id, logs) -> LaunchConfig:
+def _launch_config(
+    nproc_per_node: int, nnodes: int, node_rank: int | None, rdzv_endpoint: str | None, rdzv_id: str | None, logs: str
+) -> LaunchConfig:
     """torch's launch settings for the flags, as torchrun makes them; the workers' error files
     go under `logs`."""
     if node_rank is not None and node_rank >= nnodes:
@@ -134,16 +137,17 @@ def _launch_config(nproc_per_node, nnodes, node_rank, rdzv_endpoint, rdzv_id, lo
 
 
 @contextlib.contextmanager
-def _stop_signals_to_workers():
+def _stop_signals_to_workers() -> Iterator[list[int]]:
     """While the workers run: SIGINT and SIGTERM are theirs to act on (a SIGTERM is passed on;
     Ctrl-C has reached them from the terminal). Yields the signals this process received."""
-    received = []
+    received: list[int] = []
 
-    def on_signal(signum, frame):
+    def on_signal(signum: int, frame: FrameType | None) -> None:
         received.append(signum)
         if signum == signal.SIGTERM:
             for worker in multiprocessing.active_children():
-                os.kill(worker.pid, signum)
+                if worker.pid is not None:  # always so: a child is active once started
+                    os.kill(worker.pid, signum)
 
     # A Python function, not SIG_IGN: the workers, started anew (spawn), get their default handlers.
     previous = {sig: signal.signal(sig, on_signal) for sig in STOP_SIGNALS}
@@ -154,7 +158,7 @@ def _stop_signals_to_workers():
             signal.signal(sig, handler)
 
 
-def _worker(one_process):
+def _worker(one_process: Callable[[], object]) -> None:
     """One process of the run, started by the agent with RANK, WORLD_SIZE, ... set."""
     configure_logging()  # warnings from rank 0 only, as under torchrun
     try:
@@ -175,7 +179,7 @@ def _worker(one_process):
         sys.exit(getattr(stopped, "exit_code", 128 + signal.SIGINT))
 
 
-def _first_reported_error(logs) -> WorkerError | None:
+def _first_reported_error(logs: str) -> WorkerError | None:
     """The earliest error that a worker of this machine reported (its error file under `logs`)."""
     reports = [json.loads(path.read_text()) for path in Path(logs).rglob("error.json")]
     ours = [report for report in reports if "exit_code" in report]  # torch's own reports of a crash hold none

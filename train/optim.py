@@ -52,15 +52,15 @@ class AdamW:
         if self.fused:
             self.step_tensor.fill_(self.steps)
         for params, weight_decay in self.groups:
-            live = [(n, p) for n, p in params if p.grad is not None]
+            live = [(n, p, p.grad) for n, p in params if p.grad is not None]
             if not live:
                 continue
-            ps, grads = [p for _, p in live], [p.grad for _, p in live]
-            exp_avgs, exp_avg_sqs = [self.exp_avg[n] for n, _ in live], [self.exp_avg_sq[n] for n, _ in live]
+            ps, grads = [p for _, p, _ in live], [grad for _, _, grad in live]
+            exp_avgs, exp_avg_sqs = [self.exp_avg[n] for n, _, _ in live], [self.exp_avg_sq[n] for n, _, _ in live]
             if self.fused:
                 torch._fused_adamw_(
                     ps,
-                    grads,  # type: ignore[arg-type]  # none is None: `live` holds the parameters with a gradient
+                    grads,
                     exp_avgs,
                     exp_avg_sqs,
                     [],
@@ -76,7 +76,15 @@ class AdamW:
             else:
                 self._foreach_step(ps, grads, exp_avgs, exp_avg_sqs, lr, weight_decay)
 
-    def _foreach_step(self, params, grads, exp_avgs, exp_avg_sqs, lr, weight_decay):
+    def _foreach_step(
+        self,
+        params: list[torch.Tensor],
+        grads: list[torch.Tensor],
+        exp_avgs: list[torch.Tensor],
+        exp_avg_sqs: list[torch.Tensor],
+        lr: float,
+        weight_decay: float,
+    ) -> None:
         beta1, beta2 = self.betas
         bias1, bias2 = 1 - beta1**self.steps, 1 - beta2**self.steps
         if weight_decay:
@@ -167,7 +175,7 @@ class Muon:
             rows, cols = params[0].shape[-2:]
             torch._foreach_add_(params, list(updates.unbind(0)), alpha=-lr * max(1.0, rows / cols) ** 0.5)
 
-    def _orthogonalize_shared(self, batch):
+    def _orthogonalize_shared(self, batch: torch.Tensor) -> torch.Tensor:
         if self.world == 1:
             return orthogonalize(batch)
         share = -(-len(batch) // self.world)

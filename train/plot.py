@@ -4,12 +4,16 @@ validation bits per byte and, for a run with --eval-hellaswag, its HellaSwag acc
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from gptkit.shared.errors import InputError, SettingError
 from gptkit.shared.files import Input, StrPath, atomic_path, cause, check_output
 from gptkit.shared.shard_dir import ShardDir
 
 from .run_dir import CONFIG_FILE, METRICS_FILE, load_run_config, read_metrics
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 CREATOR = "gptkit train plot"  # in the PNG's text chunks: how a plot tells itself from a user's picture
@@ -79,7 +83,7 @@ def plot_run(run_dir: StrPath, out: StrPath | None = None, overwrite: bool = Fal
     return out
 
 
-def _plot_hellaswag(axis, records):
+def _plot_hellaswag(axis: Axes, records: list[dict]) -> None:
     """HellaSwag's acc and acc_norm against tokens, above chance (a quarter: four endings)."""
     tokens = [r["tokens"] for r in records]
     axis.plot(tokens, [r["hellaswag_acc"] for r in records], "o-", label="acc", color="tab:purple")
@@ -90,7 +94,7 @@ def _plot_hellaswag(axis, records):
     axis.legend()
 
 
-def _is_plot(path):
+def _is_plot(path: Path) -> bool:
     """Whether `path` is a PNG this wrote (its Creator text chunk comes before the image data)."""
     try:
         with open(path, "rb") as f:
@@ -100,7 +104,7 @@ def _is_plot(path):
     return head.startswith(PNG_SIGNATURE) and b"tEXtCreator\x00" + CREATOR.encode() in head
 
 
-def _unigram_entropy(run_dir):
+def _unigram_entropy(run_dir: StrPath) -> float | None:
     """The unigram entropy of the run's training tokens, if its settings and data can be read."""
     try:
         return ShardDir(load_run_config(run_dir)["data"]).unigram_entropy

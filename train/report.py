@@ -41,8 +41,10 @@ class StepReport:
         self.device, self.world = dist.device, dist.world
         self.peak_flops = _peak_flops(dist.device)  # per GPU; None on a CPU or an unlisted GPU: no MFU
 
-    def __call__(self, step, tokens, loss, grad_norm, lr, tokens_per_s, elapsed):
-        record = {
+    def __call__(
+        self, step: int, tokens: int, loss: float, grad_norm: float, lr: float, tokens_per_s: float, elapsed: float
+    ) -> tuple[dict[str, Any], str]:
+        record: dict[str, Any] = {
             "step": step,
             "tokens": tokens,
             "loss": loss,
@@ -69,7 +71,7 @@ class StepReport:
         line += f" | {_hms(elapsed)} elapsed, ETA {_hms(eta) if planned else '?'}"
         return record, line
 
-    def _mfu(self, tokens_per_s):
+    def _mfu(self, tokens_per_s: float) -> float | None:
         return None if self.peak_flops is None else self.flops_per_token * tokens_per_s / (self.peak_flops * self.world)
 
 
@@ -104,7 +106,7 @@ class LogWindow:
         return self.clock() - self.start - self.excluded
 
 
-def _peak_flops(device):
+def _peak_flops(device: torch.device) -> float | None:
     return peak_bf16_flops(torch.cuda.get_device_name(device)) if device.type == "cuda" else None
 
 
@@ -148,6 +150,6 @@ def replan_report(
     )
 
 
-def _hms(seconds):
+def _hms(seconds: float) -> str:
     seconds = int(seconds)
     return f"{seconds // 3600}:{seconds % 3600 // 60:02d}:{seconds % 60:02d}"

@@ -56,7 +56,7 @@ def check_resume(
     return Resume(saved, new_length, recorded=config.to_dict() == then)
 
 
-def _check_merges(then, now, out):
+def _check_merges(then: int | None, now: int | None, out: str) -> None:
     """Refuse merges (`now`) other than those the run trained on (`then`: its config.json's, None
     for the data's tokenizer whole): a cut is another tokenizer, which the run's checkpoints are not of."""
     if now != then:
@@ -68,7 +68,7 @@ def _check_merges(then, now, out):
         )
 
 
-def _check_threads(recorded, threads):
+def _check_threads(recorded: dict[str, Any] | None, threads: Threads | None) -> None:
     """Refuse a thread count given for a deterministic run on the CPU (`threads`: given by
     --threads or OMP_NUM_THREADS) other than the one its checkpoint records (`recorded`), which
     Threads.load_state_dict puts the resume on: some CPU kernels add in an order that depends on
@@ -95,13 +95,13 @@ def _check_threads(recorded, threads):
     )
 
 
-def _check_data(identity, recorded, data, now):
+def _check_data(identity: dict | None, recorded: str | None, data: str, now: dict) -> None:
     """Refuse data (`now`: the identity of the directory `data`) that is not the run's by its
     content (`identity`: the checkpoint's record of it, ShardDir.identity; None from a checkpoint
     older than that, whose data is then the directory the run `recorded`, compared while it is
     there)."""
     if identity is None and data != recorded:
-        if not looked_up(recorded, "data").is_dir():
+        if recorded is None or not looked_up(recorded, "data").is_dir():  # None: an edited config.json
             raise SettingError(
                 "data",
                 f"{data}: the run's checkpoint, from an older gptkit, does not record what its "

@@ -15,6 +15,8 @@ import contextlib
 import dataclasses
 import signal
 from collections.abc import Iterator
+from types import FrameType
+from typing import NoReturn
 
 from gptkit.model.checkpoint import inputs_of
 from gptkit.runtime.device import deterministic
@@ -108,7 +110,7 @@ def _trainer(config: TrainConfig, resume: bool | str, dist: Dist, threads: Threa
 def _stopped_at_once() -> Iterator[None]:
     """SIGINT and SIGTERM raise Stopped while the block runs (then the handlers before it are back)."""
 
-    def stop(signum, frame):
+    def stop(signum: int, frame: FrameType | None) -> NoReturn:
         raise Stopped(signum)
 
     previous = {sig: signal.signal(sig, stop) for sig in STOP_SIGNALS}

@@ -86,7 +86,7 @@ class RunDir:
             with open(self.metrics, "a") as f:
                 f.write(json.dumps(record) + "\n")
 
-    def _write_config(self, record):
+    def _write_config(self, record: dict[str, Any]) -> None:
         if self.master:
             with atomic_write(self.config_file) as f:
                 f.write(json.dumps(record, indent=2) + "\n")
@@ -169,7 +169,7 @@ def read_metrics(run_dir: StrPath) -> list[dict]:
     return records
 
 
-def _record_step(line):
+def _record_step(line: str) -> float:
     """The step of a metrics.jsonl line; a line cut short (a full disk) counts as past any step."""
     try:
         return parse_json(line)["step"]
@@ -177,7 +177,7 @@ def _record_step(line):
         return math.inf
 
 
-def _is_run_dir(directory):
+def _is_run_dir(directory: Path) -> bool:
     try:
         load_run_config(directory)
         return True

@@ -72,7 +72,7 @@ class Schedule:
             self.warmup = max(self.warmup, replanned_at + 1)
         self.floor = floor
 
-    def _plan(self, step):
+    def _plan(self, step: int) -> float:
         c, last = self.settings, self.total_steps - 1
         if c.schedule == "cosine":
             return cosine_lr(step, 1.0, self.floor, self.warmup, last if c.decay_steps is None else c.decay_steps)
@@ -80,10 +80,11 @@ class Schedule:
             step, 1.0, self.floor, self.warmup, self.total_steps - int(c.cooldown_fraction * self.total_steps), last
         )
 
-    def __call__(self, step):
+    def __call__(self, step: int) -> float:
         at, then = self.replanned_at, self.scale_then
         if at is None or step < at:
             return self._plan(step)
+        assert then is not None  # a re-plan records both (replan)
         if self.rising:
             return then + (1.0 - then) * (step - at) / (self.warmup - at) if step < self.warmup else self._plan(step)
         ratio = min((step - at) / max(self.total_steps - 1 - at, 1), 1.0)

@@ -39,7 +39,7 @@ class Trackers:
         resume's re-planned schedule) kept for them until then."""
         self.run, self.settings = Path(run), settings
         self.names = list(log_to or []) if master else []
-        self.active: list[Any] = []
+        self.active: list[TensorBoard | Wandb] = []
         self.pending: list[dict[str, Any]] | None = [] if self.names else None
 
     def start(self, step: int) -> None:
@@ -69,7 +69,7 @@ class Trackers:
                 self._drop(tracker, f"cannot finish ({_why(e)})")
         self.active = []
 
-    def _start(self, name, step):
+    def _start(self, name: str, step: int) -> TensorBoard | Wandb | None:
         try:
             return TensorBoard(self.run, step) if name == "tensorboard" else Wandb(self.run, self.settings, step)
         except ImportError:
@@ -78,7 +78,7 @@ class Trackers:
             _warn(name, f"cannot start ({_why(e)})")
         return None
 
-    def _drop(self, tracker, why):
+    def _drop(self, tracker: TensorBoard | Wandb, why: str) -> None:
         self.active.remove(tracker)
         _warn(tracker.name, why)
 
@@ -153,9 +153,9 @@ class Wandb:
                 raise RuntimeError(f"the wandb service process ended with exit code {e.code}") from None
 
 
-def _warn(name, why):
+def _warn(name: str, why: str) -> None:
     log.warning(f"--log-to {name}: {why}; going on without it")
 
 
-def _why(error):
+def _why(error: BaseException) -> str:
     return " ".join(str(error).split()) or type(error).__name__  # one line

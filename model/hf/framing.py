@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from gptkit.shared.errors import InputError
 from gptkit.shared.jsonfile import read_json
@@ -143,7 +143,7 @@ def _bos_of_post_processor(path, node, tokenizer):
     return tokenizer.special_tokens[token]
 
 
-def _unsupported_template(path, node):
+def _unsupported_template(path: str | Path, node: object) -> NoReturn:
     what = json.dumps(
         node
         if not isinstance(node, dict)

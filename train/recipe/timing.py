@@ -51,7 +51,7 @@ def step_timer(
     deadline = time.monotonic() + TIMING_SHARE * budget_seconds
     settled, last = False, None
 
-    def seconds_per_step(shape, dropout=0.0):
+    def seconds_per_step(shape: Shape, dropout: float = 0.0) -> float | None:
         nonlocal settled, last
         # the smallest shape is always timed, and a shape timed once again with dropout
         if settled and shape != last and agree(float(time.monotonic() > deadline)):
@@ -64,7 +64,7 @@ def step_timer(
             optimizer = AdamW([(list(model.named_parameters()), 0.0)], lr=1e-4, fused=device.type == "cuda")
             batch = torch.randint(vocab_size, (max(1, shape.batch // world), shape.context + 1), device=device)
 
-            def step():
+            def step() -> float:
                 started = time.perf_counter()
                 with autocast:
                     _, loss = model(batch[:, :-1], batch[:, 1:])
@@ -88,7 +88,8 @@ def step_timer(
         except torch.OutOfMemoryError:
             seconds = math.inf
         finally:
-            model = optimizer = batch = None
+            model = optimizer = batch = None  # type: ignore[assignment]  # dropped, so that empty_cache frees them
+
             if device.type == "cuda":
                 torch.cuda.empty_cache()
         seconds = agree(seconds)

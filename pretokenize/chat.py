@@ -10,36 +10,38 @@ ones up to a number of tokens) or --val-input. The shards carry the mask (docs/f
 the manifest says so ("mask": true), and the directory carries the chat template (and the token
 names it renders with, tokenizer_config.json) beside its tokenizer.json, so that training, sampling and serving render as the data was rendered.
 Workers render and encode jobs of conversations; the parent writes them in order, so the output
-does not depend on the number of workers. Written through ShardSet, as encode.py's corpora are.
+does not depend on the number of workers. Written through output.py, as encode.py's corpora are.
 """
 
 from __future__ import annotations
 
 import json
-import time
-from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from gptkit.shared.corpus import READ_ERRORS, decompressed, expand_inputs
-from gptkit.shared.errors import InputError, SettingError
-from gptkit.shared.files import StrPath, cause
+from gptkit.shared.errors import InputError
+from gptkit.shared.files import StrPath
 from gptkit.shared.jsonfile import parse_json
 from gptkit.shared.progress import Progress
-from gptkit.shared.shard_set import ShardSet, check_shard_directory
+from gptkit.shared.shard_set import ShardSet
 from gptkit.shared.shards import MASK_DTYPE
 from gptkit.shared.workers import process_pool
 from gptkit.tokenizer import Tokenizer
 from gptkit.tokenizer.chat import TEMPLATE_FILE, ChatError, ChatTemplate
 
-from .encode import eot_id_of
-from .split import Split
+from .jobs import in_order
+from .output import Encoding, Output, first_of, how_made
+from .split import Split, all_to
 
 JOB_CONVERSATIONS = 256  # conversations per worker job
-IN_FLIGHT_PER_WORKER = 2  # jobs queued per worker: keeps them busy, bounds memory
+
+Messages = list[dict[str, str]]
+Job = tuple[list[tuple[str, Messages]], int]  # (where, messages) of each conversation; the bytes read so far
+JobResult = tuple[np.ndarray, np.ndarray, list[int]]  # tokens, mask, each conversation's number of tokens
 
 
 def encode_chat(
@@ -59,24 +61,31 @@ def encode_chat(
     """Encode the conversations of the .jsonl files `inputs` (files, directories, globs) into
     shards with masks in `out_dir`; returns the manifest. With `val_inputs`, all of those are the
     validation split and all of `inputs` the training one."""
-    out_dir = Path(out_dir)
     template = ChatTemplate.beside(tokenizer_path, tokenizer)
-    eot_id = eot_id_of(tokenizer, eot_token, tokenizer_path)
     paths = expand_inputs(inputs)
     val_paths = expand_inputs(val_inputs) if val_inputs else []
-    check_shard_directory(out_dir, tokenizer.fingerprint, overwrite)
-    start = time.perf_counter()
-    shards = ShardSet(out_dir, tokenizer, eot_id, shard_tokens, mask=True, chat_files=template.files())
-    counts = {"train": [0, 0], "val": [0, 0]}  # conversations, tokens
-    try:
+    output = Output(
+        out_dir,
+        tokenizer,
+        eot_token=eot_token,
+        tokenizer_source=tokenizer_path,
+        shard_tokens=shard_tokens,
+        overwrite=overwrite,
+        mask=True,
+        chat_files=template.files(),
+    )
+
+    def encode() -> Encoding:
+        shards = output.shards()
+        counts = {"train": [0, 0], "val": [0, 0]}  # conversations, tokens
         shards.begin()
-        encoder = _Encoder(tokenizer, template, eot_id, shards.dtype, workers)
+        encoder = _Encoder(tokenizer, template, output.eot_id, shards.dtype, workers)
         progress = Progress(
             "encoding", "MB", total=sum(p.stat().st_size for p in paths + val_paths), scale=1e6, quiet=quiet
         )
         if val_paths:
             for name, each in (("val", val_paths), ("train", paths)):
-                encoder.write(shards, each, lambda index, name=name: name, counts, progress)
+                encoder.write(shards, each, all_to(name), counts, progress)
         else:
             encoder.write(
                 shards,
@@ -90,47 +99,36 @@ def encode_chat(
             if counts[name][0] == 0:
                 total = counts["train"][0] + counts["val"][0]
                 raise InputError(
-                    f"{_named(paths)}: {total:,} conversation(s) leave the {name} split empty; give more "
+                    f"{first_of(paths)}: {total:,} conversation(s) leave the {name} split empty; give more "
                     f"conversations{'' if val_paths else ', another --val-fraction or --val-tokens, or --val-input'}"
                 )
         shards.finish_all()
-        made = {
-            "split": (
-                {"rule": "given", "text": "validation is all of --val-input, training all of --input"}
-                if val_paths
-                else split.describe()
-            ),
-            "sources": [{"path": str(p), "bytes": p.stat().st_size} for p in paths],
-            **({"val_sources": [{"path": str(p), "bytes": p.stat().st_size} for p in val_paths]} if val_paths else {}),
-            "chat": {"template": "gptkit" if template.is_gptkit else TEMPLATE_FILE, "stops": list(template.stops)},
-        }
-        # ShardSet.manifest reads each split's [conversations, tokens] (its annotation says tuple)
-        manifest = shards.manifest(counts, made, eot_token=eot_token, tokenizer_source=tokenizer_path)
-        manifest["seconds"] = round(time.perf_counter() - start, 3)
-        shards.commit(manifest)
-    except BaseException as e:
-        shards.discard()
-        if not isinstance(e, OSError):
-            raise
-        detail = f"{e.filename}: {cause(e)}" if e.filename else cause(e)
-        raise SettingError("out", f"{out_dir}: cannot write ({detail})") from None
-    return manifest
+        made = how_made(None if val_paths else split, paths, val_paths)
+        made["chat"] = {"template": "gptkit" if template.is_gptkit else TEMPLATE_FILE, "stops": list(template.stops)}
+        return counts, made
 
-
-def _named(paths):
-    return f"{paths[0]}{' ...' if len(paths) > 1 else ''}"
+    return output.write(encode)
 
 
 class _Encoder:
     """Conversations read, encoded by `workers` processes in jobs, and written in order."""
 
-    def __init__(self, tokenizer, template, eot_id, dtype, workers):
+    def __init__(
+        self, tokenizer: Tokenizer, template: ChatTemplate, eot_id: int | None, dtype: np.dtype, workers: int
+    ) -> None:
         self.args, self.workers = (tokenizer, template, eot_id, dtype), workers
 
-    def write(self, shards, paths, split_of, counts, progress):
+    def write(
+        self,
+        shards: ShardSet,
+        paths: Sequence[Path],
+        split_of: Callable[[int], str],
+        counts: dict[str, list[int]],
+        progress: Progress,
+    ) -> None:
         """Write the conversations of `paths` to the split `split_of(index)` names, counting into `counts`."""
         index = counts["train"][0] + counts["val"][0]
-        for (tokens, mask, lengths), read in self._encoded(paths):
+        for (_, read), (tokens, mask, lengths) in self._encoded(paths):
             done = 0
             for length in lengths:
                 name = split_of(index)
@@ -140,31 +138,23 @@ class _Encoder:
                 done, index = done + length, index + 1
             progress.update(read, f"{index:,} conversations, {counts['train'][1] + counts['val'][1]:,} tokens")
 
-    def _encoded(self, paths):
-        """((tokens, mask, lengths), bytes read so far) per job, in order."""
-        jobs = _jobs(paths)
+    def _encoded(self, paths: Sequence[Path]) -> Iterator[tuple[Job, JobResult]]:
+        """(job, its tokens, mask and lengths) per job, in order."""
         if self.workers <= 1:
             _start_worker(*self.args)
-            for job, read in jobs:
-                yield _encode_job(job), read
+            for job in _jobs(paths):
+                yield job, _encode_job(job)
             return
         with process_pool(self.workers, _start_worker, self.args) as pool:
-            pending = deque()
-            for job, read in jobs:
-                pending.append((pool.submit(_encode_job, job), read))
-                if len(pending) > IN_FLIGHT_PER_WORKER * self.workers:
-                    future, read = pending.popleft()
-                    yield future.result(), read
-            while pending:
-                future, read = pending.popleft()
-                yield future.result(), read
+            yield from in_order(pool, self.workers, _encode_job, _jobs(paths))
 
 
-def _jobs(paths):
+def _jobs(paths: Sequence[Path]) -> Iterator[Job]:
     """Lists of (where, messages) of up to JOB_CONVERSATIONS conversations, each checked as a
     record (a JSON object with a list of messages, each with a string role and content), with the
     on-disk bytes read so far."""
-    job, done = [], 0
+    job: list[tuple[str, Messages]] = []
+    done = 0
     for path in paths:
         try:
             with open(path, "rb") as raw, decompressed(path, raw) as f:
@@ -181,7 +171,7 @@ def _jobs(paths):
         yield job, done
 
 
-def _messages(line, where):
+def _messages(line: bytes, where: str) -> Messages:
     try:
         record = parse_json(line.decode("utf-8"))
     except UnicodeDecodeError as e:
@@ -215,20 +205,24 @@ def _messages(line, where):
     return messages
 
 
-_worker = None
+_worker: tuple[Tokenizer, ChatTemplate, int | None, np.dtype] | None = None
 
 
-def _start_worker(tokenizer, template, eot_id, dtype):
+def _start_worker(tokenizer: Tokenizer, template: ChatTemplate, eot_id: int | None, dtype: np.dtype) -> None:
     global _worker
     _worker = tokenizer, template, eot_id, dtype
 
 
-def _encode_job(job):
+def _encode_job(job: Job) -> JobResult:
     """A job's tokens in the shard dtype (each conversation followed by the end-of-text token),
     their mask (uint8) and each conversation's number of tokens."""
+    assert _worker is not None, "_start_worker first"
     tokenizer, template, eot_id, dtype = _worker
-    ids, mask, lengths = [], [], []
-    for where, messages in job:
+    conversations, _ = job  # the bytes read stay the parent's
+    ids: list[int] = []
+    mask: list[bool] = []
+    lengths = []
+    for where, messages in conversations:
         try:
             these, masked = template.encode(tokenizer, messages)
         except ChatError as e:

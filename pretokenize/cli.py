@@ -1,26 +1,29 @@
 """`gptkit pretokenize`: encode corpora into token shards, inspect and verify them. Run
-`gptkit pretokenize --help`."""
+`gptkit pretokenize --help`.
 
-import time
+`encode` is a shell over a library function whose arguments are its flags (dataset.py:
+encode_dataset): it checks what only the command line can get wrong (no --input nor paths after
+it), calls the function, which writes --out, and prints its summary. The function's errors name
+its arguments; the command shows them as flags (shared/cli.py)."""
+
 from pathlib import Path
+from typing import Any
 
 import click
 from click.core import ParameterSource
 
 from gptkit.shared.cli import CONTEXT, DefaultGroup, overwrite_option, threads_option, version_option
-from gptkit.shared.corpus import DEFAULT_SEPARATOR, Corpus, expand_inputs
+from gptkit.shared.corpus import DEFAULT_SEPARATOR
 from gptkit.shared.errors import InputError
-from gptkit.shared.files import Input, check_apart, check_output, looked_up
-from gptkit.shared.lock import output_lock
+from gptkit.shared.files import StrPath, looked_up
 from gptkit.shared.shard_dir import MANIFEST, TOKENIZER_FILE, ShardDir
 from gptkit.shared.shards import MAX_TOKENS, ShardError, open_shard, read_header, verify_shard
 from gptkit.shared.text import EOT, counted
 from gptkit.tokenizer import Tokenizer
 from gptkit.tokenizer.chat import TEMPLATE_FILE
 
-from .chat import encode_chat
-from .encode import DEFAULT_SHARD_TOKENS, encode_corpus
-from .split import Split
+from .dataset import DEFAULT_VAL_FRACTION, Encoded, encode_dataset
+from .encode import DEFAULT_SHARD_TOKENS
 
 SHOWN_TOKENS = 32  # tokens decoded by `inspect`
 
@@ -36,7 +39,6 @@ def cli() -> None:
 @click.option(
     "--tokenizer",
     "-t",
-    "tokenizer_path",
     default="tokenizer.json",
     show_default=True,
     metavar="PATH",
@@ -52,7 +54,6 @@ def cli() -> None:
 @click.argument("more_inputs", nargs=-1, metavar="[PATH]...")
 @click.option(
     "--out",
-    "out_dir",
     required=True,
     metavar="DIR",
     help="Where the shards go; they are named after it: DIR/NAME_train_000001.bin ...",
@@ -61,7 +62,8 @@ def cli() -> None:
     "--val-fraction",
     type=float,
     metavar="F",
-    help="Hold out this fraction (0 < F < 1) of the documents, evenly spaced (of the text, its tail, when the documents are too few, or too uneven in size to hold about F of the tokens).  [default: 0.01]",
+    help="Hold out this fraction (0 < F < 1) of the documents, evenly spaced (of the text, its tail, when the documents are too few, or too uneven in size to hold about F of the tokens).  "
+    f"[default: {DEFAULT_VAL_FRACTION}]",
 )
 @click.option(
     "--val-tokens",
@@ -106,108 +108,47 @@ def cli() -> None:
 @click.pass_context
 def encode(
     ctx: click.Context,
-    tokenizer_path: str,
     inputs: tuple[str, ...],
     more_inputs: tuple[str, ...],
-    out_dir: str,
-    val_fraction: float | None,
-    val_tokens: int | None,
-    val_inputs: tuple[str, ...],
-    shard_tokens: int,
-    threads: int,
+    out: str,
     text_field: str,
     separator: str,
-    eot_token: str | None,
+    eot_token: str,
     no_eot: bool,
     chat: bool,
-    overwrite: bool,
-    quiet: bool,
+    **flags: Any,
 ) -> None:
     """Encode documents (or with --chat, conversations) into train/validation token shards, in
     parallel, in bounded memory."""
-    inputs = inputs + more_inputs
+    inputs += more_inputs
     if not inputs:
         raise InputError("--input: give at least one corpus file, directory or glob")
-    if val_inputs and (val_fraction is not None or val_tokens is not None):
-        flag = "--val-fraction" if val_fraction is not None else "--val-tokens"
-        raise InputError(f"--val-input and {flag}: give one or the other (all of --val-input is the validation split)")
-    if val_fraction is not None and val_tokens is not None:
-        raise InputError("--val-fraction and --val-tokens: give one or the other")
-    if val_fraction is None and val_tokens is None:
-        val_fraction = 0.01
-    split = Split(val_fraction, val_tokens)  # checks them
-    if not looked_up(tokenizer_path, "tokenizer").is_file():
-        raise InputError(f"--tokenizer {tokenizer_path}: no such file (train one with `tokenizer train`)")
-    if chat:
-        for name in ("text_field", "separator"):
-            if ctx.get_parameter_source(name) is not ParameterSource.DEFAULT:
-                raise InputError(
-                    f'--{name.replace("_", "-")}: not for --chat (a conversation is a .jsonl line with "messages")'
-                )
-    tokenizer = Tokenizer.from_file(tokenizer_path)
-    if not chat:
-        corpus = Corpus(inputs, separator=separator or None, text_field=text_field)
-        val_corpus = Corpus(val_inputs, separator=separator or None, text_field=text_field) if val_inputs else None
-    # what it reads, never written over or into: the tokenizer (a chat template lies beside it), the
-    # inputs, and the files their globs and directories name
-    found = (
-        [*expand_inputs(inputs), *expand_inputs(val_inputs)]
-        if chat
-        else [*corpus.paths, *(val_corpus.paths if val_corpus else [])]
+    encoded = encode_dataset(
+        inputs,
+        out,
+        text_field=_given(ctx, "text_field", text_field),
+        separator=_given(ctx, "separator", separator),
+        eot_token=None if no_eot else eot_token,
+        chat=chat,
+        **flags,  # tokenizer, val_fraction, val_tokens, val_inputs, shard_tokens, threads, overwrite, quiet
     )
-    check_apart(
-        out_dir,
-        [
-            Input.given("tokenizer", tokenizer_path),
-            *(Input.given("input", path) for path in [*map(Path, inputs), *found]),
-            *(Input.given("val_input", path) for path in val_inputs),
-        ],
-    )
-    start = time.perf_counter()
-    with output_lock(out_dir, "gptkit pretokenize"):
-        # The dataset's copy of the tokenizer replaces a tokenizer.json that a dataset's manifest
-        # governs (encode_corpus checks its shards) or one like it; not a user's other tokenizer.
-        data = ShardDir(out_dir)
-        check_output(
-            data.tokenizer,
-            lambda path: data.manifest_path.exists() or _fingerprint(path) == tokenizer.fingerprint,
-            f"tokenizer {tokenizer.fingerprint}",
-            overwrite,
-        )
-        eot_token = None if no_eot else eot_token
-        if chat:
-            manifest = encode_chat(
-                inputs,
-                tokenizer,
-                tokenizer_path,
-                out_dir,
-                split=split,
-                val_inputs=val_inputs,
-                shard_tokens=shard_tokens,
-                workers=threads,
-                eot_token=eot_token,
-                overwrite=overwrite,
-                quiet=quiet,
-            )
-        else:
-            manifest = encode_corpus(
-                corpus,
-                tokenizer,
-                out_dir,
-                split=split,
-                val_corpus=val_corpus,
-                shard_tokens=shard_tokens,
-                workers=threads,
-                eot_token=eot_token,
-                tokenizer_source=tokenizer_path,
-                overwrite=overwrite,
-                quiet=quiet,
-            )
-    seconds = time.perf_counter() - start
+    _summary(out, encoded, chat)
+
+
+def _given(ctx: click.Context, name: str, value: str) -> str | None:
+    """A flag's value where the user gave it, None where its default stands: --chat refuses
+    --text-field and --separator given, even at their defaults."""
+    return None if ctx.get_parameter_source(name) is ParameterSource.DEFAULT else value
+
+
+def _summary(out: str, encoded: Encoded, chat: bool) -> None:
+    """What was written: the shards, their size and speed, each split, and the mask or split rule
+    where it needs saying."""
+    manifest, seconds = encoded.manifest, encoded.seconds
     totals = manifest["totals"]
     total_bytes = sum(source["bytes"] for source in manifest["sources"] + manifest.get("val_sources", []))
     click.echo(
-        f"wrote {out_dir}: {counted(len(manifest['shards']), 'shard')}, {manifest['dtype']}, {total_bytes / 1e6:,.1f} MB "
+        f"wrote {out}: {counted(len(manifest['shards']), 'shard')}, {manifest['dtype']}, {total_bytes / 1e6:,.1f} MB "
         f"in {seconds:.1f} s ({total_bytes / 1e6 / seconds:,.1f} MB/s)"
     )
     for name in ("train", "val"):
@@ -266,7 +207,7 @@ def inspect(path: Path, tokenizer_path: str | None) -> None:
     _show_first_tokens(paths[0], tokenizer_path)
 
 
-def _show_first_tokens(path, tokenizer_path):
+def _show_first_tokens(path: Path, tokenizer_path: StrPath | None) -> None:
     shard = open_shard(path)
     ids = shard.tokens[:SHOWN_TOKENS].tolist()
     click.echo(f"first {len(ids)} tokens of {path.name}: {' '.join(map(str, ids))}")
@@ -327,15 +268,7 @@ def verify(path: Path) -> None:
     click.echo(f"{path}: {counted(len(paths), 'shard')} verified")
 
 
-def _fingerprint(path):
-    """The fingerprint of the tokenizer.json at `path`; None if it is none."""
-    try:
-        return Tokenizer.from_file(path).fingerprint
-    except InputError:
-        return None
-
-
-def _tokenizer_problems(data):
+def _tokenizer_problems(data: ShardDir) -> list[str]:
     """tokenizer.json beside the shards must be the manifest's tokenizer: training builds its model from it."""
     path = data.tokenizer
     if not path.is_file():

@@ -58,5 +58,5 @@ def download_dataset(name: str, out_dir: StrPath, quiet: bool = False, overwrite
     return paths
 
 
-def _file_name(url):
+def _file_name(url: str) -> str:
     return url.rsplit("/", 1)[1]

@@ -9,8 +9,9 @@ the corpus, and the output does not depend on the number of workers.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable, Iterator
-from concurrent.futures import Future
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import Executor, Future
+from typing import TypeVar
 
 import numpy as np
 
@@ -20,6 +21,10 @@ from gptkit.tokenizer import Tokenizer
 
 JOB_CHARS = 1 << 20  # characters of text per worker job
 IN_FLIGHT_PER_WORKER = 2  # jobs queued per worker: keeps them busy, bounds memory
+
+Job = list[tuple[str, bool]]  # (text, ends_document)
+J = TypeVar("J")
+R = TypeVar("R")
 
 
 def encoded_jobs(
@@ -39,22 +44,31 @@ def encoded_jobs(
         return
     tokenizer.build_engine()  # once, here: the workers fork with it
     with process_pool(workers, _start_worker, worker_args) as pool:
-        pending: deque[tuple[list[tuple[str, bool]], Future[tuple[np.ndarray, list[int]]]]] = deque()
-        for job in _jobs(corpus, cut):
-            pending.append((job, pool.submit(_encode_job, job)))
-            if len(pending) > IN_FLIGHT_PER_WORKER * workers:
-                job, future = pending.popleft()
-                yield job, *future.result()
-        while pending:
+        for job, (tokens, lengths) in in_order(pool, workers, _encode_job, _jobs(corpus, cut)):
+            yield job, tokens, lengths
+
+
+def in_order(pool: Executor, workers: int, encode: Callable[[J], R], jobs: Iterable[J]) -> Iterator[tuple[J, R]]:
+    """(job, encode(job)) per job, in the order of `jobs`, computed by the `workers` processes of
+    `pool`, with at most IN_FLIGHT_PER_WORKER jobs a worker waiting: memory stays bounded. The
+    documents' jobs and chat.py's conversations' go this way."""
+    pending: deque[tuple[J, Future[R]]] = deque()
+    for job in jobs:
+        pending.append((job, pool.submit(encode, job)))
+        if len(pending) > IN_FLIGHT_PER_WORKER * workers:
             job, future = pending.popleft()
-            yield job, *future.result()
+            yield job, future.result()
+    while pending:
+        job, future = pending.popleft()
+        yield job, future.result()
 
 
-def _jobs(corpus, cut):
+def _jobs(corpus: Corpus, cut: Callable[[str, int], int]) -> Iterator[Job]:
     """Lists of (text, ends_document) of about JOB_CHARS characters, cut only between documents
     or, inside a long document, where the cut cannot change its tokens (`cut(text, end)`: the
     last such place at or before `end`)."""
-    job, size, carry = [], 0, ""
+    job: Job = []
+    size, carry = 0, ""
     for text, ends in corpus.pieces():
         text, carry = carry + text, ""
         if not ends:
@@ -70,21 +84,23 @@ def _jobs(corpus, cut):
         yield job
 
 
-_worker = None
+_worker: tuple[Tokenizer, bytes, np.dtype] | None = None
 
 
-def _start_worker(tokenizer, eot_id, dtype):
+def _start_worker(tokenizer: Tokenizer, eot_id: int | None, dtype: np.dtype) -> None:
     global _worker
     eot = b"" if eot_id is None else np.array([eot_id], np.uint32).tobytes()
     _worker = tokenizer, eot, dtype
 
 
-def _encode_job(job):
+def _encode_job(job: Job) -> tuple[np.ndarray, list[int]]:
     """A job's tokens in the shard dtype (each document followed by the end-of-text token),
     and the number of tokens of each of its texts."""
+    assert _worker is not None, "_start_worker first"
     tokenizer, eot, dtype = _worker
     packed = tokenizer.encode_packed([text for text, _ in job], allowed_special=())
-    parts, lengths = [], []
+    parts: list[bytes] = []
+    lengths = []
     for ids, (_, ends) in zip(packed, job):
         parts += (ids, eot) if ends else (ids,)
         lengths.append((len(ids) + (len(eot) if ends else 0)) // 4)

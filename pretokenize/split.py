@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import functools
 import numbers
-from collections.abc import Mapping, Sequence, Sized
+from collections.abc import Callable, Mapping, Sequence, Sized
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Protocol
@@ -29,7 +29,7 @@ class Split:
     val_fraction: float | None = None
     val_tokens: int | None = None
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if (self.val_fraction is None) == (self.val_tokens is None):
             raise InputError("val_fraction and val_tokens: give one or the other")
         # NaN fails every comparison, so this refuses it and the infinities too.
@@ -75,12 +75,17 @@ class Split:
         return -(-total_tokens * num // den)
 
     @functools.cached_property
-    def _fraction(self):
+    def _fraction(self) -> tuple[int, int]:
         f = Fraction(str(self.val_fraction))  # exact, so the rule is the same on every machine
         return f.numerator, f.denominator
 
 
-def _is_whole(value):
+def all_to(name: str) -> Callable[[int], str]:
+    """The split of each document (by its index) where a corpus goes whole to one (--val-input)."""
+    return lambda index: name
+
+
+def _is_whole(value: object) -> bool:
     return isinstance(value, numbers.Integral) and not isinstance(value, bool)
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 from itertools import accumulate
 
@@ -21,7 +22,9 @@ from gptkit.shared.shard_set import ShardSet
 from gptkit.tokenizer import Tokenizer
 
 from .jobs import encoded_jobs
-from .split import Split, TailSplit
+from .split import Split, TailSplit, all_to
+
+Counts = dict[str, list[int]]  # each split's [documents, tokens]
 
 
 def write_splits(
@@ -34,15 +37,13 @@ def write_splits(
     eot_id: int | None,
     workers: int,
     quiet: bool,
-) -> dict[str, list[int]]:
+) -> Counts:
     """Encode into `shards` by the split rule; returns the documents and tokens of each split."""
     shards.begin()
-    counts = {"train": [0, 0], "val": [0, 0]}  # documents, tokens
+    counts: Counts = {"train": [0, 0], "val": [0, 0]}  # documents, tokens
     if val_corpus is not None:
         for name, each in (("val", val_corpus), ("train", corpus)):
-            _encode_documents(
-                shards, each, tokenizer, eot_id, workers, quiet, counts, lambda doc_index, name=name: name
-            )
+            _encode_documents(shards, each, tokenizer, eot_id, workers, quiet, counts, all_to(name))
     elif isinstance(split, TailSplit):
         _encode_tail(shards, corpus, tokenizer, eot_id, workers, quiet, counts, split)
     else:
@@ -73,14 +74,24 @@ class NoTailCut(Exception):
     """No place in the text where a validation tail of the size asked may begin."""
 
 
-def _encode_documents(shards, corpus, tokenizer, eot_id, workers, quiet, counts, split_of):
+def _encode_documents(
+    shards: ShardSet,
+    corpus: Corpus,
+    tokenizer: Tokenizer,
+    eot_id: int | None,
+    workers: int,
+    quiet: bool,
+    counts: Counts,
+    split_of: Callable[[int], str],
+) -> None:
     """Send each document, whole, to the split `split_of(its index)` names, counting into `counts`."""
     progress = Progress("encoding", "MB", total=corpus.total_bytes, scale=1e6, quiet=quiet)
-    doc_index, doc_split = 0, None
+    doc_index, doc_split = 0, ""  # "": the split of the next document is not yet asked
     # A long document is cut where the tokenizer's pattern and normalizer say no id can change.
     for job, tokens, lengths in encoded_jobs(corpus, tokenizer, eot_id, shards.dtype, workers, tokenizer.safe_cut):
         # Consecutive texts of the same split are written together: one write per run of documents.
-        run_split, run_start, run_ends, position = None, 0, [], 0
+        run_split, run_start, position = "", 0, 0
+        run_ends: list[int] = []
         for (_, end), length in zip(job, lengths):
             doc_split = doc_split or split_of(doc_index)
             if doc_split != run_split:
@@ -92,7 +103,7 @@ def _encode_documents(shards, corpus, tokenizer, eot_id, workers, quiet, counts,
             if end:
                 run_ends.append(position - run_start)
                 counts[doc_split][0] += 1
-                doc_index, doc_split = doc_index + 1, None
+                doc_index, doc_split = doc_index + 1, ""
         shards.write(run_split, tokens[run_start:position], run_ends)
         _show(progress, corpus, counts["train"][0] + counts["val"][0], counts["train"][1] + counts["val"][1])
     progress.close()
@@ -109,19 +120,29 @@ class _Held:
     starts_at_line_end: bool = False
 
     @property
-    def may_start_tail(self):
+    def may_start_tail(self) -> bool:
         return self.starts_doc or self.starts_at_line_end
 
 
-def _encode_tail(shards, corpus, tokenizer, eot_id, workers, quiet, counts, split):
+def _encode_tail(
+    shards: ShardSet,
+    corpus: Corpus,
+    tokenizer: Tokenizer,
+    eot_id: int | None,
+    workers: int,
+    quiet: bool,
+    counts: Counts,
+    split: TailSplit,
+) -> None:
     """Training is the text up to the cut, validation the tail after it (see TailSplit)."""
     progress = Progress("encoding", "MB", total=corpus.total_bytes, scale=1e6, quiet=quiet)
-    held, held_size, last = deque(), 0, None
+    held: deque[_Held] = deque()
+    held_size, last = 0, None
     # The progress counts what was read: `counts` leaves out the held texts until the end, and
     # then counts the document the tail cuts as two.
     documents_read, tokens_read = 0, 0
-    cut = functools.partial(_last_line_end, tokenizer)
-    for job, tokens, lengths in encoded_jobs(corpus, tokenizer, eot_id, shards.dtype, workers, cut):
+    cut_at = functools.partial(_last_line_end, tokenizer)
+    for job, tokens, lengths in encoded_jobs(corpus, tokenizer, eot_id, shards.dtype, workers, cut_at):
         documents_read, tokens_read = documents_read + sum(ends for _, ends in job), tokens_read + len(tokens)
         for (text, ends), start, stop in zip(job, accumulate([0, *lengths]), accumulate(lengths)):
             # A text starts at a line end only where the jobs were cut at one; the lookbehind needs the text before.
@@ -153,13 +174,15 @@ def _encode_tail(shards, corpus, tokenizer, eot_id, workers, quiet, counts, spli
         _write_held(shards, "val", rest, counts)
 
 
-def _last_line_end(tokenizer, text, end):
+def _last_line_end(tokenizer: Tokenizer, text: str, end: int) -> int:
     """The last line end at or before `end` where a validation tail may begin; else any place where
     a cut cannot change the tokens (a line longer than a piece of the corpus)."""
     return tokenizer.last_line_cut(text, end) or tokenizer.safe_cut(text, end)
 
 
-def _tail_cut(held, split, tokenizer, first_held_is_first_text):
+def _tail_cut(
+    held: deque[_Held], split: TailSplit, tokenizer: Tokenizer, first_held_is_first_text: bool
+) -> tuple[int, int, int] | None:
     """Where the validation tail begins: (index of the held text, characters and tokens into it)."""
     after = 0  # the size of the held texts after held[i]
     for i in reversed(range(len(held))):
@@ -180,12 +203,12 @@ def _tail_cut(held, split, tokenizer, first_held_is_first_text):
     return None
 
 
-def _write_held(shards, name, held, counts):
+def _write_held(shards: ShardSet, name: str, held: _Held, counts: Counts) -> None:
     if len(held.tokens):
         shards.write(name, held.tokens, [len(held.tokens)] if held.ends else [])
     counts[name][0] += held.ends
     counts[name][1] += len(held.tokens)
 
 
-def _show(progress, corpus, documents, tokens):
+def _show(progress: Progress, corpus: Corpus, documents: int, tokens: int) -> None:
     progress.update(corpus.bytes_read, f"{documents:,} docs, {tokens:,} tokens")

@@ -21,9 +21,10 @@ from click.testing import CliRunner
 
 import gptkit.pretokenize.jobs as jobs
 import gptkit.shared.corpus
-from gptkit.pretokenize import Split, encode_corpus
+from gptkit.pretokenize import Split, encode_corpus, encode_dataset
 from gptkit.pretokenize.cli import cli
 from gptkit.shared.corpus import Corpus
+from gptkit.shared.errors import InputError, SettingError
 from gptkit.shared.shard_dir import ShardDir
 from gptkit.shared.shards import HEADER_BYTES, ShardHeader, open_shard, read_header
 from gptkit.tokenizer import Tokenizer, split, train_bpe
@@ -633,6 +634,29 @@ def test_val_input_with_a_split_rule_is_refused(tmp_path, tok_path, flag, value)
     res = run("--tokenizer", tok_path, "--input", txt, "--val-input", txt, flag, value, "--out", tmp_path / "data")
     assert_input_error(res, "--val-input", flag)
     assert not (tmp_path / "data").exists()
+
+
+def test_the_commands_library_call_names_its_arguments_where_the_command_names_flags(tmp_path, tok, tok_path):
+    """encode_dataset is what `gptkit pretokenize` calls, its arguments the flags: it returns the
+    manifest it wrote; its refusals name its arguments, which the command shows as flags."""
+    train_path, val_path = (
+        write_txt(tmp_path / "train.txt", docs_of(5, seed=8)),
+        write_txt(tmp_path / "v.txt", docs_of(2)),
+    )
+    encoded = encode_dataset([train_path], tmp_path / "data", tokenizer=tok_path, val_inputs=[val_path], quiet=True)
+    assert encoded.manifest == ShardDir(tmp_path / "data").manifest
+    assert encoded.manifest["split"]["rule"] == "given"
+    assert split_docs(tokens_of(tmp_path / "data", "val"), tok.special_tokens[EOT]) == expected(tok, docs_of(2))
+    library, command = "val_input and val_tokens: give one or the other", "--val-input and --val-tokens: give one"
+    with pytest.raises(SettingError, match=library):
+        encode_dataset([train_path], tmp_path / "out", tokenizer=tok_path, val_inputs=[val_path], val_tokens=10)
+    assert_input_error(
+        run("-t", tok_path, train_path, "--val-input", val_path, "--val-tokens", 10, "--out", tmp_path / "out"), command
+    )
+    # --chat refuses a --separator given at all: the library the same, in the command's line
+    with pytest.raises(InputError, match="^--separator: not for --chat"):
+        encode_dataset([train_path], tmp_path / "out", tokenizer=tok_path, chat=True, separator="x")
+    assert not (tmp_path / "out").exists()
 
 
 def test_an_empty_val_input_is_refused(tmp_path, tok_path):

@@ -29,7 +29,6 @@ from gptkit.shared.jsonfile import parse_json
 from gptkit.shared.progress import Progress
 from gptkit.shared.shard_set import ShardSet
 from gptkit.shared.shards import MASK_DTYPE
-from gptkit.shared.workers import process_pool
 from gptkit.tokenizer import Tokenizer
 from gptkit.tokenizer.chat import TEMPLATE_FILE, ChatError, ChatTemplate
 
@@ -116,7 +115,7 @@ class _Encoder:
     def __init__(
         self, tokenizer: Tokenizer, template: ChatTemplate, eot_id: int | None, dtype: np.dtype, workers: int
     ) -> None:
-        self.args, self.workers = (tokenizer, template, eot_id, dtype), workers
+        self.tokenizer, self.args, self.workers = tokenizer, (tokenizer, template, eot_id, dtype), workers
 
     def write(
         self,
@@ -140,13 +139,7 @@ class _Encoder:
 
     def _encoded(self, paths: Sequence[Path]) -> Iterator[tuple[Job, JobResult]]:
         """(job, its tokens, mask and lengths) per job, in order."""
-        if self.workers <= 1:
-            _start_worker(*self.args)
-            for job in _jobs(paths):
-                yield job, _encode_job(job)
-            return
-        with process_pool(self.workers, _start_worker, self.args) as pool:
-            yield from in_order(pool, self.workers, _encode_job, _jobs(paths))
+        yield from in_order(self.workers, self.tokenizer, _start_worker, self.args, _encode_job, _jobs(paths))
 
 
 def _jobs(paths: Sequence[Path]) -> Iterator[Job]:

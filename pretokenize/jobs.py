@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import Executor, Future
+from concurrent.futures import Future
 from typing import TypeVar
 
 import numpy as np
@@ -36,31 +36,38 @@ def encoded_jobs(
     cut: Callable[[str, int], int],
 ) -> Iterator[tuple[list[tuple[str, bool]], np.ndarray, list[int]]]:
     """(job, tokens, token counts of its texts) per job, in order: `workers` processes, a bounded queue."""
-    worker_args = (tokenizer, eot_id, dtype)
+    encoded = in_order(workers, tokenizer, _start_worker, (tokenizer, eot_id, dtype), _encode_job, _jobs(corpus, cut))
+    for job, (tokens, lengths) in encoded:
+        yield job, tokens, lengths
+
+
+def in_order(
+    workers: int,
+    tokenizer: Tokenizer,
+    start: Callable[..., None],
+    args: tuple,
+    encode: Callable[[J], R],
+    jobs: Iterable[J],
+) -> Iterator[tuple[J, R]]:
+    """(job, encode(job)) per job, in the order of `jobs`: in this process after start(*args), or
+    by `workers` processes that each ran it, with at most IN_FLIGHT_PER_WORKER jobs a worker
+    waiting (memory stays bounded). The documents' jobs and chat.py's conversations' go this way."""
     if workers <= 1:
-        _start_worker(*worker_args)
-        for job in _jobs(corpus, cut):
-            yield job, *_encode_job(job)
+        start(*args)
+        for job in jobs:
+            yield job, encode(job)
         return
     tokenizer.build_engine()  # once, here: the workers fork with it
-    with process_pool(workers, _start_worker, worker_args) as pool:
-        for job, (tokens, lengths) in in_order(pool, workers, _encode_job, _jobs(corpus, cut)):
-            yield job, tokens, lengths
-
-
-def in_order(pool: Executor, workers: int, encode: Callable[[J], R], jobs: Iterable[J]) -> Iterator[tuple[J, R]]:
-    """(job, encode(job)) per job, in the order of `jobs`, computed by the `workers` processes of
-    `pool`, with at most IN_FLIGHT_PER_WORKER jobs a worker waiting: memory stays bounded. The
-    documents' jobs and chat.py's conversations' go this way."""
-    pending: deque[tuple[J, Future[R]]] = deque()
-    for job in jobs:
-        pending.append((job, pool.submit(encode, job)))
-        if len(pending) > IN_FLIGHT_PER_WORKER * workers:
+    with process_pool(workers, start, args) as pool:
+        pending: deque[tuple[J, Future[R]]] = deque()
+        for job in jobs:
+            pending.append((job, pool.submit(encode, job)))
+            if len(pending) > IN_FLIGHT_PER_WORKER * workers:
+                job, future = pending.popleft()
+                yield job, future.result()
+        while pending:
             job, future = pending.popleft()
             yield job, future.result()
-    while pending:
-        job, future = pending.popleft()
-        yield job, future.result()
 
 
 def _jobs(corpus: Corpus, cut: Callable[[str, int], int]) -> Iterator[Job]:

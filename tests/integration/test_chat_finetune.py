@@ -68,10 +68,13 @@ def chat_data(qwen, tmp_path_factory):
     return root / "data"
 
 
-@pytest.mark.parametrize("name, eot_token", [("qwen2", "<|endoftext|>"), ("llama3", "<|end_of_text|>")])
-def test_pretokenize_chat_writes_transformers_ids_and_the_assistant_mask(tmp_path, name, eot_token):
+@pytest.mark.parametrize(
+    "name, eot_token, threads", [("qwen2", "<|endoftext|>", "1"), ("llama3", "<|end_of_text|>", "2")]
+)
+def test_pretokenize_chat_writes_transformers_ids_and_the_assistant_mask(tmp_path, name, eot_token, threads):
     """The data carries the template and the token names it renders with (Llama 3's bos_token),
-    so that rendering beside the data's tokenizer.json gives the model's ids."""
+    so that rendering beside the data's tokenizer.json gives the model's ids; in this process, or
+    in worker processes."""
     theirs = hf_model_dir(tmp_path / name, name)
     stop = MODELS[name][-1]
     runner = CliRunner()
@@ -90,6 +93,8 @@ def test_pretokenize_chat_writes_transformers_ids_and_the_assistant_mask(tmp_pat
             str(tmp_path / "data"),
             "--eot-token",
             eot_token,
+            "--threads",
+            threads,
             "-q",
         ],
     )

@@ -17,7 +17,7 @@ The names load their modules when first used (PEP 562): `gptkit eval --help` imp
 package, and must not import torch (2-3 s).
 """
 
-import importlib
+from gptkit.shared.lazy import lazy_names
 
 _MODULE_OF = {
     "Scorer": "scorer",
@@ -31,10 +31,4 @@ _MODULE_OF = {
 }
 __all__ = sorted(_MODULE_OF)
 
-
-def __getattr__(name):
-    if name not in _MODULE_OF:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f".{_MODULE_OF[name]}", __name__), name)
-    globals()[name] = value  # found directly from now on
-    return value
+__getattr__ = lazy_names(__name__, _MODULE_OF)

@@ -9,8 +9,9 @@ every command's option table does, must not import torch (2-3 s, and a torch-siz
 the worker processes pretokenize forks).
 """
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from gptkit.shared.lazy import lazy_names
 
 if TYPE_CHECKING:  # the names as a type checker sees them; at run time __getattr__ imports them
     from .checkpoint import load_model as load_model
@@ -30,10 +31,4 @@ _MODULE_OF = {
 }
 __all__ = sorted(_MODULE_OF)
 
-
-def __getattr__(name: str) -> Any:
-    if name not in _MODULE_OF:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f".{_MODULE_OF[name]}", __name__), name)
-    globals()[name] = value  # found directly from now on
-    return value
+__getattr__ = lazy_names(__name__, _MODULE_OF)

@@ -19,8 +19,9 @@ The names load their modules when first used (PEP 562), as gptkit.model's do: th
 import config.py's, which must not import torch.
 """
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from gptkit.shared.lazy import lazy_names
 
 if TYPE_CHECKING:  # the names as a type checker sees them; at run time __getattr__ imports them
     from .config import LoraConfig as LoraConfig
@@ -62,10 +63,4 @@ _MODULE_OF = {
 }
 __all__ = sorted(_MODULE_OF)
 
-
-def __getattr__(name: str) -> Any:
-    if name not in _MODULE_OF:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f".{_MODULE_OF[name]}", __name__), name)
-    globals()[name] = value  # found directly from now on
-    return value
+__getattr__ = lazy_names(__name__, _MODULE_OF)

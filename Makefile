@@ -65,8 +65,13 @@ demo: install ## The whole pipeline offline on CPU: stories -> tokenizer -> shar
 	$(GPTKIT) train --config tiny --data $(DEMO)/stories --out $(DEMO)/run $(THREADS_FLAG)
 	$(GPTKIT) sample --checkpoint $(DEMO)/run/latest --prompt "Once upon a time" --num-samples 3 --max-new-tokens 120 --seed 0 $(THREADS_FLAG)
 
-test: install ## Run the test suite (CPU only, about 10 minutes on 2 cores).
-	$(PY) -m pytest
+# Two processes (pytest-xdist; CI's machine has 2 cores): each takes a whole test file (loadscope), so a
+# file's module fixtures (the FSDP runs, the launched run) are made once; files in their order
+# (--no-loadscope-reorder), the few long ones of tests/integration first and the many short ones of
+# tests/unit last, which even out the two processes' ends. Not in pyproject's addopts: a single file
+# run by hand, and bench/gpu_check.py's own pytest on a GPU machine without xdist, stay one process.
+test: install ## Run the test suite in two processes (CPU only, about 4 minutes on 2 cores).
+	$(PY) -m pytest -n 2 --dist loadscope --no-loadscope-reorder
 
 # llama.cpp through llama-cpp-python, built from source (7 minutes on 2 idle cores, so not in CI): what the
 # GGUF export's tests run the exported files with. GGML_NATIVE=OFF: a build for any x86-64 CPU, not only this one.

@@ -38,7 +38,7 @@ def assert_same_run(run, reference, tolerance):
 def runs(data, model_json, tmp_path_factory):
     """The same 20 steps (AdamW, two micro-steps a step, validation every 10 steps over windows the
     two processes cannot share evenly) in one process, in two with DDP, in two with FSDP, and in two
-    with FSDP and activation checkpointing."""
+    with FSDP and activation checkpointing (DDP with Muon: test_train_processes.py)."""
     root = tmp_path_factory.mktemp("fsdp")
     common = run_flags(
         data,
@@ -69,19 +69,23 @@ def runs(data, model_json, tmp_path_factory):
         two = torchrun(2, *common, *flags, "--out", root / name)
         assert two.returncode == 0, two.stderr[-3000:]
         outputs[name] = two.stdout
-    return root, common, outputs["fsdp"]
+    return root, common, outputs
 
 
 def test_fsdp_and_ddp_in_two_processes_train_the_run_one_process_does(runs):
-    root, _, fsdp_output = runs
-    assert "cpu x 2 (torch.distributed gloo, FSDP2, 1 thread)" in fsdp_output
+    root, _, outputs = runs
+    assert "cpu x 2 (torch.distributed gloo, FSDP2, 1 thread)" in outputs["fsdp"]
+    assert "cpu x 2 (torch.distributed gloo, DDP, 1 thread)" in outputs["ddp"]
+    assert all(output.count("| loss ") == 20 for output in outputs.values())  # rank 0 alone logs
     assert_same_run(root / "ddp", root / "one", 1e-5)
     assert_same_run(root / "fsdp", root / "one", 1e-5)
     assert_same_run(root / "fsdp-recompute", root / "one", 1e-5)
-    one, sharded = weights(root / "one/latest"), weights(root / "fsdp/latest")
-    assert sharded.keys() == one.keys()
-    for name in one:  # the checkpoint holds every tensor whole, as one process writes it
-        torch.testing.assert_close(sharded[name], one[name], atol=1e-5, rtol=0, msg=name)
+    one = weights(root / "one/latest")
+    for run in ("ddp", "fsdp"):  # the checkpoint holds every tensor whole, as one process writes it
+        two = weights(root / run / "latest")
+        assert two.keys() == one.keys(), run
+        for name in one:
+            torch.testing.assert_close(two[name], one[name], atol=1e-5, rtol=0, msg=f"{run}: {name}")
 
 
 def test_an_fsdp_resume_is_exact_on_two_processes_and_goes_on_in_one(runs, tmp_path):
@@ -111,6 +115,8 @@ def test_an_fsdp_checkpoint_is_sampled_by_one_process(runs):
 
 
 def test_a_signal_stops_fsdp_processes_at_a_checkpoint_they_resume_from(data, model_json, tmp_path):
+    """A SIGTERM sent to the launcher alone is passed on to the workers, which stop as one process
+    does (Ctrl-C to the whole group: test_launch.py)."""
     run = tmp_path / "run"
     proc = two_processes(
         *run_flags(data, run, model_json, max_steps=100000, checkpoint_interval=100000, parallel="fsdp")
@@ -122,6 +128,7 @@ def test_a_signal_stops_fsdp_processes_at_a_checkpoint_they_resume_from(data, mo
     proc.send_signal(signal.SIGTERM)
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 0 and err == "" and "stopped by SIGTERM" in out, err
+    assert f"resume with: gptkit train --out {run} --resume" in out and (run / "latest" / "model.safetensors").is_file()
     stopped = json.loads((run / "latest/trainer_state.json").read_text())["step"]
     resumed = train_in_two("--out", run, "--resume", "--max-steps", stopped + 2)
     assert resumed.returncode == 0, resumed.stderr_text

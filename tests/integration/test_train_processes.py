@@ -1,6 +1,6 @@
 """Training as subprocesses: `python -m gptkit.train` stopped by SIGINT/SIGTERM and killed at random
-moments, and `torchrun` (gloo on CPU) with 2 processes equal to one and 1 process on the
-distributed path."""
+moments, and `torchrun` (gloo on CPU) with 2 processes equal to one (Muon; AdamW in test_fsdp.py) and
+1 process on the distributed path."""
 
 import json
 import random
@@ -77,13 +77,16 @@ def test_kill_at_random_moments_leaves_a_resumable_checkpoint(data, model_json, 
     assert len(list((run / "checkpoints").glob("step-*"))) <= 2
 
 
-@pytest.mark.parametrize("optimizer", ["adamw", "muon"])
-def test_ddp_on_two_processes_matches_one(data, model_json, tmp_path, optimizer):
+@pytest.fixture(scope="module")
+def muon_run(data, model_json, tmp_path_factory):
+    """4 steps with Muon (two micro-steps a step, validation every 2) in one plain process: what
+    torchrun's processes must train (AdamW in two processes: test_fsdp.py's runs)."""
     common = run_flags(
-        data, None, model_json, batch_size=4, grad_accum=2, max_steps=4, eval_interval=2, optimizer=optimizer
+        data, None, model_json, batch_size=4, grad_accum=2, max_steps=4, eval_interval=2, optimizer="muon"
     )
+    run = tmp_path_factory.mktemp("muon") / "one"
     single = subprocess.run(
-        [sys.executable, "-m", "gptkit.train", *common, "--out", tmp_path / "one"],
+        [sys.executable, "-m", "gptkit.train", *common, "--out", run],
         cwd=ROOT,
         env=ENV,
         capture_output=True,
@@ -91,36 +94,31 @@ def test_ddp_on_two_processes_matches_one(data, model_json, tmp_path, optimizer)
         timeout=120,
     )
     assert single.returncode == 0, single.stderr
+    return common, run
+
+
+def test_ddp_on_two_processes_matches_one(muon_run, tmp_path):
+    common, one_run = muon_run
     ddp = torchrun(2, *common, "--out", tmp_path / "two")
     assert ddp.returncode == 0, ddp.stderr[-3000:]
     assert (
         "cpu x 2 (torch.distributed gloo, DDP, 1 thread)" in ddp.stdout and ddp.stdout.count("| loss ") == 4
     )  # rank 0 alone logs
     for key in ("loss", "val_loss", "val_bpb"):
-        one, two = records(tmp_path / "one", key), records(tmp_path / "two", key)
+        one, two = records(one_run, key), records(tmp_path / "two", key)
         assert [r["step"] for r in one] == [r["step"] for r in two] and one
         assert [r[key] for r in two] == pytest.approx([r[key] for r in one], abs=1e-5)
-    w1, w2 = weights(tmp_path / "one/latest"), weights(tmp_path / "two/latest")
+    w1, w2 = weights(one_run / "latest"), weights(tmp_path / "two/latest")
     for name in w1:
         torch.testing.assert_close(w2[name], w1[name], atol=1e-5, rtol=0, msg=name)
 
 
-def test_torchrun_with_one_process_takes_the_distributed_path(data, model_json, tmp_path):
+def test_torchrun_with_one_process_takes_the_distributed_path(muon_run, tmp_path):
     """One process under torchrun runs the process group, the DDP wrapper and every collective,
     so a single GPU tests what eight would (here on gloo), and trains as a plain process does."""
-    common = run_flags(data, None, model_json, max_steps=3, eval_interval=3, optimizer="muon")
-    assert (
-        subprocess.run(
-            [sys.executable, "-m", "gptkit.train", *common, "--out", tmp_path / "plain"],
-            cwd=ROOT,
-            env=ENV,
-            capture_output=True,
-            timeout=120,
-        ).returncode
-        == 0
-    )
+    common, plain = muon_run
     one = torchrun(1, *common, "--out", tmp_path / "one")
     assert one.returncode == 0, one.stderr[-3000:]
     assert "cpu x 1 (torch.distributed gloo, DDP, 1 thread)" in one.stdout
     for key in ("loss", "grad_norm", "val_loss"):
-        assert [r[key] for r in records(tmp_path / "one", key)] == [r[key] for r in records(tmp_path / "plain", key)]
+        assert [r[key] for r in records(tmp_path / "one", key)] == [r[key] for r in records(plain, key)] != []

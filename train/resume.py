@@ -102,10 +102,11 @@ def _check_data(identity: dict | None, recorded: str | None, data: str, now: dic
     there)."""
     if identity is None and data != recorded:
         if recorded is None or not looked_up(recorded, "data").is_dir():  # None: an edited config.json
+            where = "the run's config.json names none" if recorded is None else f"{recorded} is gone"
             raise SettingError(
                 "data",
                 f"{data}: the run's checkpoint, from an older gptkit, does not record what its "
-                f"data holds, and {recorded} is gone: resume with the data there",
+                f"data holds, and {where}: resume with the data the run was trained on",
             )
         identity = ShardDir(recorded).identity()
     difference = identity and identity_difference(identity, now)

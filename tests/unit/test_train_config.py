@@ -91,3 +91,16 @@ def test_presets_compile_on_cuda_only(preset):
     assert (
         load_train_config(preset, {"data": "d", "out": "o"}).parallelism.compile is None
     )  # None: compile where the device is CUDA
+
+
+def test_data_not_recorded_by_an_old_checkpoint_is_named_however_the_run_lost_it(tmp_path):
+    """A checkpoint from before runs recorded their data's content is resumed with the data at the
+    place config.json names: where that place is gone, or config.json (edited) names none, the
+    line says which."""
+    from gptkit.train.resume import _check_data
+
+    new, old = str(tmp_path / "new"), str(tmp_path / "old")
+    with pytest.raises(SettingError, match=rf"^data {re.escape(new)}: .*and the run's config.json names none: resume"):
+        _check_data(None, None, new, {})
+    with pytest.raises(SettingError, match=rf"and {re.escape(old)} is gone: resume"):
+        _check_data(None, old, new, {})

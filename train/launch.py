@@ -45,6 +45,7 @@ from torch.distributed.launcher.api import LaunchConfig, elastic_launch
 
 from gptkit.shared.cli import configure_logging, error_line
 from gptkit.shared.errors import GptkitError, SettingError, named
+from gptkit.shared.files import atomic_write
 
 # torch's log lines about a failed worker (the exception that ended it, the peers it then
 # terminated): the failure is reported once, by launch(), instead.
@@ -164,9 +165,9 @@ def _worker(one_process: Callable[[], object]) -> None:
     try:
         one_process()
     except GptkitError as e:
-        with open(
-            os.environ["TORCHELASTIC_ERROR_FILE"], "w"
-        ) as f:  # torch's ProcessFailure reads message and timestamp
+        # Whole or not at all: the agent ends the other workers once one has failed, and one of
+        # them may be writing its own error then. torch's ProcessFailure reads message and timestamp.
+        with atomic_write(os.environ["TORCHELASTIC_ERROR_FILE"]) as f:
             json.dump({"message": error_line(e), "timestamp": time.time(), "exit_code": e.exit_code}, f)
         # Ended at once, the error recorded and the process group gone: Python's shutdown would run
         # the C++ destructors of torch's distributed threads, which at times abort ('terminate
@@ -181,9 +182,19 @@ def _worker(one_process: Callable[[], object]) -> None:
 
 def _first_reported_error(logs: str) -> WorkerError | None:
     """The earliest error that a worker of this machine reported (its error file under `logs`)."""
-    reports = [json.loads(path.read_text()) for path in Path(logs).rglob("error.json")]
+    reports = [_report(path) for path in Path(logs).rglob("error.json")]
     ours = [report for report in reports if "exit_code" in report]  # torch's own reports of a crash hold none
     if not ours:
         return None
     first = min(ours, key=lambda report: report["timestamp"])
     return WorkerError(first["message"], first["exit_code"])
+
+
+def _report(path: Path) -> dict[str, Any]:
+    """A worker's error file; {} where it is not JSON (torch's own report of a worker ended while
+    it wrote, which is no error of the run's)."""
+    try:
+        report = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    return report if isinstance(report, dict) else {}

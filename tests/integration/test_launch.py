@@ -234,3 +234,17 @@ def test_ctrl_c_stops_the_workers_at_a_checkpoint(data, settings, tmp_path):
     assert proc.returncode == 0, err
     assert err == "" and "stopped by SIGINT" in out and f"resume with: gptkit train --out {run} --resume" in out
     assert (run / "latest" / "model.safetensors").is_file()
+
+
+def test_an_error_file_cut_short_by_the_agent_is_passed_over_for_a_whole_one(tmp_path):
+    """The agent ends the other workers once one has failed, and one may have been writing its
+    error file then: the whole report is the run's error, a cut one is none, and a worker writes
+    its own whole or not at all."""
+    whole, cut = tmp_path / "attempt_0" / "0" / "error.json", tmp_path / "attempt_0" / "1" / "error.json"
+    cut.parent.mkdir(parents=True)
+    cut.write_text('{"message": "Error: --lr 1e+30: the lo')
+    assert launch._first_reported_error(str(tmp_path)) is None
+    whole.parent.mkdir(parents=True)
+    whole.write_text(json.dumps({"message": "Error: a loss that is not finite", "timestamp": 1.0, "exit_code": 1}))
+    reported = launch._first_reported_error(str(tmp_path))
+    assert reported is not None and (str(reported), reported.exit_code) == ("Error: a loss that is not finite", 1)

@@ -277,12 +277,7 @@ class Tokenizer:
         return np.frombuffer(self._encode([text], special_re)[0], np.uint32).tolist()
 
     def _encode(self, texts: Sequence[str], special_re: re.Pattern[str] | None) -> list[bytes]:
-        """The ids of each of `texts`, packed as native uint32 bytes.
-
-        The work is shared by all the texts: the chunks not seen before are learned
-        together, whatever texts and special tokens separate them, and the ids are
-        joined as bytes.
-        """
+        """The ids of each of `texts`, packed as native uint32 bytes."""
         if special_re:
             segments = [special_re.split(t) for t in texts]
             specials = [[*map(self._special_bytes.__getitem__, special_re.findall(t)), b""] for t in texts]
@@ -291,7 +286,19 @@ class Tokenizer:
         if self._normalize:  # special tokens are matched in the text as given, the rest is normalized (as HF does)
             segments = [list(map(self._normalize, s)) for s in segments]
         if self._engine:  # each segment's ids, then the special token after it
-            return [b"".join(chain.from_iterable(zip(map(self._engine, s), p))) for s, p in zip(segments, specials)]
+            return [b"".join(chain.from_iterable(zip(map(self._engined, s), p))) for s, p in zip(segments, specials)]
+        return self._encode_own(segments, specials)
+
+    def _engined(self, segment: str) -> bytes:
+        """A segment's ids by the engine, or by our own encoder where the engine gives up on it."""
+        assert self._engine is not None
+        ids = self._engine(segment)
+        return ids if ids is not None else self._encode_own([[segment]], [[b""]])[0]
+
+    def _encode_own(self, segments: list[list[str]], specials: list[list[bytes]]) -> list[bytes]:
+        """Our own encoder: the ids of each text's `segments`, each followed by its special token's.
+        The work is shared by all the texts: the chunks not seen before are learned together,
+        whatever texts and special tokens separate them, and the ids are joined as bytes."""
         chunked = list(map(self._chunks_of, chain.from_iterable(segments)))
         heads = list(map(self._pretokens_of, (c[0] for c in chunked)))
         head_ids = map(b"".join, _groups(self._ids_of_pretokens(list(chain.from_iterable(heads))), map(len, heads)))

@@ -44,7 +44,10 @@ import numpy as np
 from . import split
 from .pair_ranks import NO_RANK, PairRanks
 
-Engine = Callable[[str], bytes]  # text (no special tokens) -> its ids as native uint32 bytes
+# text (no special tokens) -> its ids as native uint32 bytes; None where tiktoken gives up on the text:
+# its regex engine stops past a backtracking limit, which a long run of whitespace (a million
+# spaces) reaches under the patterns' `\s+(?!\S)`. Our own encoder takes that text.
+Engine = Callable[[str], bytes | None]
 
 SAFE_PATTERNS = frozenset({split.GPT2_PATTERN, split.LLAMA3_PATTERN, split.QWEN2_PATTERN, split.O200K_PATTERN})
 # Bytes: a vocabulary with a longer token stays on our encoder, so that checking it (one numpy round
@@ -93,11 +96,21 @@ def engine_for(
     never = {"<|gptkit: never taken|>": int(ranks.max()) + 1}
     encoding = tiktoken.Encoding("gptkit", pat_str=pattern, mergeable_ranks=mergeable, special_tokens=never)
     buffer, allowed = encoding._core_bpe.encode_to_tiktoken_buffer, set[str]()
-    if ranks is ids:
-        return lambda text: bytes(buffer(text, allowed))
-    rank_to_id = np.zeros(int(ranks.max()) + 1, np.uint32)
-    rank_to_id[ranks] = ids
-    return lambda text: rank_to_id[np.frombuffer(buffer(text, allowed), np.uint32)].tobytes()
+    rank_to_id = None
+    if ranks is not ids:
+        rank_to_id = np.zeros(int(ranks.max()) + 1, np.uint32)
+        rank_to_id[ranks] = ids
+
+    def encode(text: str) -> bytes | None:
+        try:
+            ranked = buffer(text, allowed)
+        except ValueError as e:
+            if isinstance(e, UnicodeError):  # a lone surrogate: refused as our encoder refuses it
+                raise
+            return None
+        return bytes(ranked) if rank_to_id is None else rank_to_id[np.frombuffer(ranked, np.uint32)].tobytes()
+
+    return encode
 
 
 def merged_alone(

@@ -225,3 +225,12 @@ def test_ids_in_another_order_than_the_merges_are_mapped_from_ranks(tmp_path, ll
     assert ours._engine is not None
     for text in [*SAMPLES.values(), f"a{UNMADE} {UNMADE}b"]:
         assert ours.encode(text) == hf_ids(hf, text) == own_encoder(ours).encode(text)
+
+
+def test_a_whitespace_run_past_tiktokens_backtracking_limit_gets_hfs_ids_from_our_encoder(tmp_path, llama3_json):
+    """tiktoken's regex engine gives up past a million steps of backtracking, which a run of a
+    million spaces reaches: that text is encoded by our own encoder, the rest by the engine."""
+    theirs, ours = from_json(llama3_json, tmp_path)
+    text = "a" + " " * 1_000_000 + "b"
+    assert ours.build_engine() and ours._engine is not None and ours._engine(text) is None
+    assert ours.encode(text) == theirs.encode(text, add_special_tokens=False).ids

@@ -70,7 +70,7 @@ demo: install ## The whole pipeline offline on CPU: stories -> tokenizer -> shar
 # (--no-loadscope-reorder), the few long ones of tests/integration first and the many short ones of
 # tests/unit last, which even out the two processes' ends. Not in pyproject's addopts: a single file
 # run by hand, and bench/gpu_check.py's own pytest on a GPU machine without xdist, stay one process.
-test: install ## Run the test suite in two processes (CPU only, about 4 minutes on 2 cores).
+test: install ## Run the test suite in two processes (CPU only, about 5 minutes on 2 cores).
 	$(PY) -m pytest -n 2 --dist loadscope --no-loadscope-reorder
 
 # llama.cpp through llama-cpp-python, built from source (7 minutes on 2 idle cores, so not in CI): what the
